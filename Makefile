@@ -1,0 +1,38 @@
+# Two commands do all the set-up on a fresh machine:
+#   make run   - install what is missing, serve the front on http://127.0.0.1:$(PORT) (devhorde behind it
+#                unless HORDE_URL is set)
+#   make test  - install what is missing, start Redis if none answers on 127.0.0.1:6379, run the whole suite
+# `make bench` runs the benchmarks under bench/.
+
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PORT ?= 8000
+DEVHORDE_PORT ?= 7001
+export PORT DEVHORDE_PORT
+
+.PHONY: run test bench install clean
+
+install: $(STAMP)
+
+# The environment: a Python 3.12+ found by bin/find-python (PATH, then pyenv), a venv, the pinned requirements.
+$(STAMP): requirements.txt bin/find-python
+	@set -e; if [ ! -x $(PY) ]; then \
+	  interp=$$(bin/find-python); echo "Creating $(VENV) with $$interp"; \
+	  "$$interp" -m venv $(VENV); fi
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	@touch $(STAMP)
+
+run: $(STAMP)
+	@exec bin/run
+
+test: $(STAMP)
+	@bin/with-redis $(PY) -m pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	@bin/with-redis $(PY) -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

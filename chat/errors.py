@@ -1,0 +1,143 @@
+"""The OpenAI error envelope and the front's error codes, statuses and retry headers.
+
+Every refusal the front returns is ``{"error": {"message", "type", "param", "code"}}`` (plus ``metadata`` where the
+reference adds it), the shape OpenAI's API and the official SDKs read. ``x-should-retry`` tells the official SDK
+whether to retry (it decides alone when present); ``Retry-After`` is in whole seconds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any, Final
+
+from django.http import HttpResponse
+
+ERROR_TYPE_BY_STATUS: Final[Mapping[int, str]] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    408: "timeout_error",
+    409: "conflict_error",
+    413: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+}
+"""OpenAI's ``error.type`` for each client-error status; every 5xx is ``api_error``."""
+
+# Codes the front itself returns (the Horde's own rc values pass through as codes too).
+BAD_REQUEST: Final = "BadRequest"
+UNSUPPORTED_CHAT_PARAMETER: Final = "UnsupportedChatParameter"
+CHAT_REQUEST_CONFLICT: Final = "ChatRequestConflict"
+NO_ELIGIBLE_WORKER: Final = "no_eligible_worker"
+NO_WORKER_SUPPORTS_FEATURES: Final = "no_worker_supports_features"
+NO_WORKER_SUPPORTS_LIMIT: Final = "no_worker_supports_limit"
+QUEUE_UNAVAILABLE: Final = "queue_unavailable"
+RATE_LIMIT_EXCEEDED: Final = "rate_limit_exceeded"
+CHAT_REQUEST_TIMEOUT: Final = "ChatRequestTimeout"
+CHAT_REQUEST_FAULTED: Final = "ChatRequestFaulted"
+CHAT_REQUEST_NO_GENERATION: Final = "ChatRequestNoGeneration"
+CHAT_STREAM_DIVERGED: Final = "ChatStreamDiverged"
+HORDE_UNAVAILABLE: Final = "HordeUnavailable"
+MAX_KUDOS_EXCEEDED: Final = "max_kudos_exceeded"
+MODEL_NOT_FOUND: Final = "model_not_found"
+
+NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS: Final = 30
+"""``Retry-After`` of every ``no_eligible_worker`` (reference: Model availability)."""
+
+CORS_HEADERS: Final[Mapping[str, str]] = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Expose-Headers": "Retry-After, x-should-retry",
+}
+"""Headers every response carries so browser clients such as KoboldAI Lite can call the front (Browser access)."""
+
+
+def error_type_for_status(status: int) -> str:
+    """Return OpenAI's ``error.type`` for an HTTP status: ``api_error`` for 5xx, ``invalid_request_error`` default."""
+    if status >= 500:
+        return "api_error"
+    return ERROR_TYPE_BY_STATUS.get(status, "invalid_request_error")
+
+
+@dataclass(eq=False)
+class OpenAIError(Exception):
+    """A refusal in OpenAI's error envelope.
+
+    Attributes:
+        status: The HTTP status (400, 404, 503, ...).
+        message: The human sentence; OpenAI's own wording where the reference asks for it.
+        code: The error code (the front's, such as ``UnsupportedChatParameter``, or the Horde's rc).
+        param: The request path at fault, or None.
+        type: OpenAI's error type; derived from the status when not given.
+        metadata: Extra fields under ``error.metadata`` (``request_id``, ``retry_after``, ``rc``, ...), or None.
+        retry_after: Seconds for the ``Retry-After`` header, or None for no header.
+        should_retry: The ``x-should-retry`` header value, or None for no header.
+    """
+
+    status: int
+    message: str
+    code: str | None = None
+    param: str | None = None
+    type: str | None = None
+    metadata: dict[str, Any] | None = None
+    retry_after: int | None = None
+    should_retry: bool | None = None
+    extra_headers: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
+        if self.type is None:
+            self.type = error_type_for_status(self.status)
+
+    def envelope(self) -> dict[str, Any]:
+        """Return ``{"error": {"message", "type", "param", "code"[, "metadata"]}}``."""
+        body: dict[str, Any] = {
+            "message": self.message,
+            "type": self.type,
+            "param": self.param,
+            "code": self.code,
+        }
+        if self.metadata:
+            body["metadata"] = dict(self.metadata)
+        return {"error": body}
+
+    def headers(self) -> dict[str, str]:
+        """Return the response headers: ``Retry-After`` and ``x-should-retry`` when set, plus any extras."""
+        headers = dict(self.extra_headers)
+        if self.retry_after is not None:
+            headers["Retry-After"] = str(self.retry_after)
+        if self.should_retry is not None:
+            headers["x-should-retry"] = "true" if self.should_retry else "false"
+        return headers
+
+    def to_response(self) -> HttpResponse:
+        """Return the JSON error response with its status and headers."""
+        return json_response(self.envelope(), status=self.status, headers=self.headers())
+
+    def sse_event(self) -> bytes:
+        """Return the mid-stream form: ``data: {"error": ...}`` (the caller sends ``data: [DONE]`` after it)."""
+        return b"data: " + dumps(self.envelope()) + b"\n\n"
+
+
+def dumps(value: object) -> bytes:
+    """Serialise JSON compactly, keeping non-ASCII text as UTF-8 (the SDKs and browsers read UTF-8)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def json_response(value: object, *, status: int = 200, headers: Mapping[str, str] | None = None) -> HttpResponse:
+    """Return ``value`` as an ``application/json`` response with the CORS headers."""
+    response = HttpResponse(dumps(value), status=status, content_type="application/json")
+    for name, header_value in {**CORS_HEADERS, **(headers or {})}.items():
+        response[name] = header_value
+    return response
+
+
+def reason_phrase(status: int) -> str:
+    """Return the standard reason phrase of ``status`` (for messages that name it)."""
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"

@@ -1,0 +1,85 @@
+"""The front's settings, read once from the environment and typed with pydantic-settings.
+
+Every knob is an environment variable; the README's configuration table lists each with its default. Django's
+settings module exposes the parsed object as ``settings.HORDE_OAI``, the one namespaced key a host project sets,
+and the front's code reads it through :func:`front_settings`.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from horde_sdk.ai_horde_api.endpoints import AI_HORDE_BASE_URL
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PUBLIC_HORDE_URL = AI_HORDE_BASE_URL.rstrip("/")
+"""The public Horde's API root, the default ``HORDE_URL``: a front started without configuration never talks to the
+development Horde by accident."""
+
+
+class FrontSettings(BaseSettings):
+    """The front's configuration. Field names map to ``HORDE_OAI_<NAME>`` variables unless an alias says otherwise."""
+
+    model_config = SettingsConfigDict(env_prefix="HORDE_OAI_", extra="ignore", frozen=True)
+
+    horde_url: str = Field(default=PUBLIC_HORDE_URL, validation_alias=AliasChoices("HORDE_URL"))
+    """The native Horde API root (``HORDE_URL``), such as ``https://aihorde.net/api``; paths are relative to it."""
+
+    redis_url: str | None = None
+    """``HORDE_OAI_REDIS_URL``: the Redis the Horde publishes progress streams and signals on. Unset: no relay,
+    no signals; the waiter re-reads the status on its timer."""
+
+    stream_redis_db: int = 0
+    """``HORDE_OAI_STREAM_REDIS_DB``: the Redis database of the ``horde:chat:stream:<id>`` progress streams."""
+
+    client_agent: str = "horde-oai-front:0.1:https://github.com/Haidra-Org/AI-Horde"
+    """``HORDE_OAI_CLIENT_AGENT``: the ``Client-Agent`` header sent to the Horde (``name:version:contact``)."""
+
+    nonstream_timeout_seconds: float = 300.0
+    """``HORDE_OAI_NONSTREAM_TIMEOUT_SECONDS``: how long a non-streamed request may wait for its reply."""
+
+    stream_timeout_seconds: float = 600.0
+    """``HORDE_OAI_STREAM_TIMEOUT_SECONDS``: how long a streamed request may wait for its reply."""
+
+    signal_recheck_seconds: float = 1.0
+    """``HORDE_OAI_SIGNAL_RECHECK_SECONDS``: the waiter's status re-read interval when no signal wakes it."""
+
+    fail_fast_grace_seconds: float = 30.0
+    """``HORDE_OAI_FAIL_FAST_GRACE_SECONDS``: how long a request reported impossible waits for a worker to appear."""
+
+    keepalive_seconds: float = 10.0
+    """``HORDE_OAI_KEEPALIVE_SECONDS``: the interval of the SSE keepalive comments while a stream waits."""
+
+    horde_timeout_seconds: float = 30.0
+    """``HORDE_OAI_HORDE_TIMEOUT_SECONDS``: the timeout of one native HTTP call."""
+
+    cancel_retry_seconds: float = 10.0
+    """``HORDE_OAI_CANCEL_RETRY_SECONDS``: the interval between retries of a failed cancel."""
+
+    delta_pacing_max_window_seconds: float = 2.0
+    """``HORDE_OAI_DELTA_PACING_MAX_WINDOW_SECONDS``: the largest pacing window; 0 sends each delta as it arrives."""
+
+    delta_pacing_max_chunks_per_second: float = 20.0
+    """``HORDE_OAI_DELTA_PACING_MAX_CHUNKS_PER_SECOND``: the most paced pieces sent per second."""
+
+    models_cache_seconds: float = 10.0
+    """``HORDE_OAI_MODELS_CACHE_SECONDS``: how long the native model list is reused."""
+
+    @field_validator("horde_url")
+    @classmethod
+    def _strip_trailing_slash(cls, value: str) -> str:
+        return value.rstrip("/")
+
+
+@cache
+def front_settings() -> FrontSettings:
+    """Return the front's settings: Django's ``settings.HORDE_OAI`` when configured, else the environment's."""
+    from django.conf import settings
+
+    configured = getattr(settings, "HORDE_OAI", None)
+    if isinstance(configured, FrontSettings):
+        return configured
+    if isinstance(configured, dict):
+        return FrontSettings(**configured)
+    return FrontSettings()
