@@ -1,1 +1,7 @@
 """The chat completions app: ``POST /v1/chat/completions`` over the Horde's native chat routes."""
+
+from loguru import logger
+
+# horde-sdk's model reference logs its configuration at DEBUG on import; those lines are not the front's.
+logger.disable("horde_model_reference")
+logger.disable("horde_sdk")

@@ -118,8 +118,14 @@ class OpenAIError(Exception):
         return json_response(self.envelope(), status=self.status, headers=self.headers())
 
     def sse_event(self) -> bytes:
-        """Return the mid-stream form: ``data: {"error": ...}`` (the caller sends ``data: [DONE]`` after it)."""
-        return b"data: " + dumps(self.envelope()) + b"\n\n"
+        """Return the mid-stream form: ``data: {"error": ...}`` (the caller sends ``data: [DONE]`` after it).
+
+        ``metadata.retry_after`` carries the interval a ``Retry-After`` header would have (reference: Stream errors).
+        """
+        envelope = self.envelope()
+        if self.retry_after is not None:
+            envelope["error"].setdefault("metadata", {})["retry_after"] = self.retry_after
+        return b"data: " + dumps(envelope) + b"\n\n"
 
 
 def dumps(value: object) -> bytes:
@@ -141,3 +147,62 @@ def reason_phrase(status: int) -> str:
         return HTTPStatus(status).phrase
     except ValueError:
         return "Error"
+
+
+def no_eligible_worker(message: str, *, metadata: dict[str, Any] | None = None) -> OpenAIError:
+    """503 ``no_eligible_worker`` with ``Retry-After: 30`` and ``x-should-retry: true`` (Model availability)."""
+    return OpenAIError(
+        status=503,
+        message=message,
+        code=NO_ELIGIBLE_WORKER,
+        metadata=metadata,
+        retry_after=NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS,
+        should_retry=True,
+    )
+
+
+def horde_unavailable(detail: str) -> OpenAIError:
+    """502 ``HordeUnavailable``: the Horde could not be reached or answered outside its contract."""
+    return OpenAIError(status=502, message=f"The Horde could not be reached: {detail}", code=HORDE_UNAVAILABLE)
+
+
+def error_from_refusal(refusal: Any, *, requested_model_key: str = "model") -> OpenAIError:
+    """Map a native refusal (chat.horde_client.HordeRefusal) at submit or status to the OpenAI envelope.
+
+    The Horde's ``rc`` passes through as the code, with its message; a 429 without an rc is
+    ``rate_limit_exceeded``; ``NoEligibleWorker`` is 503 ``no_eligible_worker``; other 5xx are ``HordeUnavailable``.
+    """
+    status: int = refusal.status
+    rc: str | None = refusal.rc
+    message: str = refusal.message or reason_phrase(status)
+    body: dict[str, Any] = refusal.body or {}
+    retry_after = _retry_after_header(refusal.headers)
+    if rc == "NoEligibleWorker":
+        return no_eligible_worker(message)
+    if status == 429:
+        return OpenAIError(
+            status=429, message=message, code=rc or RATE_LIMIT_EXCEEDED, retry_after=retry_after
+        )
+    if status >= 500 and rc != "MaintenanceMode":
+        return horde_unavailable(f"{status} {rc}: {message}")
+    if status == 400 and rc is None:
+        errors = body.get("errors") if isinstance(body.get("errors"), dict) else {}
+        first = next(iter(errors), None)
+        return OpenAIError(status=400, message=message, code=BAD_REQUEST, param=first)
+    return OpenAIError(
+        status=status,
+        message=message,
+        code=rc,
+        param=body.get("param") if isinstance(body.get("param"), str) else None,
+        retry_after=retry_after,
+    )
+
+
+def _retry_after_header(headers: dict[str, str] | None) -> int | None:
+    for name, value in (headers or {}).items():
+        if name.lower() == "retry-after":
+            try:
+                return max(0, int(float(value)))
+            except ValueError:
+                return None
+    return None

@@ -18,6 +18,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "oaifront.middleware.CorsMiddleware",
     "django.middleware.common.CommonMiddleware",
 ]
 

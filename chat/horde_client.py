@@ -1,0 +1,180 @@
+"""The async httpx client of the Horde's native chat routes (native-horde-chat.md).
+
+One pooled ``httpx.AsyncClient`` per process (see chat.runtime). Every call sends the client's key as ``apikey`` and
+the front's ``Client-Agent``. A refusal (4xx/5xx with the native ``{"message", "rc"}`` body) raises
+:class:`HordeRefusal`; a transport failure or an unreadable answer raises :class:`HordeUnreachable`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+ANONYMOUS_API_KEY = "0000000000"
+"""The Horde's anonymous key, sent when the client sent no bearer key."""
+
+
+class NativeModel(BaseModel):
+    """A native model shape that keeps unknown keys (a newer Horde may add fields)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class NativeGeneration(NativeModel):
+    """One finished generation of a native chat status."""
+
+    id: str | None = None
+    worker_id: str | None = None
+    worker_name: str | None = None
+    model: str | None = None
+    message: dict[str, Any] = {}
+    finish_reason: str | None = None
+    native_finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+
+class NativeStatus(NativeModel):
+    """``GET /v2/generate/chat/status/{id}``. Fields an older Horde omits are None: unknown, never zero."""
+
+    done: bool = False
+    faulted: bool = False
+    waiting: int = 0
+    processing: int = 0
+    finished: int = 0
+    restarted: int = 0
+    queue_position: int = 0
+    wait_time: int = 0
+    kudos: float = 0
+    is_possible: bool = True
+    eligible_workers: int | None = None
+    eligible_worker_threads: int | None = None
+    might_stall: bool | None = None
+    impossible_reason: dict[str, Any] | None = None
+    context_adjustments: list[dict[str, Any]] | None = None
+    stream_progress: bool = False
+    generations: list[NativeGeneration] = []
+    fault_reason: str | None = None
+
+    @property
+    def finished_generation(self) -> NativeGeneration | None:
+        """The first generation, or None when the Horde has not finished one."""
+        return self.generations[0] if self.generations else None
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    """``202`` of ``POST /v2/generate/chat/async``."""
+
+    id: str
+    kudos: float | None
+    warnings: list[dict[str, Any]]
+
+
+@dataclass
+class HordeRefusal(Exception):
+    """A native refusal: the HTTP status, ``rc`` (None when absent), ``message`` and the whole body and headers."""
+
+    status: int
+    message: str
+    rc: str | None
+    body: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__init__(f"{self.status} {self.rc}: {self.message}")
+
+
+class HordeUnreachable(Exception):
+    """The Horde could not be reached, timed out, or answered something that is not its contract."""
+
+
+class HordeClient:
+    """The native chat routes over one pooled async HTTP client.
+
+    Args:
+        base_url: The API root (``HORDE_URL``), such as ``https://aihorde.net/api``.
+        client_agent: The ``Client-Agent`` header value.
+        timeout: Seconds for one call.
+        transport: An httpx transport for tests (e.g. ``httpx.ASGITransport``).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        client_agent: str,
+        timeout: float,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers={"Client-Agent": client_agent},
+            timeout=timeout,
+            transport=transport,
+            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+        )
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def _call(self, method: str, path: str, apikey: str | None, **kwargs: Any) -> Any:
+        headers = {"apikey": apikey or ANONYMOUS_API_KEY}
+        try:
+            response = await self._http.request(method, path, headers=headers, **kwargs)
+        except httpx.HTTPError as exc:
+            raise HordeUnreachable(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+        try:
+            body = response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            body = None
+        if response.status_code >= 400:
+            if not isinstance(body, dict) or response.status_code >= 500 and "rc" not in body:
+                raise HordeUnreachable(f"{method} {path}: HTTP {response.status_code}")
+            raise HordeRefusal(
+                status=response.status_code,
+                message=str(body.get("message", "")),
+                rc=body.get("rc"),
+                body=body,
+                headers=dict(response.headers),
+            )
+        if body is None:
+            raise HordeUnreachable(f"{method} {path}: the answer is not JSON")
+        return body
+
+    async def submit(self, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
+        """``POST /v2/generate/chat/async``; returns the request id. Raises HordeRefusal or HordeUnreachable."""
+        body = await self._call("POST", "/v2/generate/chat/async", apikey, json=payload)
+        if not isinstance(body, dict) or not isinstance(body.get("id"), str):
+            raise HordeUnreachable("submit: the answer has no request id")
+        return SubmitResult(id=body["id"], kudos=body.get("kudos"), warnings=list(body.get("warnings") or []))
+
+    async def status(self, request_id: str, apikey: str | None) -> NativeStatus:
+        """``GET /v2/generate/chat/status/{id}``. Raises HordeRefusal (404 RequestNotFound) or HordeUnreachable."""
+        body = await self._call("GET", f"/v2/generate/chat/status/{request_id}", apikey)
+        return _parse_status(body)
+
+    async def cancel(self, request_id: str, apikey: str | None) -> NativeStatus:
+        """``DELETE /v2/generate/chat/status/{id}``: cancel and return the status. Raises like :meth:`status`."""
+        body = await self._call("DELETE", f"/v2/generate/chat/status/{request_id}", apikey)
+        return _parse_status(body)
+
+    async def text_models(self) -> list[dict[str, Any]]:
+        """``GET /v2/status/models?type=text``: the native model list, entries as JSON objects."""
+        body = await self._call("GET", "/v2/status/models", None, params={"type": "text"})
+        if not isinstance(body, list):
+            raise HordeUnreachable("models: the answer is not a list")
+        return [entry for entry in body if isinstance(entry, dict)]
+
+
+def _parse_status(body: Any) -> NativeStatus:
+    try:
+        return NativeStatus.model_validate(body)
+    except ValidationError as exc:
+        raise HordeUnreachable(f"status: the answer does not match the contract: {exc.error_count()} errors") from exc

@@ -1,0 +1,75 @@
+"""The server-sent event sequence of a streamed chat completion.
+
+Reference sections: "Buffered stream events" (the chunk order), "Stream errors" (an error after the 200 headers is
+``data: {"error": ...}`` then ``data: [DONE]``). While the request waits, a keepalive comment goes out every
+``HORDE_OAI_KEEPALIVE_SECONDS`` so proxies and clients keep the connection open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Final
+
+from chat.errors import OpenAIError, dumps
+from chat.horde_client import NativeStatus
+from chat.mapping import buffered_chunks
+from chat.schema import ChatCompletionRequest
+from chat.waiter import ChatWaiter
+
+KEEPALIVE_COMMENT: Final[bytes] = b": keepalive\n\n"
+"""An SSE comment line; OpenAI SDKs and browsers ignore it."""
+
+DONE_EVENT: Final[bytes] = b"data: [DONE]\n\n"
+"""The last event of every stream."""
+
+SSE_HEADERS: Final[dict[str, str]] = {
+    "Cache-Control": "no-cache",
+    "X-Accel-Buffering": "no",
+}
+"""Headers of a streamed response: no caching, no proxy buffering."""
+
+
+def sse_event(value: Any) -> bytes:
+    """``data: <json>`` followed by the blank line that ends an event."""
+    return b"data: " + dumps(value) + b"\n\n"
+
+
+async def with_keepalives(task: asyncio.Future[Any], interval: float) -> AsyncIterator[bytes]:
+    """Yield a keepalive comment every ``interval`` seconds until ``task`` is done (its result is not read here)."""
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=interval)
+        if done:
+            return
+        yield KEEPALIVE_COMMENT
+
+
+async def buffered_stream(
+    request: ChatCompletionRequest,
+    waiter: ChatWaiter,
+    first_status: NativeStatus,
+    created: int,
+    on_end: Callable[[], None],
+) -> AsyncIterator[bytes]:
+    """The whole event stream of a reply delivered whole: keepalives while waiting, then the buffered chunks.
+
+    ``on_end`` runs when the stream ends for any reason (finished, error, client disconnect); the caller cancels the
+    native request there when it is not terminal.
+    """
+    wait_task = asyncio.ensure_future(waiter.wait_done(first_status))
+    try:
+        async for comment in with_keepalives(wait_task, waiter.settings.keepalive_seconds):
+            yield comment
+        try:
+            status = wait_task.result()
+        except OpenAIError as error:
+            yield error.sse_event()
+            yield DONE_EVENT
+            return
+        for chunk in buffered_chunks(request, status, waiter.request_id, created):
+            yield sse_event(chunk)
+        yield DONE_EVENT
+    finally:
+        if not wait_task.done():
+            wait_task.cancel()
+        on_end()

@@ -1,0 +1,9 @@
+"""URLs of the chat app; a host project can ``include("chat.urls")``."""
+
+from django.urls import path
+
+from chat import views
+
+urlpatterns = [
+    path("v1/chat/completions", views.chat_completions, name="chat-completions"),
+]

@@ -1,0 +1,93 @@
+"""``POST /v1/chat/completions``: read -> screen -> validate -> submit -> wait or stream -> respond.
+
+The view is thin; each step lives in its module (screening, mapping, waiter, streaming, cancels). A request the front
+abandons after submit (client disconnect, timeout, refusal) is cancelled at the Horde.
+"""
+
+from __future__ import annotations
+
+import time
+
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from chat import errors
+from chat.errors import CORS_HEADERS, OpenAIError, json_response
+from chat.horde_client import HordeRefusal, HordeUnreachable
+from chat.mapping import build_completion, build_native_payload, relays_deltas
+from chat.runtime import get_runtime
+from chat.screening import read_chat_request
+from chat.streaming import SSE_HEADERS, buffered_stream
+from chat.waiter import ChatWaiter
+
+
+def bearer_key(request: HttpRequest) -> str | None:
+    """The client's key from ``Authorization: Bearer <key>``, forwarded to the Horde as ``apikey``; None if absent."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, key = header.partition(" ")
+    if scheme.lower() == "bearer" and key.strip():
+        return key.strip()
+    return None
+
+
+def method_not_allowed(allowed: str) -> HttpResponse:
+    """405 in OpenAI's envelope."""
+    return OpenAIError(
+        status=405,
+        message=f"Method not allowed. Use {allowed}.",
+        code="method_not_allowed",
+        extra_headers={"Allow": allowed},
+    ).to_response()
+
+
+@csrf_exempt
+async def chat_completions(request: HttpRequest) -> HttpResponse:
+    """Serve one chat completion, streamed or not (OpenAI's ``POST /v1/chat/completions``)."""
+    if request.method != "POST":
+        return method_not_allowed("POST")
+    try:
+        chat_request = read_chat_request(request.body)
+    except OpenAIError as error:
+        return error.to_response()
+
+    runtime = get_runtime()
+    apikey = bearer_key(request)
+    stream_progress = relays_deltas(chat_request) and runtime.has_redis
+    payload = build_native_payload(chat_request, stream_progress=stream_progress)
+    created = int(time.time())
+    try:
+        submitted = await runtime.horde.submit(payload, apikey)
+    except HordeRefusal as refusal:
+        return errors.error_from_refusal(refusal).to_response()
+    except HordeUnreachable as exc:
+        return errors.horde_unavailable(str(exc)).to_response()
+    submitted_at = time.time()
+
+    settings = runtime.settings
+    timeout = settings.stream_timeout_seconds if chat_request.is_stream else settings.nonstream_timeout_seconds
+    waiter = ChatWaiter(runtime, submitted.id, apikey, timeout_seconds=timeout)
+
+    def finish() -> None:
+        waiter.close()
+        if not waiter.terminal:
+            runtime.cancels.cancel_soon(submitted.id, apikey, submitted_at)
+
+    handed_to_stream = False
+    try:
+        first_status = await waiter.first_read()
+        if chat_request.is_stream:
+            response = StreamingHttpResponse(
+                buffered_stream(chat_request, waiter, first_status, created, on_end=finish),
+                content_type="text/event-stream",
+            )
+            for name, value in {**SSE_HEADERS, **CORS_HEADERS}.items():
+                response[name] = value
+            handed_to_stream = True
+            return response
+        status = await waiter.wait_done(first_status)
+        return json_response(build_completion(chat_request, status, submitted.id, created))
+    except OpenAIError as error:
+        return error.to_response()
+    finally:
+        if not handed_to_stream:
+            finish()

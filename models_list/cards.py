@@ -1,0 +1,100 @@
+"""Native model entries -> model cards (reference: Model card fields).
+
+A card has OpenAI's model object keys (``id``, ``object``, ``created``, ``owned_by``) and OpenRouter's card shape
+(``name``, ``context_length``, ``architecture``, ``pricing``, ``top_provider``, ``supported_parameters``), plus
+``x_horde`` with the worker count and the queued work.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from horde_sdk.generation_parameters.text.chat_policy import ChatFeature, ChatGuarantee
+
+BASE_SUPPORTED_PARAMETERS: Final[tuple[str, ...]] = ("max_tokens", "temperature", "top_p", "stop")
+"""Parameters every chat worker applies."""
+
+FEATURE_PARAMETERS: Final[tuple[ChatFeature, ...]] = (
+    ChatFeature.SEED,
+    ChatFeature.FREQUENCY_PENALTY,
+    ChatFeature.PRESENCE_PENALTY,
+    ChatFeature.REASONING_EFFORT,
+)
+"""Features whose value is also the request parameter they enable, in the order cards list them."""
+
+RESPONSE_FORMAT_FEATURES: Final[frozenset[str]] = frozenset({ChatFeature.JSON_OBJECT, ChatFeature.JSON_SCHEMA})
+"""Features that make ``response_format`` supported."""
+
+OWNED_BY: Final[str] = "aihorde"
+"""``owned_by`` of every card: the models run on the Horde's volunteer workers."""
+
+
+def supported_parameters(features: list[str]) -> list[str]:
+    """``max_tokens, temperature, top_p, stop``, then ``seed, frequency_penalty, presence_penalty,
+    reasoning_effort`` for the features with the same values, ``tools, parallel_tool_calls`` for tools (with
+    ``tool_choice`` under the ``tool_choice_enforced`` guarantee), and ``response_format`` for json_object or
+    json_schema."""
+    declared = set(features)
+    parameters = list(BASE_SUPPORTED_PARAMETERS)
+    parameters += [feature.value for feature in FEATURE_PARAMETERS if feature.value in declared]
+    if ChatFeature.TOOLS.value in declared:
+        parameters += ["tools", "parallel_tool_calls"]
+        if ChatGuarantee.TOOL_CHOICE_ENFORCED.value in declared:
+            parameters.append("tool_choice")
+    if declared & RESPONSE_FORMAT_FEATURES:
+        parameters.append("response_format")
+    return parameters
+
+
+def model_card(entry: dict[str, Any]) -> dict[str, Any]:
+    """The card of a native entry that has a ``chat`` object."""
+    chat = entry["chat"]
+    features = [str(feature) for feature in chat.get("features") or []]
+    vision = ChatFeature.VISION.value in features
+    input_modalities = ["text", "image"] if vision else ["text"]
+    name = entry["name"]
+    return {
+        "id": name,
+        "object": "model",
+        "created": 0,
+        "owned_by": OWNED_BY,
+        "name": name,
+        "canonical_slug": name,
+        "context_length": chat.get("max_context_length"),
+        "architecture": {
+            "modality": "text+image->text" if vision else "text->text",
+            "input_modalities": input_modalities,
+            "output_modalities": ["text"],
+            "tokenizer": "Other",
+            "instruct_type": None,
+        },
+        "pricing": {"prompt": "0", "completion": "0", "request": "0", "image": "0"},
+        "top_provider": {
+            "context_length": chat.get("max_context_length"),
+            "max_completion_tokens": chat.get("max_length"),
+            "is_moderated": False,
+        },
+        "per_request_limits": None,
+        "supported_parameters": supported_parameters(features),
+        "x_horde": {
+            "workers": chat.get("workers"),
+            "threads": chat.get("threads"),
+            "queued": entry.get("queued"),
+            "jobs": entry.get("jobs"),
+            "eta": entry.get("eta"),
+            "performance": entry.get("performance"),
+            "features": sorted(features),
+            "image_transports": list(chat.get("image_transports") or []),
+        },
+    }
+
+
+def model_list(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """``{"object": "list", "data": [card, ...]}`` for every text entry with at least one online chat worker."""
+    cards = [
+        model_card(entry)
+        for entry in entries
+        if isinstance(entry.get("chat"), dict) and (entry["chat"].get("workers") or 0) > 0 and entry.get("name")
+    ]
+    cards.sort(key=lambda card: card["id"])
+    return {"object": "list", "data": cards}

@@ -1,0 +1,54 @@
+"""Browser access (reference: Browser access): preflights answered, any origin allowed on every response.
+
+``Access-Control-Allow-Origin: *`` and ``Access-Control-Expose-Headers: Retry-After, x-should-retry`` go on every
+response, so a web client such as KoboldAI Lite can call the front with a bearer key and read the retry headers.
+"""
+
+from __future__ import annotations
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.http import HttpRequest, HttpResponse
+
+from chat.errors import CORS_HEADERS
+
+PREFLIGHT_MAX_AGE_SECONDS = 86400
+"""How long a browser may reuse a preflight answer."""
+
+
+class CorsMiddleware:
+    """Answers ``OPTIONS`` preflights with 204 and adds the CORS headers to every response."""
+
+    async_capable = True
+    sync_capable = True
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest):
+        if self.is_async:
+            return self._acall(request)
+        return self._finish(request, None if self._is_preflight(request) else self.get_response(request))
+
+    async def _acall(self, request: HttpRequest) -> HttpResponse:
+        response = None if self._is_preflight(request) else await self.get_response(request)
+        return self._finish(request, response)
+
+    @staticmethod
+    def _is_preflight(request: HttpRequest) -> bool:
+        return request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers
+
+    @staticmethod
+    def _finish(request: HttpRequest, response: HttpResponse | None) -> HttpResponse:
+        if response is None:
+            response = HttpResponse(status=204)
+            response["Access-Control-Allow-Methods"] = "GET, POST, OPTIONS"
+            response["Access-Control-Allow-Headers"] = request.headers.get(
+                "Access-Control-Request-Headers", "Authorization, Content-Type"
+            )
+            response["Access-Control-Max-Age"] = str(PREFLIGHT_MAX_AGE_SECONDS)
+        for name, value in CORS_HEADERS.items():
+            response[name] = value
+        return response

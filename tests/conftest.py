@@ -1,0 +1,188 @@
+"""Shared fixtures: real processes on loopback for integration tests.
+
+``live_stack`` starts, once per session, the development Horde and the front under uvicorn as separate processes,
+both on free 127.0.0.1 ports and both using the Redis on 127.0.0.1:6379 (``make test`` starts one if none answers).
+Tests change the devhorde's scenario through its control routes and call the front with the official ``openai`` SDK.
+No test reaches any address but loopback.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+REDIS_URL = "redis://127.0.0.1:6379/0"
+STREAM_REDIS_DB = 11
+"""The progress-stream database the integration tests use (devhorde writes, the front reads)."""
+
+FAST_FRONT_ENV = {
+    "HORDE_OAI_SIGNAL_RECHECK_SECONDS": "0.2",
+    "HORDE_OAI_KEEPALIVE_SECONDS": "0.5",
+    "HORDE_OAI_FAIL_FAST_GRACE_SECONDS": "1.5",
+    "HORDE_OAI_MODELS_CACHE_SECONDS": "0",
+    "HORDE_OAI_CANCEL_RETRY_SECONDS": "0.5",
+    "HORDE_OAI_NONSTREAM_TIMEOUT_SECONDS": "20",
+    "HORDE_OAI_STREAM_TIMEOUT_SECONDS": "20",
+}
+"""Short intervals so the integration suite runs in seconds; each value is still exercised by its own rule."""
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_http(url: str, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    """Wait until ``url`` answers, failing early if the process died."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"process for {url} exited with {process.returncode}")
+        try:
+            httpx.get(url, timeout=1.0)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer within {timeout} s")
+
+
+@dataclass
+class Process:
+    """A child process with its log file."""
+
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(10)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(5)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def start_process(args: list[str], env: dict[str, str], log_path: Path) -> Process:
+    """Start ``args`` with ``env`` added to this environment, output to ``log_path``."""
+    full_env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
+    log = log_path.open("wb")
+    popen = subprocess.Popen(args, cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT)
+    return Process(popen, log_path)
+
+
+def start_devhorde(tmp: Path, *, redis: bool = True, scenario: Path | None = None) -> tuple[Process, str]:
+    """Start the devhorde; return it and its API root (``HORDE_URL``)."""
+    port = free_port()
+    args = [sys.executable, "-m", "devhorde", "--host", "127.0.0.1", "--port", str(port)]
+    if redis:
+        args += ["--redis-url", REDIS_URL, "--stream-redis-db", str(STREAM_REDIS_DB)]
+    if scenario is not None:
+        args += ["--scenario", str(scenario)]
+    process = start_process(args, {}, tmp / f"devhorde-{port}.log")
+    api_root = f"http://127.0.0.1:{port}/api"
+    wait_http(f"{api_root}/v2/status/models?type=text", process.popen)
+    return process, api_root
+
+
+def start_front(tmp: Path, horde_url: str, *, redis: bool = True, env: dict[str, str] | None = None) -> tuple[Process, str]:
+    """Start the front under uvicorn; return it and its base URL (``http://127.0.0.1:<port>``)."""
+    port = free_port()
+    front_env = {**FAST_FRONT_ENV, "HORDE_URL": horde_url, **(env or {})}
+    if redis:
+        front_env.setdefault("HORDE_OAI_REDIS_URL", REDIS_URL)
+        front_env.setdefault("HORDE_OAI_STREAM_REDIS_DB", str(STREAM_REDIS_DB))
+    args = [
+        sys.executable, "-m", "uvicorn", "oaifront.asgi:application",
+        "--host", "127.0.0.1", "--port", str(port), "--no-access-log",
+    ]
+    process = start_process(args, front_env, tmp / f"front-{port}.log")
+    base = f"http://127.0.0.1:{port}"
+    wait_http(f"{base}/healthz", process.popen)
+    return process, base
+
+
+@dataclass
+class LiveStack:
+    """A running devhorde and front."""
+
+    devhorde: Process
+    horde_url: str
+    front: Process
+    front_url: str
+    processes: list[Process] = field(default_factory=list)
+
+    @property
+    def devhorde_control(self) -> str:
+        """The devhorde's control root (``/_devhorde``)."""
+        return self.horde_url.removesuffix("/api") + "/_devhorde"
+
+    @property
+    def openai_base_url(self) -> str:
+        """The ``base_url`` an OpenAI SDK client takes."""
+        return f"{self.front_url}/v1"
+
+    def put_scenario(self, scenario: dict[str, Any]) -> None:
+        """Replace the devhorde's scenario."""
+        httpx.put(f"{self.devhorde_control}/scenario", json=scenario, timeout=5).raise_for_status()
+
+    def get_scenario(self) -> dict[str, Any]:
+        """The devhorde's current scenario."""
+        return httpx.get(f"{self.devhorde_control}/scenario", timeout=5).json()
+
+    def native_requests(self) -> list[dict[str, Any]]:
+        """Every request the devhorde has seen."""
+        body = httpx.get(f"{self.devhorde_control}/requests", timeout=5).json()
+        return body["requests"] if isinstance(body, dict) else body
+
+    def reset(self) -> None:
+        """Forget every request."""
+        httpx.post(f"{self.devhorde_control}/reset", timeout=5).raise_for_status()
+
+    def stop(self) -> None:
+        for process in (self.front, self.devhorde, *self.processes):
+            process.stop()
+
+
+@pytest.fixture(scope="session")
+def live_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
+    """The devhorde (with Redis) and the front, started once for the session."""
+    tmp = tmp_path_factory.mktemp("live")
+    devhorde, horde_url = start_devhorde(tmp)
+    try:
+        front, front_url = start_front(tmp, horde_url)
+    except Exception:
+        devhorde.stop()
+        raise
+    stack = LiveStack(devhorde, horde_url, front, front_url)
+    default_scenario = stack.get_scenario()
+    stack.default_scenario = default_scenario  # type: ignore[attr-defined]
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+@pytest.fixture
+def stack(live_stack: LiveStack) -> Iterator[LiveStack]:
+    """The live stack with the default scenario restored after the test."""
+    try:
+        yield live_stack
+    finally:
+        live_stack.put_scenario(live_stack.default_scenario)  # type: ignore[attr-defined]

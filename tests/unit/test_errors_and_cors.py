@@ -1,0 +1,80 @@
+"""The error envelope, refusal mapping and browser access (reference: Browser access, Error attributes)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.test import AsyncClient
+
+from chat.errors import OpenAIError, error_from_refusal
+from chat.horde_client import HordeRefusal
+
+
+def test_envelope_has_message_type_param_code() -> None:
+    error = OpenAIError(status=400, message="Bad.", code="BadRequest", param="messages")
+    assert error.envelope() == {
+        "error": {"message": "Bad.", "type": "invalid_request_error", "param": "messages", "code": "BadRequest"}
+    }
+    response = error.to_response()
+    assert response.status_code == 400
+    assert json.loads(response.content) == error.envelope()
+    assert response["Access-Control-Allow-Origin"] == "*"
+
+
+@pytest.mark.parametrize(
+    ("status", "rc", "headers", "expected_status", "expected_code", "retry_after", "should_retry"),
+    [
+        (503, "NoEligibleWorker", {}, 503, "no_eligible_worker", "30", "true"),
+        (429, None, {"Retry-After": "7"}, 429, "rate_limit_exceeded", "7", None),
+        (429, "TooManyPrompts", {}, 429, "TooManyPrompts", None, None),
+        (401, "InvalidAPIKey", {}, 401, "InvalidAPIKey", None, None),
+        (503, "MaintenanceMode", {}, 503, "MaintenanceMode", None, None),
+        (500, "InternalError", {}, 502, "HordeUnavailable", None, None),
+    ],
+)
+def test_native_refusals_map_to_openai_envelopes(
+    status: int, rc: str | None, headers: dict, expected_status: int, expected_code: str,
+    retry_after: str | None, should_retry: str | None,
+) -> None:
+    """ref: model-availability.2, model-availability.3, error-attributes.1"""
+    refusal = HordeRefusal(status=status, message="native says no", rc=rc, body={"message": "native says no"},
+                           headers=headers)
+    response = error_from_refusal(refusal).to_response()
+    body = json.loads(response.content)["error"]
+    assert response.status_code == expected_status
+    assert body["code"] == expected_code
+    assert response.get("Retry-After") == retry_after
+    assert response.get("x-should-retry") == should_retry
+    if expected_status < 500 or expected_code == "no_eligible_worker":
+        assert body["message"] == "native says no"
+
+
+def test_native_validation_failure_is_bad_request_with_first_field() -> None:
+    refusal = HordeRefusal(status=400, message="Input payload validation failed", rc=None,
+                           body={"message": "Input payload validation failed", "errors": {"params.top_p": "x"}})
+    error = error_from_refusal(refusal)
+    assert (error.status, error.code, error.message) == (400, "BadRequest", "Input payload validation failed")
+
+
+@pytest.mark.asyncio
+async def test_preflight_and_cors_on_every_response() -> None:
+    """ref: browser-access.1"""
+    client = AsyncClient()
+    preflight = await client.options(
+        "/v1/chat/completions",
+        headers={"Origin": "https://lite.koboldai.net", "Access-Control-Request-Method": "POST",
+                 "Access-Control-Request-Headers": "authorization, content-type"},
+    )
+    assert preflight.status_code == 204
+    assert preflight["Access-Control-Allow-Origin"] == "*"
+    assert "POST" in preflight["Access-Control-Allow-Methods"]
+    assert preflight["Access-Control-Allow-Headers"] == "authorization, content-type"
+    health = await client.get("/healthz")
+    assert health.status_code == 200
+    assert health["Access-Control-Allow-Origin"] == "*"
+    assert health["Access-Control-Expose-Headers"] == "Retry-After, x-should-retry"
+    refused = await client.post("/v1/chat/completions", data=b"{not json", content_type="application/json")
+    assert refused.status_code == 400
+    assert refused["Access-Control-Allow-Origin"] == "*"
+    assert json.loads(refused.content)["error"]["code"] == "BadRequest"
