@@ -43,6 +43,8 @@ CHAT_REQUEST_NO_GENERATION: Final = "ChatRequestNoGeneration"
 CHAT_STREAM_DIVERGED: Final = "ChatStreamDiverged"
 HORDE_UNAVAILABLE: Final = "HordeUnavailable"
 MAX_KUDOS_EXCEEDED: Final = "max_kudos_exceeded"
+CHAT_KUDOS_CAP_EXCEEDED: Final = "ChatKudosCapExceeded"
+"""The native rc of a submit refused because its kudos estimate exceeds ``max_kudos`` (reference: Kudos cap)."""
 MODEL_NOT_FOUND: Final = "model_not_found"
 
 NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS: Final = 30
@@ -166,17 +168,47 @@ def horde_unavailable(detail: str) -> OpenAIError:
     return OpenAIError(status=502, message=f"The Horde could not be reached: {detail}", code=HORDE_UNAVAILABLE)
 
 
+def kudos_cap_error(message: str, rc: str = CHAT_KUDOS_CAP_EXCEEDED) -> OpenAIError:
+    """400 ``invalid_request_error`` ``max_kudos_exceeded`` at ``horde.max_kudos`` for a ``ChatKudosCapExceeded``
+    refusal (reference: Kudos cap).
+
+    The message is the native one. ``metadata`` holds ``rc`` and, read from the message with
+    ``chat.contract.KUDOS_CAP_EXCESS_PATTERN``, ``kudos_estimate`` and ``max_kudos`` (numbers: an integer when the
+    text is integral, such as ``215`` or ``1.0``, else a float); a message that does not match leaves both out.
+    """
+    # Imported here: chat.contract may import this module for its own refusals.
+    from chat.contract import KUDOS_CAP_EXCESS_PATTERN
+
+    metadata: dict[str, Any] = {"rc": rc}
+    match = KUDOS_CAP_EXCESS_PATTERN.search(message)
+    if match is not None:
+        for key in ("kudos_estimate", "max_kudos"):
+            value = float(match[key])
+            metadata[key] = int(value) if value.is_integer() else value
+    return OpenAIError(
+        status=400,
+        message=message,
+        code=MAX_KUDOS_EXCEEDED,
+        param="horde.max_kudos",
+        type="invalid_request_error",
+        metadata=metadata,
+    )
+
+
 def error_from_refusal(refusal: Any, *, requested_model_key: str = "model") -> OpenAIError:
     """Map a native refusal (chat.horde_client.HordeRefusal) at submit or status to the OpenAI envelope.
 
     The Horde's ``rc`` passes through as the code, with its message; a 429 without an rc is
-    ``rate_limit_exceeded``; ``NoEligibleWorker`` is 503 ``no_eligible_worker``; other 5xx are ``HordeUnavailable``.
+    ``rate_limit_exceeded``; ``NoEligibleWorker`` is 503 ``no_eligible_worker``; other 5xx are ``HordeUnavailable``;
+    ``ChatKudosCapExceeded`` is :func:`kudos_cap_error`.
     """
     status: int = refusal.status
     rc: str | None = refusal.rc
     message: str = refusal.message or reason_phrase(status)
     body: dict[str, Any] = refusal.body or {}
     retry_after = _retry_after_header(refusal.headers)
+    if rc == CHAT_KUDOS_CAP_EXCEEDED:
+        return kudos_cap_error(message, rc)
     if rc == "NoEligibleWorker":
         return no_eligible_worker(message)
     if status == 429:
