@@ -1,27 +1,58 @@
 """OpenAI request -> native payload, and native status -> OpenAI completion and chunks.
 
-Reference sections: "Response shape" (assistant message, reasoning and usage, model and fingerprint), "Buffered
-stream events", "Relayed deltas" (:func:`relays_deltas`); native-horde-chat.md "Submit" for the payload.
+Reference sections: "Response shape" with its subsections "Assistant message and adjustments", "Reasoning and usage",
+"Model and fingerprint" and "Buffered stream events"; "Relayed deltas" (:func:`relays_deltas`); native-horde-chat.md
+"Submit" for the payload and "Status" for the generation read here.
+
+Where the pieces sit (the reference's paths, and OpenRouter's for ``native_finish_reason``):
+
+- a completion: ``choices[0]`` holds ``message``, ``finish_reason``, ``native_finish_reason`` (null when the worker
+  reported none) and ``logprobs`` (null); the top level holds ``model``, ``system_fingerprint``, ``usage`` and
+  ``x_horde`` (left out when it would be empty);
+- a stream: every chunk shares ``id``, ``created``, ``model`` and ``system_fingerprint``; the finish chunk's choice
+  holds ``delta: {}``, ``finish_reason``, ``native_finish_reason`` and ``x_horde`` (``{}`` when it is empty); the usage
+  chunk holds ``choices: []`` and ``usage``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
-from typing import Any, Final
+from typing import Any, Final, Literal
+
+from horde_sdk.worker.chat_declaration import ChatFinishReason
 
 from chat.horde_client import NativeGeneration, NativeStatus
 from chat.limits import DEFAULT_CHAT_MAX_TOKENS
 from chat.schema import ChatCompletionRequest
 
 CHARACTERS_PER_TOKEN: Final[float] = 4.0
-"""The characters-per-token ratio of estimated usage: OpenAI's rule of thumb for English text (about 4 characters
-per token). Estimates round up, so any text counts at least one token."""
+"""The characters-per-token ratio of every estimated count: OpenAI's rule of thumb for English text (about 4
+characters per token, "What are tokens and how to count them?"). A count is ``ceil(characters / 4)``, so any text
+counts at least one token and no text counts 0. Only counts the worker did not report are estimated."""
 
-EMPTY_REPLY_NOTICE: Final[str] = (
-    "The worker returned no visible text and no tool calls. Raise max_tokens if the reasoning used the whole limit."
+OPENAI_FINISH_REASONS: Final[frozenset[str]] = frozenset(reason.value for reason in ChatFinishReason)
+"""``stop``, ``length``, ``content_filter`` and ``tool_calls``: horde-sdk's ``ChatFinishReason``, OpenAI's set."""
+
+WORKER_MAX_LENGTH_ADJUSTMENT: Final[str] = "worker_max_length"
+"""The ``context_adjustments[].kind`` of a completion limit the Horde lowered at submit (its ``applied`` value)."""
+
+NoVisibleTextContent = Literal["reasoning_only", "empty"]
+"""The content of a reply without visible text or tool calls (the ``content`` of Completion attributes)."""
+
+REASONING_ONLY_NOTICE: Final[str] = "The reply has reasoning but no visible text and no tool calls."
+"""``x_horde.notice`` of a reply whose only visible text is its reasoning (whitespace is not visible text)."""
+
+EMPTY_REPLY_NOTICE: Final[str] = "The reply has no visible text and no tool calls."
+"""``x_horde.notice`` of a reply without visible text, reasoning or tool calls."""
+
+LENGTH_NOTICE_SUFFIX: Final[str] = (
+    " The worker stopped at the completion limit of {limit} tokens; retry with a higher max_tokens{effort}."
 )
-"""``x_horde.notice`` of a reply without visible text or tool calls (whitespace is not visible text)."""
+"""Added to the notice when ``finish_reason`` is ``length``: the output budget ran out before a visible reply (the
+OpenAI API cannot resume that reasoning). ``{effort}`` is ``" or a lower reasoning_effort"`` for a reasoning-only
+reply, else empty."""
 
 HORDE_OPTION_KEYS: Final[tuple[str, ...]] = (
     "conformance",
@@ -56,12 +87,16 @@ def completion_limit(request: ChatCompletionRequest) -> int | None:
 def effective_completion_limit(request: ChatCompletionRequest, status: NativeStatus | None) -> int:
     """The completion limit a generation ran under, in tokens (reference: Reasoning and usage).
 
-    Selected in this order: the lowered value of a ``worker_max_length`` context adjustment, then
-    ``max_completion_tokens``, then ``max_tokens``, then the native default ``DEFAULT_CHAT_MAX_TOKENS`` (512).
+    Selected in this order: the lowered value (``applied``) of a ``worker_max_length`` context adjustment of the
+    native status, then ``max_completion_tokens``, then ``max_tokens``, then the native default
+    ``DEFAULT_CHAT_MAX_TOKENS`` (512). ``status`` may be None (no status read yet).
     """
     for adjustment in (status.context_adjustments if status is not None else None) or []:
-        if adjustment.get("kind") == "worker_max_length" and isinstance(adjustment.get("applied"), int):
-            return adjustment["applied"]
+        if not isinstance(adjustment, dict) or adjustment.get("kind") != WORKER_MAX_LENGTH_ADJUSTMENT:
+            continue
+        applied = adjustment.get("applied")
+        if isinstance(applied, int) and not isinstance(applied, bool):
+            return applied
     limit = completion_limit(request)
     return limit if limit is not None else DEFAULT_CHAT_MAX_TOKENS
 
@@ -116,7 +151,10 @@ def relays_deltas(request: ChatCompletionRequest) -> bool:
 def build_system_fingerprint(worker_id: str | None, model: str | None) -> str | None:
     """``fp_`` + the first 10 hex digits of SHA-256 over the worker id and the model; None without a worker id.
 
-    The digest input is the worker id followed by the model id (empty when unknown), as UTF-8.
+    Reference: Model and fingerprint. The digest input is the worker id immediately followed by the model id (the
+    empty string when None), encoded as UTF-8: ``sha256(f"{worker_id}{model}".encode()).hexdigest()[:10]``. Worker
+    ids are UUIDs of fixed length, so the concatenation is unambiguous. Callers pass the model the response names
+    (:func:`response_model`), so a buffered and a relayed stream of the same worker and model agree.
     """
     if not worker_id:
         return None
@@ -125,56 +163,103 @@ def build_system_fingerprint(worker_id: str | None, model: str | None) -> str | 
 
 
 def response_model(request: ChatCompletionRequest, generation: NativeGeneration | None) -> str:
-    """The response's ``model``: the generation's, else the request's ``model`` or first entry of ``models``."""
+    """The response's ``model``: the first generation's model (with ``models``, the listed one that served the
+    request), else the request's ``model`` or the first entry of ``models`` (reference: Model and fingerprint)."""
     if generation is not None and generation.model:
         return generation.model
     return request.requested_models[0]
 
 
 def estimate_tokens(text: str) -> int:
-    """Estimated tokens of ``text``: characters / :data:`CHARACTERS_PER_TOKEN`, rounded up; 0 for no text."""
+    """Estimated tokens of ``text``: ``ceil(len(text) / CHARACTERS_PER_TOKEN)``; 0 for no text."""
     return math.ceil(len(text) / CHARACTERS_PER_TOKEN) if text else 0
 
 
-def _message_text(content: Any) -> str:
+def _content_text(content: Any) -> str:
+    """The text of a request message's content: the string, or its text parts joined (image parts count none)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+        return "".join(text for part in content if isinstance(text := getattr(part, "text", None), str))
     return ""
 
 
+def tool_calls_text(tool_calls: list[dict[str, Any]]) -> str:
+    """The characters of tool calls that count as tokens: each call's function name followed by its arguments."""
+    text = []
+    for call in tool_calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            text.append(f"{function.get('name') or ''}{function.get('arguments') or ''}")
+    return "".join(text)
+
+
 def estimate_prompt_tokens(request: ChatCompletionRequest) -> int:
-    """Estimated prompt tokens over every message's text (used when the worker reported none)."""
-    return sum(estimate_tokens(_message_text(message.content)) for message in request.messages)
+    """Estimated prompt tokens: the characters of every message's text, of the history's tool calls (names and
+    arguments) and of the tool definitions (compact JSON), at :data:`CHARACTERS_PER_TOKEN`."""
+    characters = []
+    for message in request.messages:
+        characters.append(_content_text(message.content))
+        calls = getattr(message, "tool_calls", None) or []
+        characters.append(tool_calls_text([call.model_dump() for call in calls]))
+    if request.tools:
+        tools = [tool.model_dump(exclude_none=True, by_alias=True) for tool in request.tools]
+        characters.append(json.dumps(tools, separators=(",", ":"), ensure_ascii=False))
+    return estimate_tokens("".join(characters))
 
 
-def _tool_calls_text(tool_calls: list[dict[str, Any]]) -> str:
-    return "".join(
-        str(call.get("function", {}).get("name", "")) + str(call.get("function", {}).get("arguments", ""))
-        for call in tool_calls
-    )
+def reply_reasoning(generation: NativeGeneration) -> str:
+    """The reasoning the worker submitted (``message.reasoning_content``), or ``""`` without any."""
+    reasoning = (generation.message or {}).get("reasoning_content")
+    return reasoning if isinstance(reasoning, str) else ""
+
+
+def reply_text(generation: NativeGeneration) -> str:
+    """The reply text the worker submitted (``message.content``), or ``""`` when it is null or absent."""
+    content = (generation.message or {}).get("content")
+    return content if isinstance(content, str) else ""
+
+
+def reply_tool_calls(generation: NativeGeneration) -> list[dict[str, Any]]:
+    """The tool calls the worker submitted (``message.tool_calls``), or ``[]``."""
+    calls = (generation.message or {}).get("tool_calls")
+    return [call for call in calls if isinstance(call, dict)] if isinstance(calls, list) else []
+
+
+def no_visible_text_content(generation: NativeGeneration) -> NoVisibleTextContent | None:
+    """``reasoning_only`` or ``empty`` for a reply without visible text or tool calls, else None.
+
+    Whitespace is not visible text. Reasoning is read from the native generation, so ``horde.include_reasoning:
+    false`` does not change the category (reference: Completion attributes).
+    """
+    if reply_text(generation).strip() or reply_tool_calls(generation):
+        return None
+    return "reasoning_only" if reply_reasoning(generation).strip() else "empty"
 
 
 def build_usage(
-    request: ChatCompletionRequest, status: NativeStatus, generation: NativeGeneration
+    request: ChatCompletionRequest, status: NativeStatus | None, generation: NativeGeneration
 ) -> tuple[dict[str, Any], bool]:
     """Return ``(usage, estimated)`` for a generation (reference: Reasoning and usage).
 
-    Reported counts pass unchanged. A missing completion or reasoning count is estimated from characters (completion:
-    reasoning + text + tool calls), each capped at :func:`effective_completion_limit`; ``estimated`` is True then.
-    ``completion_tokens_details.reasoning_tokens`` is omitted when the reply has no reasoning and no reported count.
+    Counts the worker reported pass unchanged. A missing count is estimated at :data:`CHARACTERS_PER_TOKEN`:
+    ``completion_tokens`` from the reasoning, reply text and tool calls together, ``reasoning_tokens`` from the
+    reasoning characters, each capped at :func:`effective_completion_limit`; ``prompt_tokens`` from the request
+    (:func:`estimate_prompt_tokens`, not capped). ``total_tokens`` is their sum.
+    ``completion_tokens_details.reasoning_tokens`` is present when the worker reported a count or the reply has
+    reasoning, whether or not ``reasoning_content`` is returned, and omitted otherwise.
+
+    ``estimated`` is True when any of the three counts is an estimate, the prompt count included: it sets
+    ``x_horde.estimated_usage`` and tells the client that ``usage`` is not entirely the worker's own numbers.
     """
-    message = generation.message or {}
-    reasoning = message.get("reasoning_content") or ""
-    text = message.get("content") or ""
-    tool_calls = message.get("tool_calls") or []
+    reasoning = reply_reasoning(generation)
     cap = effective_completion_limit(request, status)
     estimated = False
 
     completion_tokens = generation.completion_tokens
     if completion_tokens is None:
-        completion_tokens = min(cap, estimate_tokens(reasoning + text + _tool_calls_text(tool_calls)))
+        characters = reasoning + reply_text(generation) + tool_calls_text(reply_tool_calls(generation))
+        completion_tokens = min(cap, estimate_tokens(characters))
         estimated = True
     reasoning_tokens = generation.reasoning_tokens
     if reasoning_tokens is None and reasoning:
@@ -194,13 +279,39 @@ def build_usage(
     return usage, estimated
 
 
-def build_x_horde(status: NativeStatus, generation: NativeGeneration, *, estimated_usage: bool) -> dict[str, Any]:
-    """``x_horde``: ``notice`` for a reply without visible text or calls, ``context_adjustments`` unchanged when the
-    Horde adjusted the request, ``estimated_usage`` when a count was estimated."""
+def build_notice(generation: NativeGeneration, finish_reason: str, limit: int) -> str | None:
+    """``x_horde.notice`` for a reply without visible text or tool calls, else None.
+
+    :data:`REASONING_ONLY_NOTICE` or :data:`EMPTY_REPLY_NOTICE`, followed by :data:`LENGTH_NOTICE_SUFFIX` when the
+    worker stopped at the completion limit ``limit`` (``finish_reason: length``).
+    """
+    content = no_visible_text_content(generation)
+    if content is None:
+        return None
+    notice = REASONING_ONLY_NOTICE if content == "reasoning_only" else EMPTY_REPLY_NOTICE
+    if finish_reason == ChatFinishReason.LENGTH.value:
+        effort = " or a lower reasoning_effort" if content == "reasoning_only" else ""
+        notice += LENGTH_NOTICE_SUFFIX.format(limit=limit, effort=effort)
+    return notice
+
+
+def build_x_horde(
+    request: ChatCompletionRequest,
+    status: NativeStatus,
+    generation: NativeGeneration,
+    *,
+    estimated_usage: bool,
+) -> dict[str, Any]:
+    """``x_horde``, with only the keys that apply, in this order (reference: Assistant message and adjustments):
+
+    ``notice`` for a reply without visible text or tool calls (:func:`build_notice`); ``context_adjustments``, the
+    native status's list unchanged, when the Horde adjusted the request (left out when the list is absent or empty);
+    ``estimated_usage: true`` when a usage count is an estimate (:func:`build_usage`).
+    """
     extras: dict[str, Any] = {}
-    message = generation.message or {}
-    if not (message.get("content") or "").strip() and not message.get("tool_calls"):
-        extras["notice"] = EMPTY_REPLY_NOTICE
+    notice = build_notice(generation, finish_reason_of(generation), effective_completion_limit(request, status))
+    if notice is not None:
+        extras["notice"] = notice
     if status.context_adjustments:
         extras["context_adjustments"] = status.context_adjustments
     if estimated_usage:
@@ -209,37 +320,41 @@ def build_x_horde(status: NativeStatus, generation: NativeGeneration, *, estimat
 
 
 def build_message(request: ChatCompletionRequest, generation: NativeGeneration) -> dict[str, Any]:
-    """``choices[0].message``: content always present (null only with calls and no text), ``tool_calls`` only when
-    returned, ``reasoning_content`` when submitted and not hidden by ``horde.include_reasoning: false``."""
-    native = generation.message or {}
-    tool_calls = native.get("tool_calls") or []
-    content = native.get("content")
-    if content is None and not tool_calls:
-        content = ""
-    message: dict[str, Any] = {"role": "assistant", "content": content}
+    """``choices[0].message`` (reference: Assistant message and adjustments, Reasoning and usage).
+
+    ``{"role": "assistant", "content": ...}`` with ``content`` always present: the worker's text, null only when
+    the worker returned tool calls without text (null or empty content), ``""`` when it returned neither. Then
+    ``tool_calls``, only when the worker returned calls, each ``{"id", "type": "function", "function": {"name",
+    "arguments"}}`` as submitted; then ``reasoning_content`` when the worker submitted reasoning, unless
+    ``horde.include_reasoning`` is false.
+    """
+    tool_calls = reply_tool_calls(generation)
+    text = reply_text(generation)
+    message: dict[str, Any] = {"role": "assistant", "content": None if tool_calls and not text else text}
     if tool_calls:
         message["tool_calls"] = [
             {
                 "id": call.get("id"),
                 "type": "function",
                 "function": {
-                    "name": call.get("function", {}).get("name"),
-                    "arguments": call.get("function", {}).get("arguments"),
+                    "name": (call.get("function") or {}).get("name"),
+                    "arguments": (call.get("function") or {}).get("arguments"),
                 },
             }
             for call in tool_calls
         ]
-    reasoning = native.get("reasoning_content")
-    if reasoning is not None and request.include_reasoning:
+    reasoning = reply_reasoning(generation)
+    if reasoning and request.include_reasoning:
         message["reasoning_content"] = reasoning
     return message
 
 
 def finish_reason_of(generation: NativeGeneration) -> str:
-    """The OpenAI finish reason: the worker's when it is one of OpenAI's four, ``tool_calls`` with calls, else stop."""
-    if generation.finish_reason in {"stop", "length", "content_filter", "tool_calls"}:
+    """The OpenAI ``finish_reason``: the worker's when it is one of :data:`OPENAI_FINISH_REASONS` (the worker
+    normalises it on submit); otherwise ``tool_calls`` when the reply has calls, else ``stop``."""
+    if generation.finish_reason in OPENAI_FINISH_REASONS:
         return generation.finish_reason
-    return "tool_calls" if (generation.message or {}).get("tool_calls") else "stop"
+    return ChatFinishReason.TOOL_CALLS.value if reply_tool_calls(generation) else ChatFinishReason.STOP.value
 
 
 def completion_id(request_id: str) -> str:
@@ -250,36 +365,51 @@ def completion_id(request_id: str) -> str:
 def build_completion(
     request: ChatCompletionRequest, status: NativeStatus, request_id: str, created: int
 ) -> dict[str, Any]:
-    """The ``chat.completion`` of a finished native status. The status must carry a generation."""
+    """The ``chat.completion`` of a finished native status, built from its first generation.
+
+    Shape (see the module docstring): ``id``, ``object``, ``created``, ``model`` (:func:`response_model`),
+    ``system_fingerprint`` (:func:`build_system_fingerprint` over the generation's worker id and that model),
+    ``choices`` (one: ``index``, ``message``, ``logprobs``, ``finish_reason``, ``native_finish_reason``), ``usage``
+    (:func:`build_usage`) and ``x_horde`` (:func:`build_x_horde`, left out when empty).
+
+    Raises:
+        ValueError: The status has no finished generation; the front never returns a completion without one
+            (reference: Completion without a generation).
+    """
     generation = status.finished_generation
     if generation is None:
         raise ValueError("A completion needs a finished generation.")
     usage, estimated = build_usage(request, status, generation)
+    model = response_model(request, generation)
     choice: dict[str, Any] = {
         "index": 0,
         "message": build_message(request, generation),
-        "finish_reason": finish_reason_of(generation),
         "logprobs": None,
+        "finish_reason": finish_reason_of(generation),
+        "native_finish_reason": generation.native_finish_reason,
     }
-    if generation.native_finish_reason is not None:
-        choice["native_finish_reason"] = generation.native_finish_reason
     completion: dict[str, Any] = {
         "id": completion_id(request_id),
         "object": "chat.completion",
         "created": created,
-        "model": response_model(request, generation),
-        "system_fingerprint": build_system_fingerprint(generation.worker_id, generation.model),
+        "model": model,
+        "system_fingerprint": build_system_fingerprint(generation.worker_id, model),
         "choices": [choice],
         "usage": usage,
     }
-    x_horde = build_x_horde(status, generation, estimated_usage=estimated)
+    x_horde = build_x_horde(request, status, generation, estimated_usage=estimated)
     if x_horde:
         completion["x_horde"] = x_horde
     return completion
 
 
 class ChunkFactory:
-    """Builds ``chat.completion.chunk`` objects that share one id, ``created``, model and fingerprint."""
+    """Builds ``chat.completion.chunk`` objects that share one id, ``created``, model and fingerprint.
+
+    Reference: Model and fingerprint ("every stream chunk uses the same fingerprint"). A buffered stream takes the
+    model and fingerprint of its completion; a relayed stream takes them from its first delta and keeps them for the
+    final chunks.
+    """
 
     def __init__(self, request_id: str, created: int, model: str, fingerprint: str | None) -> None:
         self.id = completion_id(request_id)
@@ -300,8 +430,14 @@ class ChunkFactory:
         }
 
     def delta(self, delta: dict[str, Any], **choice_extra: Any) -> dict[str, Any]:
-        """A one-choice chunk carrying ``delta`` (and ``finish_reason`` etc.)."""
+        """A one-choice chunk ``{"index": 0, "delta": delta, "finish_reason": null}`` (plus ``choice_extra``)."""
         return self.chunk([{"index": 0, "delta": delta, "finish_reason": None, **choice_extra}])
+
+
+def tool_call_deltas(tool_calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``delta.tool_calls`` of a tool-call chunk: each call whole, ``{"index", "id", "type", "function"}``, with
+    its 0-based index (reference: Buffered stream events 4)."""
+    return [{"index": index, **call} for index, call in enumerate(tool_calls)]
 
 
 def buffered_chunks(
@@ -309,30 +445,34 @@ def buffered_chunks(
 ) -> list[dict[str, Any]]:
     """The chunks of a reply delivered whole, in the reference's order (Buffered stream events 1-6).
 
-    Role chunk; reasoning chunk (when present and not hidden); content chunk (when the reply has text); tool-call
-    chunk (each call whole with its 0-based index, no content); finish chunk with ``finish_reason``,
-    ``native_finish_reason`` and ``x_horde``; usage chunk with ``choices: []`` when ``include_usage``.
+    1. ``delta: {"role": "assistant"}``;
+    2. ``delta: {"reasoning_content": <whole>}`` when the message has reasoning and it is not hidden;
+    3. ``delta: {"content": <whole>}`` when the reply has text;
+    4. ``delta: {"tool_calls": [...]}`` when the reply has calls (:func:`tool_call_deltas`), without ``content``;
+    5. the finish chunk (:func:`finish_chunk`);
+    6. ``choices: []`` with ``usage`` when ``stream_options.include_usage`` is true (:func:`usage_chunk`).
+
+    Every chunk has the completion's id, ``created``, model and fingerprint. The caller sends ``data: [DONE]`` after.
     """
     completion = build_completion(request, status, request_id, created)
     factory = ChunkFactory(request_id, created, completion["model"], completion["system_fingerprint"])
-    choice = completion["choices"][0]
-    message = choice["message"]
+    message = completion["choices"][0]["message"]
     chunks = [factory.delta({"role": "assistant"})]
     if message.get("reasoning_content"):
         chunks.append(factory.delta({"reasoning_content": message["reasoning_content"]}))
     if message.get("content"):
         chunks.append(factory.delta({"content": message["content"]}))
     if message.get("tool_calls"):
-        calls = [{"index": index, **call} for index, call in enumerate(message["tool_calls"])]
-        chunks.append(factory.delta({"tool_calls": calls}))
+        chunks.append(factory.delta({"tool_calls": tool_call_deltas(message["tool_calls"])}))
     chunks.append(finish_chunk(factory, completion))
     if request.include_usage:
-        chunks.append(factory.chunk([], usage=completion["usage"]))
+        chunks.append(usage_chunk(factory, completion))
     return chunks
 
 
 def finish_chunk(factory: ChunkFactory, completion: dict[str, Any]) -> dict[str, Any]:
-    """The finish chunk: ``delta: {}`` with ``finish_reason``, ``native_finish_reason`` and ``x_horde``."""
+    """The finish chunk: one choice with ``delta: {}``, the completion's ``finish_reason`` and
+    ``native_finish_reason``, and its ``x_horde`` (``{}`` when the completion has none)."""
     choice = completion["choices"][0]
     return factory.chunk(
         [
@@ -345,3 +485,8 @@ def finish_chunk(factory: ChunkFactory, completion: dict[str, Any]) -> dict[str,
             }
         ]
     )
+
+
+def usage_chunk(factory: ChunkFactory, completion: dict[str, Any]) -> dict[str, Any]:
+    """The usage chunk: ``choices: []`` and the completion's ``usage`` (sent when ``include_usage`` is true)."""
+    return factory.chunk([], usage=completion["usage"])

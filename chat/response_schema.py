@@ -11,9 +11,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 
-
 class _Response(BaseModel):
     model_config = ConfigDict(use_attribute_docstrings=True)
+
+
+FinishReason = Literal["stop", "length", "content_filter", "tool_calls"]
+"""OpenAI's finish reasons (horde-sdk's ``ChatFinishReason``)."""
 
 
 class ResponseFunctionCall(_Response):
@@ -30,115 +33,129 @@ class ResponseToolCall(_Response):
     """A tool call of a reply, as the worker submitted it."""
 
     id: str
-    """The call's id."""
+    """The call's id; answer it with a ``tool`` message's ``tool_call_id``."""
 
-    type: Literal["function"] = "function"
-    """``function``."""
+    type: Literal["function"]
+    """Always ``function``."""
 
     function: ResponseFunctionCall
-    """The function called."""
+    """The function called and its arguments."""
 
 
 class CompletionMessage(_Response):
     """The assistant's reply."""
 
-    role: Literal["assistant"] = "assistant"
-    """``assistant``."""
+    role: Literal["assistant"]
+    """Always ``assistant``."""
 
     content: str | None
-    """The reply text; always present, null only when the worker returned tool calls without text."""
+    """The reply text. Always present; null only when the worker returned tool calls without text, and an empty
+    string when it returned neither text nor calls (see ``x_horde.notice``)."""
 
     tool_calls: list[ResponseToolCall] | None = None
-    """The tool calls, present only when the worker returned calls."""
+    """The tool calls, as the worker submitted them; present only when the worker returned calls."""
 
     reasoning_content: str | None = None
-    """The model's reasoning, as DeepSeek and OpenRouter return it; present when the worker submitted reasoning,
-    unless ``horde.include_reasoning`` is false."""
+    """The model's reasoning, separate from ``content``, as DeepSeek and OpenRouter return it (not an OpenAI field).
+    Present when the worker submitted reasoning, unless ``horde.include_reasoning`` is false."""
 
 
 class ContextAdjustment(_Response):
-    """A change the Horde made to the request, such as a lowered completion limit."""
+    """A change the Horde made to the request at submit, passed through unchanged."""
 
     model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
 
     kind: str
-    """The adjustment, such as ``worker_max_length``."""
+    """The adjustment, such as ``worker_max_length`` (the completion limit lowered to the largest one an online
+    worker for the model declares)."""
+
+    requested: int | None = None
+    """The value the request asked for, such as its ``max_tokens``."""
+
+    applied: int | None = None
+    """The value the request ran under."""
 
 
 class HordeExtras(_Response):
-    """The Horde's additions to a completion."""
-
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+    """The Horde's additions to a completion or finish chunk; not part of OpenAI's API. Only the keys that apply
+    are present."""
 
     notice: str | None = None
-    """Set when the reply has no visible text and no tool calls."""
+    """Present when the reply has no visible text (whitespace is not visible text) and no tool calls, such as a
+    reply whose reasoning used the whole completion limit."""
 
     context_adjustments: list[ContextAdjustment] | None = None
-    """The native status's adjustments, unchanged; omitted when the Horde adjusted nothing."""
+    """The Horde's changes to the request, such as a lowered completion limit, unchanged from the native status;
+    omitted when the Horde adjusted nothing."""
 
     estimated_usage: bool | None = None
-    """True when a token count was estimated from characters rather than reported by the worker."""
+    """True when a count in ``usage`` (prompt, completion or reasoning tokens) is estimated from characters
+    (about 4 per token) because the worker did not report it; omitted when every count was reported."""
 
 
 class CompletionChoice(_Response):
-    """One choice of a completion; the Horde serves one."""
+    """The one choice of a completion."""
 
     index: int
-    """0."""
+    """Always 0: the Horde serves one choice."""
 
     message: CompletionMessage
     """The reply."""
 
-    finish_reason: Literal["stop", "length", "content_filter", "tool_calls"]
-    """Why the worker stopped."""
-
-    native_finish_reason: str | None = None
-    """The backend's own finish reason, as OpenRouter reports it."""
-
-    logprobs: None = None
+    logprobs: None
     """Always null: log probabilities are not served."""
+
+    finish_reason: FinishReason
+    """Why the worker stopped: ``stop``, ``length``, ``content_filter`` or ``tool_calls``."""
+
+    native_finish_reason: str | None
+    """The backend's own finish reason, as the worker reported it (as OpenRouter returns it); null when the worker
+    reported none."""
 
 
 class CompletionTokensDetails(_Response):
     """A breakdown of the completion tokens."""
 
-    reasoning_tokens: int | None = None
-    """Reasoning tokens, reported by the worker or estimated from the reasoning characters."""
+    reasoning_tokens: int
+    """Reasoning tokens: the worker's count, or an estimate from the reasoning characters (then
+    ``x_horde.estimated_usage`` is true). Returned even when ``horde.include_reasoning`` hides the reasoning."""
 
 
 class Usage(_Response):
-    """Token counts; informational (the Horde charges on the measured reply)."""
+    """Token counts. Informational: the Horde charges and rewards on the measured reply, reasoning included."""
 
     prompt_tokens: int
-    """Prompt tokens."""
+    """Prompt tokens: the worker's count, or an estimate from the request's characters."""
 
     completion_tokens: int
-    """Completion tokens, reasoning included."""
+    """Completion tokens, reasoning and tool calls included: the worker's count, or an estimate from the
+    characters capped at the completion limit the request ran under."""
 
     total_tokens: int
-    """Their sum."""
+    """``prompt_tokens`` + ``completion_tokens``."""
 
     completion_tokens_details: CompletionTokensDetails | None = None
-    """The reasoning share, when the reply has reasoning or the worker reported a count."""
+    """Present when the reply has reasoning or the worker reported a reasoning count."""
 
 
 class ChatCompletionResponse(_Response):
     """A completion (``object: chat.completion``)."""
 
     id: str
-    """``chatcmpl-`` followed by the native request id."""
+    """``chatcmpl-`` followed by the Horde's request id."""
 
-    object: Literal["chat.completion"] = "chat.completion"
-    """``chat.completion``."""
+    object: Literal["chat.completion"]
+    """Always ``chat.completion``."""
 
     created: int
     """Unix seconds when the front accepted the request."""
 
     model: str
-    """The model that served the request."""
+    """The model that served the request: with ``models``, the listed model the worker ran."""
 
     system_fingerprint: str | None
-    """``fp_`` and 10 hex digits identifying the worker and model; null without a worker id."""
+    """``fp_`` and 10 hex digits identifying the worker and model that served the request; null when the Horde did
+    not report a worker."""
 
     choices: list[CompletionChoice]
     """One choice."""
@@ -147,11 +164,37 @@ class ChatCompletionResponse(_Response):
     """Token counts."""
 
     x_horde: HordeExtras | None = None
-    """The Horde's additions."""
+    """The Horde's additions; omitted when none applies."""
+
+
+class ChunkFunctionCall(_Response):
+    """The function of a streamed tool call, whole."""
+
+    name: str
+    """The function's name."""
+
+    arguments: str
+    """The arguments as JSON text, whole."""
+
+
+class ChunkToolCall(_Response):
+    """A tool call in a stream chunk. The front sends each call whole in one chunk."""
+
+    index: int
+    """The call's 0-based position in the reply's ``tool_calls``."""
+
+    id: str
+    """The call's id."""
+
+    type: Literal["function"]
+    """Always ``function``."""
+
+    function: ChunkFunctionCall
+    """The function called and its arguments."""
 
 
 class ChunkDelta(_Response):
-    """The increment of a stream chunk."""
+    """The increment of a stream chunk; only the keys the chunk carries are present."""
 
     role: Literal["assistant"] | None = None
     """``assistant``, on the first chunk."""
@@ -160,29 +203,30 @@ class ChunkDelta(_Response):
     """Reply text."""
 
     reasoning_content: str | None = None
-    """Reasoning text."""
+    """Reasoning text, before the reply text (as DeepSeek and OpenRouter stream it); left out when
+    ``horde.include_reasoning`` is false."""
 
-    tool_calls: list[dict[str, Any]] | None = None
-    """Tool calls, each whole with its 0-based ``index``."""
+    tool_calls: list[ChunkToolCall] | None = None
+    """The reply's tool calls, each whole with its 0-based ``index``, in one chunk without ``content``."""
 
 
 class ChunkChoice(_Response):
     """The choice of a stream chunk."""
 
     index: int
-    """0."""
+    """Always 0."""
 
     delta: ChunkDelta
-    """The increment."""
+    """The increment; ``{}`` on the finish chunk."""
 
-    finish_reason: Literal["stop", "length", "content_filter", "tool_calls"] | None = None
-    """Set on the finish chunk."""
+    finish_reason: FinishReason | None
+    """Null until the finish chunk, which carries ``stop``, ``length``, ``content_filter`` or ``tool_calls``."""
 
     native_finish_reason: str | None = None
-    """The backend's own finish reason, on the finish chunk."""
+    """The backend's own finish reason; on the finish chunk only (null when the worker reported none)."""
 
     x_horde: HordeExtras | None = None
-    """The Horde's additions, on the finish chunk."""
+    """The Horde's additions, as on a completion; on the finish chunk only (``{}`` when none applies)."""
 
 
 class ChatCompletionChunk(_Response):
@@ -191,23 +235,25 @@ class ChatCompletionChunk(_Response):
     id: str
     """The completion id, the same on every chunk."""
 
-    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
-    """``chat.completion.chunk``."""
+    object: Literal["chat.completion.chunk"]
+    """Always ``chat.completion.chunk``."""
 
     created: int
     """Unix seconds, the same on every chunk."""
 
     model: str
-    """The model that serves the request."""
+    """The model that serves the request, the same on every chunk."""
 
     system_fingerprint: str | None
-    """The same on every chunk."""
+    """The same on every chunk: ``fp_`` and 10 hex digits identifying the worker and model, or null when the Horde
+    did not report a worker."""
 
     choices: list[ChunkChoice]
     """One choice, or none on the usage chunk."""
 
     usage: Usage | None = None
-    """On the last chunk when ``stream_options.include_usage`` is true."""
+    """On the usage chunk only, the last before ``data: [DONE]``, sent when ``stream_options.include_usage`` is
+    true."""
 
 
 class OpenAIErrorBody(_Response):
