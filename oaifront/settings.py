@@ -13,11 +13,16 @@ ALLOWED_HOSTS = [host for host in os.environ.get("DJANGO_ALLOWED_HOSTS", "*").sp
 INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "chat",
     "models_list",
 ]
 
 MIDDLEWARE = [
+    # Serves the Swagger UI and ReDoc assets (drf-spectacular-sidecar) in every mode; WhiteNoise kept async.
+    "oaifront.openapi.StaticAssetsMiddleware",
     "oaifront.middleware.CorsMiddleware",
     "django.middleware.common.CommonMiddleware",
 ]
@@ -28,11 +33,37 @@ DATABASES: dict[str, dict[str, str]] = {}
 USE_TZ = True
 APPEND_SLASH = False
 STATIC_URL = "/static/"
+# Static files (only the docs pages' assets) come straight from the app finders: no collectstatic step.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = False
+TEMPLATES = [{"BACKEND": "django.template.backends.django.DjangoTemplates", "APP_DIRS": True}]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # The front reads request bodies itself; Django's own cap stays out of the way of the front's validation.
 DATA_UPLOAD_MAX_MEMORY_SIZE = None
 
 LOGGING_CONFIG = None
+
+# The API description (oaifront.openapi): drf-spectacular serves /openapi.json, /docs and /redoc. The front has no
+# users or sessions, so DRF authenticates nobody.
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_AUTHENTICATION_CLASSES": [],
+    "DEFAULT_PERMISSION_CLASSES": [],
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "AI Horde OpenAI-compatible chat front",
+    "VERSION": "1.0.0",
+    "OAS_VERSION": "3.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_AUTHENTICATION": [],
+    "POSTPROCESSING_HOOKS": ["oaifront.openapi.add_front_paths"],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    # No request leaves the machine: no validator badge (validator.swagger.io).
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
+}
 
 HORDE_OAI = FrontSettings()
 """The front's namespaced settings (see oaifront.conf.FrontSettings for each variable)."""

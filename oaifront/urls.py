@@ -1,7 +1,12 @@
-"""The front's routes: chat completions, the model list, health."""
+"""The front's routes: chat completions, the model list, health, and the API description (/openapi.json, /docs,
+/redoc; / redirects to /docs)."""
 
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
+from django.views.generic import RedirectView
+from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
+
+from oaifront.openapi import OfflineRedocView
 
 
 async def healthz(request: HttpRequest) -> JsonResponse:
@@ -13,4 +18,8 @@ urlpatterns = [
     path("", include("chat.urls")),
     path("", include("models_list.urls")),
     path("healthz", healthz, name="healthz"),
+    path("openapi.json", SpectacularJSONAPIView.as_view(), name="schema"),
+    path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    path("redoc", OfflineRedocView.as_view(url_name="schema"), name="redoc"),
+    path("", RedirectView.as_view(pattern_name="swagger-ui", permanent=False), name="root"),
 ]

@@ -1,0 +1,154 @@
+"""Pydantic models of ``GET /v1/models``: the model list and its cards (reference: Model card fields).
+
+They describe exactly what :func:`models_list.cards.model_list` produces (``tests/unit/test_openapi.py``
+validates its output against them), and ``/openapi.json`` documents the route with them in serialization mode.
+Field docstrings are public API text: they become the field descriptions of ``/openapi.json``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Card(BaseModel):
+    """A part of a card; keys the cards do not produce are refused, so the models stay exact."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class ModelArchitecture(_Card):
+    """What the model reads and writes (OpenRouter's ``architecture``)."""
+
+    modality: Literal["text->text", "text+image->text"]
+    """``text+image->text`` when an online worker serving the model declares vision, else ``text->text``."""
+
+    input_modalities: list[Literal["text", "image"]]
+    """``["text"]``, with ``image`` added for vision."""
+
+    output_modalities: list[Literal["text"]]
+    """Always ``["text"]``."""
+
+    tokenizer: str
+    """Always ``Other``: workers do not report their tokenizer."""
+
+    instruct_type: None
+    """Always null: workers apply their model's own chat template."""
+
+
+class ModelPricing(_Card):
+    """The price per token, request and image in US dollars, as OpenRouter writes it (decimal strings)."""
+
+    prompt: str
+    """Always ``0``: the Horde charges kudos, not money."""
+
+    completion: str
+    """Always ``0``."""
+
+    request: str
+    """Always ``0``."""
+
+    image: str
+    """Always ``0``."""
+
+
+class ModelTopProvider(_Card):
+    """The limits of the best-equipped online worker (OpenRouter's ``top_provider``)."""
+
+    context_length: int | None
+    """The largest context length, in tokens, any online chat worker for the model declares."""
+
+    max_completion_tokens: int | None
+    """The largest completion limit, in tokens, any online chat worker for the model declares. A larger
+    ``max_tokens`` is lowered to it at submit."""
+
+    is_moderated: bool
+    """Always false."""
+
+
+class ModelHordeExtras(_Card):
+    """The Horde's additions to a card: the workers serving the model now and the work queued for it."""
+
+    workers: int | None
+    """Online chat workers serving the model."""
+
+    threads: int | None
+    """Their jobs at once, summed."""
+
+    queued: int | float | None
+    """Work queued for the model, as the Horde's model list reports it."""
+
+    jobs: int | float | None
+    """Requests queued for the model."""
+
+    eta: int | float | None
+    """The Horde's estimated wait for the model's queue, in seconds."""
+
+    performance: int | float | None
+    """The model's recent throughput, as the Horde's model list reports it."""
+
+    features: list[str]
+    """The capabilities and guarantees some online chat worker for the model declares (a union), sorted."""
+
+    image_transports: list[str]
+    """How the workers accept images (``url``, ``base64``, ``messages_url``)."""
+
+
+class ModelCard(_Card):
+    """A model card: OpenAI's model object keys and OpenRouter's card shape, plus ``x_horde``."""
+
+    id: str
+    """The model id to send as ``model`` (or in ``models``)."""
+
+    object: Literal["model"]
+    """``model``."""
+
+    created: int
+    """Always 0: the Horde does not record when a model appeared."""
+
+    owned_by: str
+    """Always ``aihorde``: the models run on the Horde's volunteer workers."""
+
+    name: str
+    """The model id."""
+
+    canonical_slug: str
+    """The model id."""
+
+    context_length: int | None
+    """The largest context length, in tokens, any online chat worker for the model declares."""
+
+    architecture: ModelArchitecture
+    """What the model reads and writes."""
+
+    pricing: ModelPricing
+    """All zero."""
+
+    top_provider: ModelTopProvider
+    """The largest declared limits."""
+
+    per_request_limits: None
+    """Always null."""
+
+    supported_parameters: list[str]
+    """``max_tokens``, ``temperature``, ``top_p`` and ``stop``; then ``seed``, ``frequency_penalty``,
+    ``presence_penalty`` and ``reasoning_effort`` where an online worker declares the feature of that name;
+    ``tools`` and ``parallel_tool_calls`` for tools, with ``tool_choice`` under the ``tool_choice_enforced``
+    guarantee; and ``response_format`` for ``json_object`` or ``json_schema``."""
+
+    x_horde: ModelHordeExtras
+    """The workers serving the model now and the work queued for it."""
+
+
+class ModelList(_Card):
+    """The body of ``GET /v1/models``: every text model with at least one online chat worker, sorted by id."""
+
+    object: Literal["list"]
+    """``list``."""
+
+    data: list[ModelCard]
+    """The model cards."""
+
+
+__all__ = ["ModelArchitecture", "ModelCard", "ModelHordeExtras", "ModelList", "ModelPricing", "ModelTopProvider"]

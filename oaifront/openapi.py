@@ -1,0 +1,623 @@
+"""The front's OpenAPI 3.1 description (reference: API documentation, Schema generation, Field descriptions).
+
+drf-spectacular serves the document at ``/openapi.json``, Swagger UI at ``/docs`` and ReDoc at ``/redoc`` (their assets
+come from drf-spectacular-sidecar through :class:`StaticAssetsMiddleware`, so the pages work with no internet). It
+documents only DRF views, and the front's views are plain async Django views that read and validate the body by hand
+(chat.screening), so nothing is derived from them: :func:`add_front_paths`, a drf-spectacular postprocessing hook
+(``SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]``), adds every path and every component schema itself.
+
+The component schemas are generated from the pydantic models: ``ChatCompletionRequest`` as validated, and
+``ChatCompletionResponse``, ``ChatCompletionChunk``, ``OpenAIErrorEnvelope``, ``ModelList`` and ``ModelCard`` as
+serialized, with :class:`DocumentedJsonSchema`. The document describes the handlers and does not change how they
+behave; it adjusts the generated schemas where the handlers differ from the models:
+
+- the request schema lists the keys of ``DEFAULT_NO_OP_PARAMETERS`` that are not request fields
+  (:data:`NO_OP_PARAMETER_SCHEMAS`), each accepted only at its default;
+- the objects whose unknown keys screening drops (:data:`KEY_DROPPING_MODELS`) allow other keys; the top level,
+  ``stream_options``, ``response_format`` and ``horde`` do not;
+- there is no 422 response: the front never returns one.
+
+Each field's description is its model field's docstring, passed through :func:`plain_description`. Each route lists
+its responses by status with the error codes each status carries (:data:`CHAT_COMPLETION_ERRORS`,
+:data:`MODEL_LIST_ERRORS`) and the ``Retry-After`` and ``x-should-retry`` headers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import re
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from functools import cache
+from types import MappingProxyType
+from typing import Any, Final
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.template import engines
+from drf_spectacular.views import SpectacularRedocView
+from pydantic import BaseModel
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue, models_json_schema
+from pydantic_core import CoreSchema
+from rest_framework.renderers import TemplateHTMLRenderer
+from whitenoise.middleware import WhiteNoiseMiddleware
+
+from chat import errors
+from chat.errors import reason_phrase
+from chat.schema import (
+    AssistantMessage,
+    ChatCompletionChunk,
+    ChatCompletionRequest,
+    ChatCompletionResponse,
+    DeveloperMessage,
+    FunctionCall,
+    FunctionDefinition,
+    ImageContentPart,
+    ImageUrl,
+    NamedToolChoice,
+    OpenAIErrorEnvelope,
+    SystemMessage,
+    TextContentPart,
+    ToolCall,
+    ToolChoiceFunction,
+    ToolDefinition,
+    ToolMessage,
+    UserMessage,
+)
+from models_list.schema import ModelCard, ModelList
+
+try:  # Issue 3 adds the table to chat.screening; until then the request schema lists no extra no-op keys.
+    from chat.screening import DEFAULT_NO_OP_PARAMETERS
+except ImportError:  # pragma: no cover - removed once chat.screening defines the table
+    DEFAULT_NO_OP_PARAMETERS: Mapping[str, object] | None = None  # type: ignore[no-redef]
+
+DOCS_URL: Final = "https://github.com/Haidra-Org/AI-Horde/blob/main/README.md"
+"""The published documentation of the front, linked from the document's ``info.description`` and ``externalDocs``."""
+
+SCHEMA_REF: Final = "#/components/schemas/{model}"
+"""Where a component schema lives in the document; pydantic's ``ref_template``."""
+
+REQUEST_MODELS: Final[tuple[type[BaseModel], ...]] = (ChatCompletionRequest,)
+"""Models documented as validated (``mode="validation"``): what a client may send."""
+
+RESPONSE_MODELS: Final[tuple[type[BaseModel], ...]] = (
+    ChatCompletionResponse,
+    ChatCompletionChunk,
+    OpenAIErrorEnvelope,
+    ModelList,
+    ModelCard,
+)
+"""Models documented as serialized (``mode="serialization"``): what the front answers."""
+
+KEY_DROPPING_MODELS: Final[tuple[type[BaseModel], ...]] = (
+    SystemMessage,
+    DeveloperMessage,
+    UserMessage,
+    AssistantMessage,
+    ToolMessage,
+    TextContentPart,
+    ImageContentPart,
+    ImageUrl,
+    ToolCall,
+    FunctionCall,
+    ToolDefinition,
+    FunctionDefinition,
+    NamedToolChoice,
+    ToolChoiceFunction,
+)
+"""The request objects whose unknown keys ``drop_unknown_nested_keys`` drops instead of refusing (reference: Parameter
+screening, Message roles): the messages and the objects inside them (tool calls and their functions, content parts,
+the ``image_url`` object), the tool definitions and their functions, and the ``tool_choice`` object and its function.
+Their schemas allow other keys; every other request object, the top level included, does not."""
+
+
+def _no_op_parameter_schemas() -> dict[str, dict[str, Any]]:
+    if DEFAULT_NO_OP_PARAMETERS is None:
+        return {}
+    fields = {field.alias or name for name, field in ChatCompletionRequest.model_fields.items()}
+    return {
+        key: {
+            "const": default,
+            "description": (
+                f"Accepted only at its default, `{json.dumps(default)}`, and then dropped: the Horde has nothing to "
+                "apply. Any other value is refused with 400 `UnsupportedChatParameter` at this key."
+            ),
+        }
+        for key, default in DEFAULT_NO_OP_PARAMETERS.items()
+        if key not in fields
+    }
+
+
+NO_OP_PARAMETER_SCHEMAS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType(_no_op_parameter_schemas())
+"""The request-schema property of each ``DEFAULT_NO_OP_PARAMETERS`` key that is not a ``ChatCompletionRequest``
+field: ``{"const": <default>}``, since screening refuses any other value and drops the default."""
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Descriptions
+
+_SEE_REFERENCE = re.compile(r"\s*\(see \[`[^`\]]+`\]\[[^\]]*\]\)")
+_INLINE_REFERENCE = re.compile(r"\[`([^`\]]+)`\]\[[^\]]*\]")
+
+
+def plain_description(text: str) -> str:
+    """Return a docstring as public description text (reference: Field descriptions).
+
+    A parenthetical ``(see [`name`][path])`` cross-reference is dropped, and an inline ``[`name`][path]`` one is
+    rendered as `` `name` ``: the cross-reference paths point into the maintainers' documentation, not the API's.
+    """
+    return _INLINE_REFERENCE.sub(r"`\1`", _SEE_REFERENCE.sub("", text))
+
+
+class DocumentedJsonSchema(GenerateJsonSchema):
+    """Pydantic's JSON Schema generator with the document's conventions.
+
+    - A model serialized through a wrap (or plain) ``model_serializer`` that returns ``dict[str, object]`` is
+      documented by its fields: pydantic would otherwise document it as any object, since the return annotation is
+      all it knows. Such serializers only leave keys out (such as null ones), so the fields describe the output.
+    - Fields get no generated ``title`` (``"Max Tokens"``): the property name and the docstring say it better.
+    """
+
+    def generate_inner(self, schema: Any) -> JsonSchemaValue:
+        if self.mode == "serialization" and _serializes_to_plain_dict(schema):
+            schema = {key: value for key, value in schema.items() if key != "serialization"}
+        return super().generate_inner(schema)
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+
+def _serializes_to_plain_dict(schema: CoreSchema | Any) -> bool:
+    if not isinstance(schema, dict) or schema.get("type") != "model":
+        return False
+    serialization = schema.get("serialization")
+    if not isinstance(serialization, dict) or serialization.get("type") not in {"function-wrap", "function-plain"}:
+        return False
+    returned = serialization.get("return_schema") or {}
+    return returned.get("type") == "dict" and (returned.get("values_schema") or {}).get("type") in {None, "any"}
+
+
+_NOT_SCHEMAS: Final = frozenset({"const", "default", "enum", "examples", "example"})
+"""Keys whose values are data, not schemas: a ``description`` inside them is left alone."""
+
+
+def _plain_descriptions(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            key: plain_description(item)
+            if key == "description" and isinstance(item, str)
+            else (item if key in _NOT_SCHEMAS else _plain_descriptions(item))
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_plain_descriptions(item) for item in value]
+    return value
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Component schemas
+
+
+def model_schemas(inputs: list[tuple[type[BaseModel], JsonSchemaMode]]) -> dict[str, dict[str, Any]]:
+    """Return the component schemas of ``inputs`` (each model with its mode) and of every model they use.
+
+    Generated together with ``models_json_schema`` and :class:`DocumentedJsonSchema`, so a model used both ways gets
+    ``-Input`` and ``-Output`` names instead of colliding; every description is passed through
+    :func:`plain_description`.
+    """
+    _, document = models_json_schema(inputs, ref_template=SCHEMA_REF, schema_generator=DocumentedJsonSchema)
+    return _plain_descriptions(document.get("$defs", {}))
+
+
+@cache
+def component_schemas() -> Mapping[str, Mapping[str, Any]]:
+    """Return ``components.schemas``: the pydantic models' schemas with the document's adjustments (generated once
+    per process)."""
+    inputs: list[tuple[type[BaseModel], JsonSchemaMode]] = [(model, "validation") for model in REQUEST_MODELS]
+    inputs += [(model, "serialization") for model in RESPONSE_MODELS]
+    schemas = model_schemas(inputs)
+
+    request = schemas[ChatCompletionRequest.__name__]
+    for key, schema in NO_OP_PARAMETER_SCHEMAS.items():
+        request["properties"][key] = dict(schema)
+    for model in KEY_DROPPING_MODELS:
+        schemas[model.__name__]["additionalProperties"] = True
+    return MappingProxyType(schemas)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Responses
+
+
+@dataclass(frozen=True)
+class DocumentedError:
+    """One error code a status can carry, and when."""
+
+    code: str
+    """The ``error.code``."""
+    when: str
+    """When the front returns it (public text, Markdown)."""
+
+
+UNKNOWN_MODEL: Final = "UnknownModel"
+"""The Horde's rc for an entry of ``models`` that is not a known text model, passed through (native contract)."""
+INVALID_API_KEY: Final = "InvalidAPIKey"
+"""The Horde's rc for a key it does not know, passed through."""
+KUDOS_UPFRONT: Final = "KudosUpfront"
+"""The Horde's rc for a request over the free output allowance without the kudos to hold upfront, passed through."""
+REQUEST_NOT_FOUND: Final = "RequestNotFound"
+"""The Horde's rc for a native request id it does not know (expired), passed through."""
+TOO_MANY_PROMPTS: Final = "TooManyPrompts"
+"""The Horde's rc for too many requests in flight for a key, passed through."""
+MAINTENANCE_MODE: Final = "MaintenanceMode"
+"""The Horde's rc while it accepts no new work, passed through."""
+REQUEST_BODY_TIMEOUT: Final = "RequestBodyTimeout"
+"""The front's code for a body not received in time (reference: Refusal attributes)."""
+FRONT_AT_CAPACITY: Final = "FrontAtCapacity"
+"""The front's code for its in-flight cap per client address or in total (reference: Outcome class)."""
+
+_CAPACITY = DocumentedError(
+    FRONT_AT_CAPACITY, "The front already serves as many requests as it allows from this address, or in total."
+)
+_MAINTENANCE = DocumentedError(MAINTENANCE_MODE, "The Horde accepts no new work for now.")
+_RATE_LIMITS = (
+    DocumentedError(errors.RATE_LIMIT_EXCEEDED, "The Horde rate-limited the request without a code of its own."),
+    DocumentedError(TOO_MANY_PROMPTS, "The key has too many requests in flight at the Horde."),
+)
+_HORDE_UNAVAILABLE = DocumentedError(
+    errors.HORDE_UNAVAILABLE, "The Horde could not be reached, or answered outside its contract."
+)
+
+CHAT_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = MappingProxyType({
+    400: (
+        DocumentedError(
+            errors.BAD_REQUEST,
+            "The body is not a JSON object (NaN and Infinity count as invalid JSON) or fails validation, or the Horde "
+            "refused the payload; `param` is the first failing field.",
+        ),
+        DocumentedError(
+            errors.UNSUPPORTED_CHAT_PARAMETER,
+            "An unknown top-level key, a no-op parameter at another value than its default, an unsupported role or "
+            "content part type, a value outside OpenAI's range, a token limit below the Horde's floor, or a tool "
+            "history or strict schema breaking OpenAI's rules; `param` is its path.",
+        ),
+        DocumentedError(
+            errors.CHAT_REQUEST_CONFLICT,
+            "`tool_choice` or `parallel_tool_calls` without `tools`, or, under `horde.openai_guards`, a "
+            "`json_object` request whose messages do not contain the word json.",
+        ),
+        DocumentedError(UNKNOWN_MODEL, "An entry of `models` is not a known text model; `param` is its path."),
+        DocumentedError(
+            errors.NO_WORKER_SUPPORTS_LIMIT,
+            "The request is over every online worker's completion limit or context length for its models; `param` "
+            "is `max_tokens` or `horde.max_context_length`. Volunteer workers come and go: retrying is up to you.",
+        ),
+        DocumentedError(
+            errors.MAX_KUDOS_EXCEEDED,
+            "The kudos estimate is above `horde.max_kudos`; `metadata` holds `rc`, `kudos_estimate` and `max_kudos`.",
+        ),
+    ),
+    401: (DocumentedError(INVALID_API_KEY, "The Horde does not know the bearer key."),),
+    403: (
+        DocumentedError(
+            KUDOS_UPFRONT, "The request is over the free output allowance and the key lacks the kudos to hold upfront."
+        ),
+    ),
+    404: (
+        DocumentedError(
+            errors.NO_WORKER_SUPPORTS_FEATURES,
+            "No online worker serving the model declares a feature or guarantee the request needs (OpenRouter's "
+            "status for no endpoint supporting the requested features); the message lists them, and "
+            "`metadata.request_id` names the cancelled request.",
+        ),
+        DocumentedError(REQUEST_NOT_FOUND, "The Horde no longer knows the request (it expired)."),
+    ),
+    408: (
+        DocumentedError(
+            errors.CHAT_REQUEST_TIMEOUT, "No reply came within the front's timeout; the request was cancelled."
+        ),
+        DocumentedError(REQUEST_BODY_TIMEOUT, "The body was not received in time."),
+    ),
+    413: (),
+    429: _RATE_LIMITS,
+    502: (
+        DocumentedError(errors.CHAT_REQUEST_FAULTED, "The worker failed the request."),
+        DocumentedError(
+            errors.CHAT_REQUEST_NO_GENERATION, "The Horde ended the request without a reply; it was cancelled."
+        ),
+        _HORDE_UNAVAILABLE,
+    ),
+    503: (
+        DocumentedError(
+            errors.NO_ELIGIBLE_WORKER,
+            f"No online worker can serve the request: at submit, or after waiting for one to appear. `Retry-After: "
+            f"{errors.NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS}` and `x-should-retry: true`.",
+        ),
+        DocumentedError(
+            errors.QUEUE_UNAVAILABLE,
+            "With `horde.availability_mode: fail_fast`, no eligible worker thread exists or the estimated wait "
+            "exceeds the front's timeout; `param` is `horde.availability_mode`.",
+        ),
+        _CAPACITY,
+        _MAINTENANCE,
+    ),
+})
+"""The error statuses of ``POST /v1/chat/completions`` with the codes each carries (reference: Error attributes, No
+eligible worker, Kudos cap, Refusal attributes). A streamed request gets them as plain JSON before any stream header;
+an error after the stream's headers is an SSE ``error`` event instead."""
+
+MODEL_LIST_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = MappingProxyType({
+    429: _RATE_LIMITS,
+    502: (_HORDE_UNAVAILABLE,),
+    503: (_CAPACITY, _MAINTENANCE),
+})
+"""The error statuses of ``GET /v1/models`` with the codes each carries."""
+
+STATUS_DESCRIPTIONS: Final[Mapping[int, str]] = MappingProxyType({
+    413: "The body is larger than the front accepts; it was not read.",
+})
+"""A sentence for a status whose refusal has no code of its own."""
+
+RETRY_HEADER_STATUSES: Final = frozenset({408, 429, 502, 503})
+"""Statuses the official OpenAI SDKs retry by default, where ``Retry-After`` and ``x-should-retry`` tune the retry."""
+
+RETRY_HEADERS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType({
+    "Retry-After": {
+        "description": (
+            f"Whole seconds to wait before retrying: {errors.NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS} with "
+            "`no_eligible_worker`, the estimated wait (capped) with `queue_unavailable`, and the Horde's own value "
+            "when it sent one."
+        ),
+        "schema": {"type": "integer", "minimum": 0},
+    },
+    "x-should-retry": {
+        "description": (
+            "Whether the official OpenAI SDKs should retry; when present it decides alone. Every "
+            "`no_eligible_worker` sends `true`."
+        ),
+        "schema": {"type": "string", "enum": ["true", "false"]},
+    },
+})
+"""The retry headers an error response may carry."""
+
+ERROR_CONTENT: Final[Mapping[str, Any]] = MappingProxyType({
+    "application/json": {"schema": {"$ref": SCHEMA_REF.format(model=OpenAIErrorEnvelope.__name__)}},
+})
+
+
+def error_response(status: int, documented: tuple[DocumentedError, ...]) -> dict[str, Any]:
+    """The response object of one error status: its codes in the description, the envelope, the retry headers."""
+    lines = [f"{reason_phrase(status)}. " + STATUS_DESCRIPTIONS.get(status, "OpenAI's error envelope; `code` is:")]
+    if documented:
+        lines.append("")
+    lines += [f"- `{error.code}`: {error.when}" for error in documented]
+    if status != 413:
+        lines.append("- or the Horde's own `rc`, passed through with its message.")
+    response: dict[str, Any] = {"description": "\n".join(lines), "content": copy.deepcopy(dict(ERROR_CONTENT))}
+    if status in RETRY_HEADER_STATUSES:
+        response["headers"] = copy.deepcopy(dict(RETRY_HEADERS))
+    return response
+
+
+def _ref(model: type[BaseModel]) -> dict[str, str]:
+    return {"$ref": SCHEMA_REF.format(model=model.__name__)}
+
+
+CHAT_REQUEST_EXAMPLE: Final[Mapping[str, Any]] = MappingProxyType({
+    "model": "example/model-7b",
+    "messages": [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "Say hello in one sentence."},
+    ],
+    "max_tokens": 128,
+})
+
+SSE_DESCRIPTION: Final = (
+    "With `stream: true`, server-sent events (`text/event-stream`): each `data:` line holds one `chat.completion.chunk` (the role chunk, "
+    "reasoning and content chunks, a tool-call chunk, the finish chunk, then the usage chunk when "
+    "`stream_options.include_usage` is true), and `data: [DONE]` ends the stream. Comment lines keep the connection "
+    "alive while the request waits for a worker. An error after the headers is one `data:` event holding OpenAI's "
+    "error envelope, followed by `data: [DONE]`."
+)
+
+
+def front_paths() -> dict[str, Any]:
+    """The front's documented routes: ``POST /v1/chat/completions`` and ``GET /v1/models``.
+
+    ``/healthz``, ``/``, ``/openapi.json``, ``/docs`` and ``/redoc`` are left out (reference: API documentation).
+    """
+    security = [{"HordeApiKey": []}, {}]
+    chat_responses: dict[str, Any] = {
+        "200": {
+            "description": "The completion (`application/json`). " + SSE_DESCRIPTION,
+            "content": {
+                "application/json": {"schema": _ref(ChatCompletionResponse)},
+                "text/event-stream": {"schema": _ref(ChatCompletionChunk)},
+            },
+        },
+    }
+    chat_responses |= {str(status): error_response(status, codes) for status, codes in CHAT_COMPLETION_ERRORS.items()}
+    models_responses: dict[str, Any] = {
+        "200": {
+            "description": "Every text model with at least one online chat worker.",
+            "content": {"application/json": {"schema": _ref(ModelList)}},
+        },
+    }
+    models_responses |= {str(status): error_response(status, codes) for status, codes in MODEL_LIST_ERRORS.items()}
+    return {
+        "/v1/chat/completions": {
+            "post": {
+                "operationId": "createChatCompletion",
+                "tags": ["Chat"],
+                "summary": "Create a chat completion",
+                "description": (
+                    "OpenAI's chat completions, served by the AI Horde's volunteer text workers. The front screens "
+                    "the body, validates it like OpenAI, submits it to the Horde, waits for a worker and answers with "
+                    "a completion or a stream. Unknown keys inside messages, tool definitions and `tool_choice` are "
+                    "dropped; unknown keys elsewhere are refused. "
+                    f"See the [documentation]({DOCS_URL}) for the details."
+                ),
+                "security": security,
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": _ref(ChatCompletionRequest),
+                            "example": dict(CHAT_REQUEST_EXAMPLE),
+                        },
+                    },
+                },
+                "responses": chat_responses,
+            },
+        },
+        "/v1/models": {
+            "get": {
+                "operationId": "listModels",
+                "tags": ["Models"],
+                "summary": "List the models",
+                "description": (
+                    "The Horde's text models that have at least one online chat worker, as OpenAI model objects "
+                    "shaped like OpenRouter's model cards, with the workers' limits and features."
+                ),
+                "security": security,
+                "responses": models_responses,
+            },
+        },
+    }
+
+
+INFO_DESCRIPTION: Final = (
+    "An OpenAI-compatible chat completions API in front of the [AI Horde](https://aihorde.net)'s volunteer text "
+    "workers. Point an OpenAI SDK at this server's `/v1` with your AI Horde API key as the bearer key (none: the "
+    "anonymous key).\n\n"
+    "Errors use OpenAI's envelope `{\"error\": {\"message\", \"type\", \"param\", \"code\"}}`, with `metadata` where "
+    "it helps. Each response lists the codes the front returns at that status; the Horde's own codes (`rc`) pass "
+    "through as well.\n\n"
+    f"Documentation: [{DOCS_URL}]({DOCS_URL})."
+)
+
+SECURITY_SCHEMES: Final[Mapping[str, Any]] = MappingProxyType({
+    "HordeApiKey": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "Your AI Horde API key, forwarded to the Horde. Without one, the anonymous key is used.",
+    },
+})
+
+
+@cache
+def _front_document() -> tuple[dict[str, Any], dict[str, Any]]:
+    return front_paths(), {key: dict(value) for key, value in component_schemas().items()}
+
+
+def add_front_paths(result: dict[str, Any], generator: Any = None, request: Any = None, public: bool = True,
+                    **kwargs: Any) -> dict[str, Any]:
+    """drf-spectacular postprocessing hook: the front's paths, component schemas, security scheme and info.
+
+    drf-spectacular finds no operation of its own (the front has no DRF view in the description), so the paths it
+    hands over are empty; the front's are added beside them.
+    """
+    paths, schemas = copy.deepcopy(_front_document())
+    result["paths"] = {**result.get("paths", {}), **paths}
+    components = result.setdefault("components", {})
+    components["schemas"] = {**components.get("schemas", {}), **schemas}
+    components["securitySchemes"] = {**components.get("securitySchemes", {}), **copy.deepcopy(dict(SECURITY_SCHEMES))}
+    result.setdefault("info", {})["description"] = INFO_DESCRIPTION
+    result["externalDocs"] = {"description": "The front's documentation", "url": DOCS_URL}
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The pages and their assets
+
+
+_REDOC_PAGE: Final = """{% extends "drf_spectacular/redoc.html" %}{% block head %}
+    <title>{{ title|default:"Redoc" }}</title>
+    <meta charset="utf-8">
+    <meta name="viewport" content="width=device-width, initial-scale=1">
+    <style>body { margin: 0; padding: 0; }</style>
+{% endblock head %}"""
+"""drf-spectacular's ReDoc page without its Google Fonts links: every asset comes from this process."""
+
+
+class _OfflineRedocRenderer(TemplateHTMLRenderer):
+    def resolve_template(self, template_names: Any) -> Any:
+        return engines["django"].from_string(_REDOC_PAGE)
+
+
+class OfflineRedocView(SpectacularRedocView):
+    """ReDoc at ``/redoc``, served with no request leaving the machine (the sidecar's bundle, system fonts)."""
+
+    renderer_classes = [_OfflineRedocRenderer]
+
+
+class StaticAssetsMiddleware(WhiteNoiseMiddleware):
+    """WhiteNoise, usable by the front's async middleware chain: serves the Swagger UI and ReDoc assets of
+    drf-spectacular-sidecar under ``STATIC_URL`` in every mode, ``DEBUG`` or not.
+
+    WhiteNoise's own middleware is synchronous; in an async chain Django would run it in a thread and call the rest of
+    the chain (the async views) from there, which costs a thread per request and keeps a client's disconnect from
+    cancelling the view. This subclass stays async: a static path is answered from WhiteNoise's file table with the file
+    read in a worker thread, and any other request goes straight on. With ``WHITENOISE_USE_FINDERS`` the files come
+    from the app finders, so no ``collectstatic`` step is needed.
+    """
+
+    async_capable = True
+    sync_capable = True
+
+    BLOCK_SIZE: Final = 64 * 1024
+    """Bytes read per chunk of a static file."""
+
+    def __init__(self, get_response: Any = None, **kwargs: Any) -> None:
+        super().__init__(get_response, **kwargs)
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.is_async:
+            return self._acall(request)
+        return super().__call__(request)
+
+    async def _acall(self, request: HttpRequest) -> HttpResponse:
+        if self.autorefresh:
+            static_file = await sync_to_async(self.find_file, thread_sensitive=False)(request.path_info)
+        else:
+            static_file = self.files.get(request.path_info)
+        if static_file is None:
+            return await self.get_response(request)
+        served = await asyncio.to_thread(static_file.get_response, request.method, request.META)
+        response = StreamingHttpResponse(self._chunks(served.file), status=int(served.status))
+        del response["Content-Type"]
+        for name, value in served.headers:
+            response[name] = value
+        return response
+
+    async def _chunks(self, file: Any) -> AsyncIterator[bytes]:
+        if file is None:
+            return
+        try:
+            while chunk := await asyncio.to_thread(file.read, self.BLOCK_SIZE):
+                yield chunk
+        finally:
+            await asyncio.to_thread(file.close)
+
+
+__all__ = [
+    "CHAT_COMPLETION_ERRORS",
+    "DOCS_URL",
+    "KEY_DROPPING_MODELS",
+    "MODEL_LIST_ERRORS",
+    "NO_OP_PARAMETER_SCHEMAS",
+    "DocumentedError",
+    "DocumentedJsonSchema",
+    "OfflineRedocView",
+    "StaticAssetsMiddleware",
+    "add_front_paths",
+    "component_schemas",
+    "front_paths",
+    "model_schemas",
+    "plain_description",
+]

@@ -1,0 +1,662 @@
+"""The OpenAPI description, /docs and /redoc (reference: API documentation, Schema generation, Field descriptions).
+
+The document is fetched from the front's own ``/openapi.json`` view (Django's test client, ``DEBUG`` off, as in
+production) and checked one adjustment at a time; the model list's pydantic models are checked against the cards
+``models_list.cards`` builds.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import jsonschema
+import pytest
+from asgiref.sync import iscoroutinefunction
+from django.conf import settings
+from django.http import HttpResponse
+from django.test import AsyncClient, Client
+from openapi_spec_validator import OpenAPIV31SpecValidator, validate
+from pydantic import BaseModel, ConfigDict, model_serializer
+from pydantic.json_schema import GenerateJsonSchema
+
+import chat.response_schema
+import chat.schema
+import chat.screening
+import models_list.schema
+from chat.errors import OpenAIError
+from chat.schema import ChatCompletionRequest
+from chat.screening import read_chat_request
+from models_list.cards import model_list
+from models_list.schema import ModelCard, ModelList
+from oaifront import openapi
+from oaifront.openapi import (
+    DOCS_URL,
+    KEY_DROPPING_MODELS,
+    NO_OP_PARAMETER_SCHEMAS,
+    SCHEMA_REF,
+    DocumentedJsonSchema,
+    StaticAssetsMiddleware,
+    model_schemas,
+    plain_description,
+)
+
+DEFAULT_NO_OP_PARAMETERS = getattr(chat.screening, "DEFAULT_NO_OP_PARAMETERS", None)
+needs_no_op_table = pytest.mark.skipif(
+    DEFAULT_NO_OP_PARAMETERS is None,
+    reason="chat.screening.DEFAULT_NO_OP_PARAMETERS does not exist yet (issue 3 adds it)",
+)
+needs_key_dropping = pytest.mark.skipif(
+    not hasattr(chat.screening, "drop_unknown_nested_keys"),
+    reason="chat.screening.drop_unknown_nested_keys does not exist yet (issue 3 adds it)",
+)
+
+CHAT = "/v1/chat/completions"
+MODELS = "/v1/models"
+
+
+@pytest.fixture(scope="module")
+def document() -> dict[str, Any]:
+    response = Client().get("/openapi.json")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("application/vnd.oai.openapi+json")
+    return json.loads(response.content)
+
+
+def schemas(document: dict[str, Any]) -> dict[str, Any]:
+    return document["components"]["schemas"]
+
+
+def ref(model: type[BaseModel]) -> dict[str, str]:
+    return {"$ref": SCHEMA_REF.format(model=model.__name__)}
+
+
+def ref_name(schema: dict[str, Any]) -> str:
+    return schema["$ref"].rsplit("/", 1)[-1]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The document, its routes and the pages
+
+
+def test_document_is_a_valid_openapi_3_1_description(document: dict[str, Any]) -> None:
+    """ref: api-documentation.1"""
+    assert document["openapi"] == "3.1.0"
+    validate(document, cls=OpenAPIV31SpecValidator)
+    assert document["info"]["title"] == "AI Horde OpenAI-compatible chat front"
+
+
+def test_document_lists_the_two_routes_and_leaves_out_health_and_docs(document: dict[str, Any]) -> None:
+    """ref: api-documentation.1"""
+    assert {path: sorted(operations) for path, operations in document["paths"].items()} == {
+        CHAT: ["post"],
+        MODELS: ["get"],
+    }
+    for left_out in ("/healthz", "/", "/openapi.json", "/docs", "/redoc"):
+        assert left_out not in document["paths"]
+    assert document["paths"][CHAT]["post"]["operationId"] == "createChatCompletion"
+    assert document["paths"][MODELS]["get"]["operationId"] == "listModels"
+
+
+def test_root_redirects_to_docs() -> None:
+    """ref: api-documentation.1"""
+    response = Client().get("/")
+    assert response.status_code == 302
+    assert response["Location"] == "/docs"
+
+
+ASSET_PATTERN = re.compile(r'(?:src|href)="([^"]+)"')
+
+
+@pytest.mark.parametrize(
+    ("page", "assets"),
+    [
+        (
+            "/docs",
+            [
+                "/static/drf_spectacular_sidecar/swagger-ui-dist/favicon-32x32.png",
+                "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui.css",
+                "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js",
+                "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-standalone-preset.js",
+            ],
+        ),
+        ("/redoc", ["/static/drf_spectacular_sidecar/redoc/bundles/redoc.standalone.js"]),
+    ],
+)
+def test_pages_load_every_asset_from_this_process(page: str, assets: list[str]) -> None:
+    """ref: api-documentation.1"""
+    assert settings.DEBUG is False
+    response = Client().get(page)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert ASSET_PATTERN.findall(html) == assets
+    assert "https://" not in html and "http://" not in html
+    assert ('url: "/openapi.json"' if page == "/docs" else 'spec-url="/openapi.json"') in html
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("path", "content_type"),
+    [
+        ("/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js", 'text/javascript; charset="utf-8"'),
+        ("/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui.css", 'text/css; charset="utf-8"'),
+        ("/static/drf_spectacular_sidecar/redoc/bundles/redoc.standalone.js", 'text/javascript; charset="utf-8"'),
+    ],
+)
+async def test_sidecar_assets_are_served_without_debug(path: str, content_type: str) -> None:
+    """ref: api-documentation.1"""
+    response = await AsyncClient().get(path)
+    assert response.status_code == 200
+    assert response["Content-Type"] == content_type
+    body = b"".join([chunk async for chunk in response.streaming_content])
+    assert len(body) == int(response["Content-Length"]) > 1000
+
+
+def test_static_assets_middleware_stays_async() -> None:
+    """An async chain keeps running on the event loop (no thread per request, disconnects cancel the view)."""
+
+    async def get_response(request: Any) -> HttpResponse:
+        return HttpResponse()
+
+    assert iscoroutinefunction(StaticAssetsMiddleware(get_response))
+    assert settings.MIDDLEWARE[0] == "oaifront.openapi.StaticAssetsMiddleware"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Component schemas
+
+
+def plain_walk(value: Any) -> Any:
+    """A pydantic schema as the document shows it: descriptions through plain_description."""
+    if isinstance(value, dict):
+        return {
+            key: plain_description(item) if key == "description" and isinstance(item, str)
+            else (item if key in {"const", "default", "enum", "examples"} else plain_walk(item))
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [plain_walk(item) for item in value]
+    return value
+
+
+def generated(model: type[BaseModel], mode: str) -> dict[str, Any]:
+    """The model's own schema and its dependencies, as pydantic generates them for ``mode``."""
+    schema = model.model_json_schema(mode=mode, ref_template=SCHEMA_REF, schema_generator=DocumentedJsonSchema)
+    definitions = schema.pop("$defs", {})
+    return plain_walk({model.__name__: schema, **definitions})
+
+
+@pytest.mark.parametrize(
+    ("model", "mode"),
+    [
+        (chat.schema.ChatCompletionRequest, "validation"),
+        (chat.schema.ChatCompletionResponse, "serialization"),
+        (chat.schema.ChatCompletionChunk, "serialization"),
+        (chat.schema.OpenAIErrorEnvelope, "serialization"),
+        (ModelList, "serialization"),
+        (ModelCard, "serialization"),
+    ],
+)
+def test_component_schemas_are_generated_from_the_models(
+    document: dict[str, Any], model: type[BaseModel], mode: str
+) -> None:
+    """ref: schema-generation.1, schema-generation.4"""
+    components = schemas(document)
+    for name, schema in generated(model, mode).items():
+        documented = dict(components[name])
+        if name == ChatCompletionRequest.__name__:
+            documented["properties"] = {
+                key: value for key, value in documented["properties"].items() if key not in NO_OP_PARAMETER_SCHEMAS
+            }
+        if name in {dropping.__name__ for dropping in KEY_DROPPING_MODELS}:
+            assert schema.pop("additionalProperties") is False
+            assert documented.pop("additionalProperties") is True
+        assert documented == schema, name
+
+
+def test_request_is_documented_as_validated_and_responses_as_serialized(document: dict[str, Any]) -> None:
+    """ref: schema-generation.1"""
+    components = schemas(document)
+    # A field with a default is optional to send; in a response every key the front always writes is required.
+    assert components["ChatCompletionRequest"]["required"] == ["messages"]
+    assert set(components["ChatCompletionResponse"]["required"]) >= {"id", "object", "created", "model", "choices"}
+    assert components["ModelList"]["required"] == ["object", "data"]
+
+
+def reachable(components: dict[str, Any], root: str) -> set[str]:
+    """Component names reachable from ``root`` through ``$ref``."""
+    seen: set[str] = set()
+    stack = [root]
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        stack += re.findall(r'"#/components/schemas/([^"]+)"', json.dumps(components[name]))
+    return seen
+
+
+def object_schemas(components: dict[str, Any], names: set[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for name in sorted(names):
+        if components[name].get("type") == "object":
+            yield name, components[name]
+
+
+def test_key_dropping_objects_allow_other_keys_and_the_rest_refuse_them(document: dict[str, Any]) -> None:
+    """ref: schema-generation.6, schema-generation.7, parameter-screening.10"""
+    components = schemas(document)
+    dropping = {model.__name__ for model in KEY_DROPPING_MODELS}
+    assert dropping == {
+        "SystemMessage", "DeveloperMessage", "UserMessage", "AssistantMessage", "ToolMessage",
+        "TextContentPart", "ImageContentPart", "ImageUrl", "ToolCall", "FunctionCall",
+        "ToolDefinition", "FunctionDefinition", "NamedToolChoice", "ToolChoiceFunction",
+    }
+    request_objects = dict(object_schemas(components, reachable(components, "ChatCompletionRequest")))
+    assert dropping <= set(request_objects)
+    for name, schema in request_objects.items():
+        assert schema["additionalProperties"] is (name in dropping), name
+    for strict in ("ChatCompletionRequest", "StreamOptions", "HordeOptions", "JsonSchemaFormat"):
+        assert components[strict]["additionalProperties"] is False
+    response_format = components["ChatCompletionRequest"]["properties"]["response_format"]
+    for variant in json.loads(json.dumps(response_format))["anyOf"][0]["oneOf"]:
+        assert components[ref_name(variant)]["additionalProperties"] is False
+
+
+def body_with_unknown_key(where: str) -> tuple[dict[str, Any], str]:
+    """A valid request with an unknown key ``x_extra`` inside the object ``where``, and that key's path."""
+    tool = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
+    call = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+    body: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}
+    path = {
+        "SystemMessage": "messages[0]", "DeveloperMessage": "messages[0]", "UserMessage": "messages[0]",
+        "TextContentPart": "messages[0].content[0]", "ImageContentPart": "messages[0].content[1]",
+        "ImageUrl": "messages[0].content[1].image_url",
+        "AssistantMessage": "messages[1]", "ToolCall": "messages[1].tool_calls[0]",
+        "FunctionCall": "messages[1].tool_calls[0].function", "ToolMessage": "messages[2]",
+        "ToolDefinition": "tools[0]", "FunctionDefinition": "tools[0].function",
+        "NamedToolChoice": "tool_choice", "ToolChoiceFunction": "tool_choice.function",
+        "ChatCompletionRequest": "", "StreamOptions": "stream_options", "HordeOptions": "horde",
+        "ResponseFormat": "response_format", "JsonSchemaFormat": "response_format.json_schema",
+    }[where]
+    if where == "SystemMessage":
+        body["messages"].insert(0, {"role": "system", "content": "Be brief."})
+    if where == "DeveloperMessage":
+        body["messages"].insert(0, {"role": "developer", "content": "Be brief."})
+    if where in {"TextContentPart", "ImageContentPart", "ImageUrl"}:
+        body["messages"][0]["content"] = [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+        ]
+    if where in {"AssistantMessage", "ToolCall", "FunctionCall", "ToolMessage"}:
+        body["messages"] += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "{}"},
+        ]
+        body["tools"] = [tool]
+    if where in {"ToolDefinition", "FunctionDefinition", "NamedToolChoice", "ToolChoiceFunction"}:
+        body["tools"] = [tool]
+    if where in {"NamedToolChoice", "ToolChoiceFunction"}:
+        body["tool_choice"] = {"type": "function", "function": {"name": "lookup"}}
+    if where == "StreamOptions":
+        body |= {"stream": True, "stream_options": {"include_usage": True}}
+    if where == "HordeOptions":
+        body["horde"] = {"trusted_workers": False}
+    if where == "ResponseFormat":
+        body["response_format"] = {"type": "json_object"}
+        body["messages"][0]["content"] = "Answer in json."
+    if where == "JsonSchemaFormat":
+        body["response_format"] = {"type": "json_schema", "json_schema": {"name": "r", "schema": {"type": "object"}}}
+    target: Any = body
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
+        target = target[int(part[1:-1])] if part.startswith("[") else target[part]
+    target["x_extra"] = 1
+    return body, f"{path}.x_extra" if path else "x_extra"
+
+
+@needs_key_dropping
+@pytest.mark.parametrize("model", [model.__name__ for model in KEY_DROPPING_MODELS])
+def test_key_dropping_models_match_screening(model: str) -> None:
+    """ref: schema-generation.3, schema-generation.6, parameter-screening.5"""
+    body, _ = body_with_unknown_key(model)
+    read_chat_request(json.dumps(body).encode())
+
+
+@pytest.mark.parametrize(
+    "model", ["ChatCompletionRequest", "StreamOptions", "HordeOptions", "ResponseFormat", "JsonSchemaFormat"]
+)
+def test_objects_documented_closed_refuse_unknown_keys_at_their_path(model: str) -> None:
+    """ref: schema-generation.3, schema-generation.7, parameter-screening.10, parameter-screening.11"""
+    body, path = body_with_unknown_key(model)
+    with pytest.raises(OpenAIError) as refused:
+        read_chat_request(json.dumps(body).encode())
+    assert (refused.value.status, refused.value.param) == (400, path)
+
+
+@needs_no_op_table
+def test_request_schema_lists_the_no_op_parameters_at_their_defaults(document: dict[str, Any]) -> None:
+    """ref: schema-generation.5"""
+    assert DEFAULT_NO_OP_PARAMETERS is not None
+    properties = schemas(document)["ChatCompletionRequest"]["properties"]
+    fields = {field.alias or name for name, field in ChatCompletionRequest.model_fields.items()}
+    expected = {key: default for key, default in DEFAULT_NO_OP_PARAMETERS.items() if key not in fields}
+    assert expected, "DEFAULT_NO_OP_PARAMETERS names only request fields"
+    assert set(NO_OP_PARAMETER_SCHEMAS) == set(expected)
+    for key, default in expected.items():
+        assert properties[key]["const"] == default
+        assert properties[key]["description"] == (
+            f"Accepted only at its default, `{json.dumps(default)}`, and then dropped: the Horde has nothing to "
+            "apply. Any other value is refused with 400 `UnsupportedChatParameter` at this key."
+        )
+    for key in set(DEFAULT_NO_OP_PARAMETERS) & fields:
+        assert "const" not in properties[key]
+
+
+@needs_no_op_table
+def test_no_op_parameters_behave_as_documented() -> None:
+    """ref: schema-generation.3, schema-generation.5, parameter-screening.2, parameter-screening.4"""
+    assert DEFAULT_NO_OP_PARAMETERS is not None
+    base = {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}
+    for key, schema in NO_OP_PARAMETER_SCHEMAS.items():
+        read_chat_request(json.dumps({**base, key: schema["const"]}).encode())
+        other = "a value that is no default" if schema["const"] != "a value that is no default" else 0
+        with pytest.raises(OpenAIError) as refused:
+            read_chat_request(json.dumps({**base, key: other}).encode())
+        assert (refused.value.status, refused.value.code, refused.value.param) == (
+            400, "UnsupportedChatParameter", key
+        )
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Operations, responses and headers
+
+
+def test_chat_request_body_is_the_validated_request(document: dict[str, Any]) -> None:
+    """ref: schema-generation.2"""
+    body = document["paths"][CHAT]["post"]["requestBody"]
+    assert body["required"] is True
+    assert list(body["content"]) == ["application/json"]
+    assert body["content"]["application/json"]["schema"] == ref(ChatCompletionRequest)
+    example = body["content"]["application/json"]["example"]
+    assert read_chat_request(json.dumps(example).encode()).model == "example/model-7b"
+    assert "requestBody" not in document["paths"][MODELS]["get"]
+
+
+def test_success_responses_are_the_completion_the_event_stream_and_the_model_list(document: dict[str, Any]) -> None:
+    """ref: schema-generation.1, schema-generation.2"""
+    chat_ok = document["paths"][CHAT]["post"]["responses"]["200"]
+    assert chat_ok["content"] == {
+        "application/json": {"schema": ref(chat.schema.ChatCompletionResponse)},
+        "text/event-stream": {"schema": ref(chat.schema.ChatCompletionChunk)},
+    }
+    assert "`data: [DONE]` ends the stream" in chat_ok["description"]
+    assert "headers" not in chat_ok
+    models_ok = document["paths"][MODELS]["get"]["responses"]["200"]
+    assert models_ok["content"] == {"application/json": {"schema": ref(ModelList)}}
+    assert schemas(document)["ModelList"]["properties"]["data"]["items"] == ref(ModelCard)
+
+
+CHAT_ERROR_CODES = {
+    "400": ["BadRequest", "UnsupportedChatParameter", "ChatRequestConflict", "UnknownModel",
+            "no_worker_supports_limit", "max_kudos_exceeded"],
+    "401": ["InvalidAPIKey"],
+    "403": ["KudosUpfront"],
+    "404": ["no_worker_supports_features", "RequestNotFound"],
+    "408": ["ChatRequestTimeout", "RequestBodyTimeout"],
+    "413": [],
+    "429": ["rate_limit_exceeded", "TooManyPrompts"],
+    "502": ["ChatRequestFaulted", "ChatRequestNoGeneration", "HordeUnavailable"],
+    "503": ["no_eligible_worker", "queue_unavailable", "FrontAtCapacity", "MaintenanceMode"],
+}
+MODEL_LIST_ERROR_CODES = {
+    "429": ["rate_limit_exceeded", "TooManyPrompts"],
+    "502": ["HordeUnavailable"],
+    "503": ["FrontAtCapacity", "MaintenanceMode"],
+}
+
+
+@pytest.mark.parametrize(("path", "method", "expected"), [(CHAT, "post", CHAT_ERROR_CODES),
+                                                         (MODELS, "get", MODEL_LIST_ERROR_CODES)])
+def test_error_responses_by_status_with_their_codes(
+    document: dict[str, Any], path: str, method: str, expected: dict[str, list[str]]
+) -> None:
+    """ref: schema-generation.2, schema-generation.8, error-attributes.1, kudos-cap.2, size-limit-gaps.4,
+    declaration-gaps.1, model-availability.2"""
+    responses = document["paths"][path][method]["responses"]
+    assert sorted(responses) == sorted(["200", *expected])
+    for status, codes in expected.items():
+        response = responses[status]
+        assert response["content"] == {"application/json": {"schema": ref(chat.schema.OpenAIErrorEnvelope)}}
+        listed = re.findall(r"^- `([^`]+)`: ", response["description"], flags=re.MULTILINE)
+        assert listed == codes, status
+        if codes:
+            assert response["description"].endswith("- or the Horde's own `rc`, passed through with its message.")
+
+
+def test_no_422_response_anywhere(document: dict[str, Any]) -> None:
+    """ref: schema-generation.8"""
+    for operations in document["paths"].values():
+        for operation in operations.values():
+            assert "422" not in operation["responses"]
+    assert "422" not in json.dumps(document["paths"])
+
+
+@pytest.mark.parametrize(("path", "method"), [(CHAT, "post"), (MODELS, "get")])
+def test_retry_headers_on_the_statuses_the_sdks_retry(document: dict[str, Any], path: str, method: str) -> None:
+    """ref: schema-generation.2, native-admission-refusals.4, browser-access.1"""
+    for status, response in document["paths"][path][method]["responses"].items():
+        if status in {"408", "429", "502", "503"}:
+            assert response["headers"]["Retry-After"]["schema"] == {"type": "integer", "minimum": 0}
+            assert response["headers"]["x-should-retry"]["schema"] == {"type": "string", "enum": ["true", "false"]}
+            assert "Every `no_eligible_worker` sends `true`." in response["headers"]["x-should-retry"]["description"]
+            assert response["headers"]["Retry-After"]["description"].startswith(
+                "Whole seconds to wait before retrying: 30 with `no_eligible_worker`"
+            )
+        else:
+            assert "headers" not in response, status
+
+
+def test_bearer_key_is_optional(document: dict[str, Any]) -> None:
+    assert document["components"]["securitySchemes"] == {
+        "HordeApiKey": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "Your AI Horde API key, forwarded to the Horde. Without one, the anonymous key is used.",
+        }
+    }
+    for path, method in ((CHAT, "post"), (MODELS, "get")):
+        assert document["paths"][path][method]["security"] == [{"HordeApiKey": []}, {}]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Descriptions
+
+
+def documented_models() -> dict[str, type[BaseModel]]:
+    """Every pydantic model of the request, response and model list modules, by class name."""
+    found: dict[str, type[BaseModel]] = {}
+    for module in (chat.schema, chat.response_schema, models_list.schema):
+        for value in vars(module).values():
+            if inspect.isclass(value) and issubclass(value, BaseModel) and value.__module__ == module.__name__:
+                found[value.__name__] = value
+    return found
+
+
+def test_every_field_description_is_its_docstring(document: dict[str, Any]) -> None:
+    """ref: field-descriptions.1, field-descriptions.2, field-descriptions.3"""
+    models = documented_models()
+    components = schemas(document)
+    undocumented = []
+    checked = 0
+    for name, schema in components.items():
+        model = models.get(name)
+        if model is None:
+            continue
+        if model.__doc__:
+            assert schema["description"] == plain_description(inspect.cleandoc(model.__doc__)), name
+        for field_name, field in model.model_fields.items():
+            key = field.alias or field_name
+            if not field.description:
+                undocumented.append(f"{name}.{key}")
+                continue
+            assert schema["properties"][key]["description"] == plain_description(field.description), (name, key)
+            checked += 1
+    assert undocumented == []
+    assert checked > 100
+
+
+def test_info_description_links_to_the_documentation(document: dict[str, Any]) -> None:
+    """ref: field-descriptions.5"""
+    assert DOCS_URL == "https://github.com/Haidra-Org/AI-Horde/blob/main/README.md"
+    assert f"[{DOCS_URL}]({DOCS_URL})" in document["info"]["description"]
+    assert document["externalDocs"] == {"description": "The front's documentation", "url": DOCS_URL}
+
+
+@pytest.mark.parametrize(
+    ("docstring", "plain"),
+    [
+        ("The effective limit (see [`effective_completion_limit`][chat.mapping.effective_completion_limit]).",
+         "The effective limit."),
+        ("Relayed when [`relays_deltas`][chat.mapping.relays_deltas] selects the request.",
+         "Relayed when `relays_deltas` selects the request."),
+        ("An autorefs shorthand: [`ChatConformance`][].", "An autorefs shorthand: `ChatConformance`."),
+        ("Both [`a`][x.a] and [`b`][x.b] (see [`c`][x.c]), then more.", "Both `a` and `b`, then more."),
+        ("Plain ``code`` and a [link](https://example.com) stay.", "Plain ``code`` and a [link](https://example.com) stay."),
+        ("A parenthetical (see the README) stays.", "A parenthetical (see the README) stays."),
+    ],
+)
+def test_plain_description(docstring: str, plain: str) -> None:
+    """ref: field-descriptions.2"""
+    assert plain_description(docstring) == plain
+
+
+class CrossReferenced(BaseModel):
+    """A model whose docstrings hold cross-references (see [`plain_description`][oaifront.openapi])."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    limit: int
+    """Lowered by [`effective_completion_limit`][chat.mapping.effective_completion_limit]
+    (see [`mapping`][chat.mapping])."""
+
+
+class WrapSerialized(BaseModel):
+    """A reply part whose serializer leaves out null keys."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    text: str
+    """The text."""
+
+    note: str | None = None
+    """A note; left out when null."""
+
+    @model_serializer(mode="wrap")
+    def _drop_nulls(self, handler: Any) -> dict[str, object]:
+        return {key: value for key, value in handler(self).items() if value is not None}
+
+
+class HoldsWrapSerialized(BaseModel):
+    """Uses the wrap-serialized model."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    part: WrapSerialized
+    """The part."""
+
+
+def test_generated_descriptions_go_through_plain_description() -> None:
+    """ref: field-descriptions.2"""
+    generated_schemas = model_schemas([(CrossReferenced, "validation")])
+    assert generated_schemas["CrossReferenced"]["description"] == "A model whose docstrings hold cross-references."
+    assert generated_schemas["CrossReferenced"]["properties"]["limit"] == {
+        "description": "Lowered by `effective_completion_limit`.",
+        "type": "integer",
+    }
+
+
+def test_wrap_serialized_models_are_documented_by_their_fields() -> None:
+    """ref: field-descriptions.4"""
+    assert WrapSerialized.model_json_schema(mode="serialization", schema_generator=GenerateJsonSchema) == {
+        "additionalProperties": True,
+        "type": "object",
+    }
+    generated_schemas = model_schemas([(HoldsWrapSerialized, "serialization")])
+    assert generated_schemas["WrapSerialized"] == {
+        "description": "A reply part whose serializer leaves out null keys.",
+        "properties": {
+            "text": {"description": "The text.", "type": "string"},
+            "note": {
+                "anyOf": [{"type": "string"}, {"type": "null"}],
+                "default": None,
+                "description": "A note; left out when null.",
+            },
+        },
+        "required": ["text"],
+        "title": "WrapSerialized",
+        "type": "object",
+    }
+    assert generated_schemas["HoldsWrapSerialized"]["properties"]["part"] == {
+        "$ref": "#/components/schemas/WrapSerialized",
+        "description": "The part.",
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The model list's models match the cards
+
+
+def native_entry(name: str, features: list[str], **chat_entry: Any) -> dict[str, Any]:
+    return {
+        "name": name, "count": 2, "performance": 21.5, "queued": 4096, "jobs": 3.0, "eta": 12, "type": "text",
+        "chat": {"workers": 2, "threads": 3, "max_length": 1024, "max_context_length": 8192,
+                 "features": features, "image_transports": [], **chat_entry},
+    }
+
+
+NATIVE_ENTRIES = [
+    native_entry("org/vision-4b", ["vision", "seed", "prompt_overflow_refused"], image_transports=["url", "base64"]),
+    native_entry("org/tools-7b", ["tools", "tool_choice_enforced", "json_object", "json_schema"]),
+    native_entry("org/reasoner-8b", ["reasoning_effort", "frequency_penalty", "presence_penalty"]),
+    {"name": "org/sparse-1b", "chat": {"workers": 1}},
+    {"name": "org/offline-13b", "count": 0, "type": "text"},
+    {"name": "org/no-workers", "chat": {"workers": 0}},
+]
+
+
+def test_model_list_output_matches_its_models(document: dict[str, Any]) -> None:
+    """ref: schema-generation.1, model-card-fields.2"""
+    listed = model_list(NATIVE_ENTRIES)
+    assert [card["id"] for card in listed["data"]] == [
+        "org/reasoner-8b", "org/sparse-1b", "org/tools-7b", "org/vision-4b"
+    ]
+    # Every key is a field (extra keys are refused) and every field comes back unchanged.
+    assert ModelList.model_validate(listed).model_dump(mode="json") == listed
+    # The document's ModelList schema describes the same output.
+    root = {"components": document["components"], "$ref": "#/components/schemas/ModelList"}
+    jsonschema.Draft202012Validator(root).validate(listed)
+    for card in listed["data"]:
+        assert ModelCard.model_validate(card).model_dump(mode="json") == card
+
+
+def test_model_card_refuses_a_key_the_cards_do_not_produce() -> None:
+    """The card models are exact: a key model_card does not write is an error, not silently documented."""
+    card = model_list(NATIVE_ENTRIES)["data"][0]
+    with pytest.raises(ValueError, match="extra_forbidden"):
+        ModelCard.model_validate({**card, "description": "not produced"})
+    with pytest.raises(ValueError, match="extra_forbidden"):
+        ModelCard.model_validate({**card, "x_horde": {**card["x_horde"], "speed": 1}})
+
+
+def test_openapi_module_constants_come_from_chat_errors() -> None:
+    """The status table names the front's codes through chat.errors' constants (ref: error-attributes.1)."""
+    from chat import errors
+
+    table_codes = {error.code for codes in openapi.CHAT_COMPLETION_ERRORS.values() for error in codes}
+    for constant in ("BAD_REQUEST", "UNSUPPORTED_CHAT_PARAMETER", "CHAT_REQUEST_CONFLICT", "NO_ELIGIBLE_WORKER",
+                     "NO_WORKER_SUPPORTS_FEATURES", "NO_WORKER_SUPPORTS_LIMIT", "QUEUE_UNAVAILABLE",
+                     "RATE_LIMIT_EXCEEDED", "CHAT_REQUEST_TIMEOUT", "CHAT_REQUEST_FAULTED",
+                     "CHAT_REQUEST_NO_GENERATION", "HORDE_UNAVAILABLE", "MAX_KUDOS_EXCEEDED"):
+        assert getattr(errors, constant) in table_codes
