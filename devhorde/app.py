@@ -1,0 +1,249 @@
+"""The development Horde's ASGI application (Starlette).
+
+Native routes (contract ``native-horde-chat.md``), under the API root ``/api``:
+
+- ``POST /api/v2/generate/chat/async``: submit; reads the ``apikey`` and ``Client-Agent`` headers.
+- ``GET /api/v2/generate/chat/status/{id}``: status.
+- ``DELETE /api/v2/generate/chat/status/{id}``: cancel.
+- ``GET /api/v2/status/models?type=text``: the model list with ``chat`` entries.
+- ``GET /api/v2/status/heartbeat``: ``{"message": "OK"}``, for readiness checks.
+
+Control routes, for the tests and the demo only, under ``/_devhorde`` (also reachable as ``/api/_devhorde``):
+
+- ``GET /_devhorde/scenario`` / ``PUT /_devhorde/scenario``: read or replace the whole scenario (400 with
+  ``errors`` when invalid).
+- ``POST /_devhorde/workers/{name}``: merge a JSON object into one worker, such as ``{"online": false}``
+  (404 unknown worker, 400 invalid).
+- ``GET /_devhorde/requests``: every request with ``id``, ``state``, ``cancelled``, ``payload``, ``apikey``, ...
+- ``POST /_devhorde/reset``: forget every request.
+
+Every body is JSON. A body that is not JSON (or holds NaN or Infinity) answers 400 with a ``message``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+
+from devhorde.horde import DevHorde, HordeReply
+from devhorde.scenario import Scenario, load_scenario
+
+BAD_JSON_MESSAGE = "The browser (or proxy) sent a request that this server could not understand."
+"""The Horde's message for a body that is not JSON."""
+
+ENV_SCENARIO = "DEVHORDE_SCENARIO"
+ENV_REDIS_URL = "DEVHORDE_REDIS_URL"
+ENV_STREAM_REDIS_DB = "DEVHORDE_STREAM_REDIS_DB"
+
+
+class _BadJson(ValueError):
+    pass
+
+
+def _reject_constant(name: str) -> Any:
+    raise _BadJson(name)
+
+
+async def _json_body(request: Request) -> Any:
+    raw = await request.body()
+    try:
+        return json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise _BadJson(str(error)) from error
+
+
+def _respond(reply: HordeReply) -> Response:
+    return JSONResponse(reply.body, status_code=reply.status, headers=dict(reply.headers))
+
+
+def _bad_json() -> Response:
+    return JSONResponse({"message": BAD_JSON_MESSAGE}, status_code=400)
+
+
+def _horde(request: Request) -> DevHorde:
+    horde: DevHorde = request.app.state.horde
+    return horde
+
+
+async def submit(request: Request) -> Response:
+    """``POST /v2/generate/chat/async`` (contract: Submit): 202 ``{"id", "kudos"[, "warnings"]}`` or a refusal."""
+    horde = _horde(request)
+    await horde.start()
+    try:
+        payload = await _json_body(request)
+    except _BadJson:
+        return _bad_json()
+    return _respond(horde.submit(payload, request.headers.get("apikey"), request.headers.get("client-agent")))
+
+
+async def status(request: Request) -> Response:
+    """``GET /v2/generate/chat/status/{id}`` (contract: Status); 404 ``RequestNotFound``."""
+    horde = _horde(request)
+    await horde.start()
+    return _respond(horde.status(request.path_params["request_id"]))
+
+
+async def cancel(request: Request) -> Response:
+    """``DELETE /v2/generate/chat/status/{id}`` (contract: Cancel); 404 ``RequestNotFound``."""
+    horde = _horde(request)
+    await horde.start()
+    return _respond(horde.cancel(request.path_params["request_id"]))
+
+
+async def models(request: Request) -> Response:
+    """``GET /v2/status/models?type=text`` (contract: Models): a JSON list of model entries."""
+    horde = _horde(request)
+    await horde.start()
+    return JSONResponse(horde.models_status(request.query_params.get("type", "text")))
+
+
+async def heartbeat(request: Request) -> Response:
+    """``GET /v2/status/heartbeat``: ``{"message": "OK", "version": "devhorde"}``."""
+    return JSONResponse({"message": "OK", "version": "devhorde"})
+
+
+async def get_scenario(request: Request) -> Response:
+    """``GET /_devhorde/scenario``: the current scenario, every key with its value."""
+    return JSONResponse(_horde(request).scenario.model_dump(mode="json"))
+
+
+def _validation_errors(error: ValidationError) -> list[dict[str, Any]]:
+    return [
+        {"loc": ".".join(str(part) for part in item["loc"]), "msg": item["msg"]}
+        for item in error.errors(include_url=False, include_context=False, include_input=False)
+    ]
+
+
+async def put_scenario(request: Request) -> Response:
+    """``PUT /_devhorde/scenario``: replace the whole scenario; 400 ``{"message", "errors"}`` when invalid."""
+    horde = _horde(request)
+    await horde.start()
+    try:
+        document = await _json_body(request)
+        scenario = Scenario.model_validate(document)
+    except _BadJson:
+        return _bad_json()
+    except ValidationError as error:
+        return JSONResponse({"message": "Invalid scenario", "errors": _validation_errors(error)}, status_code=400)
+    horde.replace_scenario(scenario)
+    return JSONResponse(horde.scenario.model_dump(mode="json"))
+
+
+async def patch_worker(request: Request) -> Response:
+    """``POST /_devhorde/workers/{name}``: merge a JSON object into one worker; returns the worker."""
+    horde = _horde(request)
+    await horde.start()
+    try:
+        patch = await _json_body(request)
+    except _BadJson:
+        return _bad_json()
+    if not isinstance(patch, dict):
+        return JSONResponse({"message": "The body must be a JSON object."}, status_code=400)
+    try:
+        worker = horde.patch_worker(request.path_params["name"], patch)
+    except KeyError:
+        return JSONResponse({"message": f"No worker named {request.path_params['name']!r}."}, status_code=404)
+    except ValidationError as error:
+        return JSONResponse({"message": "Invalid worker", "errors": _validation_errors(error)}, status_code=400)
+    return JSONResponse(worker.model_dump(mode="json"))
+
+
+async def list_requests(request: Request) -> Response:
+    """``GET /_devhorde/requests``: a JSON list of every request (see ``DevHorde.describe_requests``)."""
+    horde = _horde(request)
+    await horde.start()
+    return JSONResponse(horde.describe_requests())
+
+
+async def reset(request: Request) -> Response:
+    """``POST /_devhorde/reset``: forget every request; ``{"forgotten": n}``."""
+    return JSONResponse({"forgotten": _horde(request).reset()})
+
+
+NATIVE_ROUTES = [
+    Route("/v2/generate/chat/async", submit, methods=["POST"]),
+    Route("/v2/generate/chat/status/{request_id}", status, methods=["GET"]),
+    Route("/v2/generate/chat/status/{request_id}", cancel, methods=["DELETE"]),
+    Route("/v2/status/models", models, methods=["GET"]),
+    Route("/v2/status/heartbeat", heartbeat, methods=["GET"]),
+]
+
+CONTROL_ROUTES = [
+    Route("/scenario", get_scenario, methods=["GET"]),
+    Route("/scenario", put_scenario, methods=["PUT"]),
+    Route("/workers/{name}", patch_worker, methods=["POST"]),
+    Route("/requests", list_requests, methods=["GET"]),
+    Route("/reset", reset, methods=["POST"]),
+]
+
+
+def create_app(
+    scenario: Scenario | None = None,
+    *,
+    redis_url: str | None = None,
+    stream_redis_db: int = 0,
+) -> Starlette:
+    """Build the development Horde's ASGI app.
+
+    Args:
+        scenario: The scenario to serve; None loads ``scenarios/default.json``.
+        redis_url: Redis for the progress streams and signals; None runs without Redis.
+        stream_redis_db: The database of the progress streams.
+
+    Returns:
+        The Starlette app; ``app.state.horde`` is its :class:`DevHorde`. Its lifespan starts the dispatcher and
+        cancels every job on shutdown; without a lifespan (``httpx.ASGITransport``) the first request starts it and
+        the caller awaits ``app.state.horde.stop()``.
+    """
+    horde = DevHorde(scenario if scenario is not None else load_scenario(), redis_url, stream_redis_db)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await horde.start()
+        try:
+            yield
+        finally:
+            await horde.stop()
+
+    app = Starlette(
+        routes=[
+            Mount("/api/_devhorde", routes=CONTROL_ROUTES),
+            Mount("/api", routes=NATIVE_ROUTES),
+            Mount("/_devhorde", routes=CONTROL_ROUTES),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.horde = horde
+    return app
+
+
+def app_from_env() -> Starlette:
+    """Build the app from ``DEVHORDE_SCENARIO``, ``DEVHORDE_REDIS_URL`` and ``DEVHORDE_STREAM_REDIS_DB``."""
+    scenario_path = os.environ.get(ENV_SCENARIO) or None
+    return create_app(
+        load_scenario(scenario_path),
+        redis_url=os.environ.get(ENV_REDIS_URL) or None,
+        stream_redis_db=int(os.environ.get(ENV_STREAM_REDIS_DB) or 0),
+    )
+
+
+_application: Starlette | None = None
+
+
+def __getattr__(name: str) -> Any:
+    """``devhorde.app.application``: built from the environment on first access (see :func:`app_from_env`)."""
+    global _application
+    if name == "application":
+        if _application is None:
+            _application = app_from_env()
+        return _application
+    raise AttributeError(name)
