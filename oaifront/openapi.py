@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 import re
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -66,12 +65,8 @@ from chat.schema import (
     ToolMessage,
     UserMessage,
 )
+from chat.screening import DEFAULT_NO_OP_PARAMETERS
 from models_list.schema import ModelCard, ModelList
-
-try:  # Issue 3 adds the table to chat.screening; until then the request schema lists no extra no-op keys.
-    from chat.screening import DEFAULT_NO_OP_PARAMETERS
-except ImportError:  # pragma: no cover - removed once chat.screening defines the table
-    DEFAULT_NO_OP_PARAMETERS: Mapping[str, object] | None = None  # type: ignore[no-redef]
 
 DOCS_URL: Final = "https://github.com/Haidra-Org/AI-Horde/blob/main/README.md"
 """The published documentation of the front, linked from the document's ``info.description`` and ``externalDocs``."""
@@ -113,26 +108,21 @@ the ``image_url`` object), the tool definitions and their functions, and the ``t
 Their schemas allow other keys; every other request object, the top level included, does not."""
 
 
-def _no_op_parameter_schemas() -> dict[str, dict[str, Any]]:
-    if DEFAULT_NO_OP_PARAMETERS is None:
-        return {}
-    fields = {field.alias or name for name, field in ChatCompletionRequest.model_fields.items()}
-    return {
-        key: {
-            "const": default,
-            "description": (
-                f"Accepted only at its default, `{json.dumps(default)}`, and then dropped: the Horde has nothing to "
-                "apply. Any other value is refused with 400 `UnsupportedChatParameter` at this key."
-            ),
-        }
-        for key, default in DEFAULT_NO_OP_PARAMETERS.items()
-        if key not in fields
-    }
+def _no_op_parameter_schema(default: object, description: str) -> dict[str, Any]:
+    """The schema of a no-op parameter: its default, or null (screening reads an explicit null as the default)."""
+    if default is None:
+        return {"type": "null", "description": description}
+    return {"anyOf": [{"const": default}, {"type": "null"}], "description": description}
 
 
-NO_OP_PARAMETER_SCHEMAS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType(_no_op_parameter_schemas())
+NO_OP_PARAMETER_SCHEMAS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType({
+    key: _no_op_parameter_schema(parameter.default, parameter.description)
+    for key, parameter in DEFAULT_NO_OP_PARAMETERS.items()
+    if key not in {field.alias or name for name, field in ChatCompletionRequest.model_fields.items()}
+})
 """The request-schema property of each ``DEFAULT_NO_OP_PARAMETERS`` key that is not a ``ChatCompletionRequest``
-field: ``{"const": <default>}``, since screening refuses any other value and drops the default."""
+field (reference: Schema generation): its default or null, the only values screening accepts (and then drops), with
+the table's description."""
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -221,7 +211,7 @@ def component_schemas() -> Mapping[str, Mapping[str, Any]]:
 
     request = schemas[ChatCompletionRequest.__name__]
     for key, schema in NO_OP_PARAMETER_SCHEMAS.items():
-        request["properties"][key] = dict(schema)
+        request["properties"][key] = _plain_descriptions(dict(schema))
     for model in KEY_DROPPING_MODELS:
         schemas[model.__name__]["additionalProperties"] = True
     return MappingProxyType(schemas)

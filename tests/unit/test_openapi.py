@@ -25,11 +25,10 @@ from pydantic.json_schema import GenerateJsonSchema
 
 import chat.response_schema
 import chat.schema
-import chat.screening
 import models_list.schema
 from chat.errors import OpenAIError
 from chat.schema import ChatCompletionRequest
-from chat.screening import read_chat_request
+from chat.screening import DEFAULT_NO_OP_PARAMETERS, read_chat_request
 from models_list.cards import model_list
 from models_list.schema import ModelCard, ModelList
 from oaifront import openapi
@@ -42,16 +41,6 @@ from oaifront.openapi import (
     StaticAssetsMiddleware,
     model_schemas,
     plain_description,
-)
-
-DEFAULT_NO_OP_PARAMETERS = getattr(chat.screening, "DEFAULT_NO_OP_PARAMETERS", None)
-needs_no_op_table = pytest.mark.skipif(
-    DEFAULT_NO_OP_PARAMETERS is None,
-    reason="chat.screening.DEFAULT_NO_OP_PARAMETERS does not exist yet (issue 3 adds it)",
-)
-needs_key_dropping = pytest.mark.skipif(
-    not hasattr(chat.screening, "drop_unknown_nested_keys"),
-    reason="chat.screening.drop_unknown_nested_keys does not exist yet (issue 3 adds it)",
 )
 
 CHAT = "/v1/chat/completions"
@@ -316,7 +305,6 @@ def body_with_unknown_key(where: str) -> tuple[dict[str, Any], str]:
     return body, f"{path}.x_extra" if path else "x_extra"
 
 
-@needs_key_dropping
 @pytest.mark.parametrize("model", [model.__name__ for model in KEY_DROPPING_MODELS])
 def test_key_dropping_models_match_screening(model: str) -> None:
     """ref: schema-generation.3, schema-generation.6, parameter-screening.5"""
@@ -335,38 +323,40 @@ def test_objects_documented_closed_refuse_unknown_keys_at_their_path(model: str)
     assert (refused.value.status, refused.value.param) == (400, path)
 
 
-@needs_no_op_table
 def test_request_schema_lists_the_no_op_parameters_at_their_defaults(document: dict[str, Any]) -> None:
     """ref: schema-generation.5"""
-    assert DEFAULT_NO_OP_PARAMETERS is not None
     properties = schemas(document)["ChatCompletionRequest"]["properties"]
     fields = {field.alias or name for name, field in ChatCompletionRequest.model_fields.items()}
-    expected = {key: default for key, default in DEFAULT_NO_OP_PARAMETERS.items() if key not in fields}
-    assert expected, "DEFAULT_NO_OP_PARAMETERS names only request fields"
-    assert set(NO_OP_PARAMETER_SCHEMAS) == set(expected)
-    for key, default in expected.items():
-        assert properties[key]["const"] == default
-        assert properties[key]["description"] == (
-            f"Accepted only at its default, `{json.dumps(default)}`, and then dropped: the Horde has nothing to "
-            "apply. Any other value is refused with 400 `UnsupportedChatParameter` at this key."
-        )
+    expected = {key: parameter for key, parameter in DEFAULT_NO_OP_PARAMETERS.items() if key not in fields}
+    assert sorted(expected) == [
+        "audio", "logprobs", "modalities", "prediction", "service_tier", "store", "top_logprobs", "verbosity",
+        "web_search_options",
+    ]
+    assert sorted(NO_OP_PARAMETER_SCHEMAS) == sorted(expected)
+    assert properties["logprobs"] == {
+        "anyOf": [{"const": False}, {"type": "null"}],
+        "description": DEFAULT_NO_OP_PARAMETERS["logprobs"].description,
+    }
+    assert properties["modalities"]["anyOf"] == [{"const": ["text"]}, {"type": "null"}]
+    assert properties["audio"] == {"type": "null", "description": DEFAULT_NO_OP_PARAMETERS["audio"].description}
+    for key, parameter in expected.items():
+        assert properties[key] == dict(NO_OP_PARAMETER_SCHEMAS[key])
+        assert properties[key]["description"] == plain_description(parameter.description)
     for key in set(DEFAULT_NO_OP_PARAMETERS) & fields:
-        assert "const" not in properties[key]
+        assert key not in NO_OP_PARAMETER_SCHEMAS
 
 
-@needs_no_op_table
-def test_no_op_parameters_behave_as_documented() -> None:
+@pytest.mark.parametrize("key", sorted(NO_OP_PARAMETER_SCHEMAS))
+def test_no_op_parameters_behave_as_documented(key: str) -> None:
     """ref: schema-generation.3, schema-generation.5, parameter-screening.2, parameter-screening.4"""
-    assert DEFAULT_NO_OP_PARAMETERS is not None
     base = {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}
-    for key, schema in NO_OP_PARAMETER_SCHEMAS.items():
-        read_chat_request(json.dumps({**base, key: schema["const"]}).encode())
-        other = "a value that is no default" if schema["const"] != "a value that is no default" else 0
-        with pytest.raises(OpenAIError) as refused:
-            read_chat_request(json.dumps({**base, key: other}).encode())
-        assert (refused.value.status, refused.value.code, refused.value.param) == (
-            400, "UnsupportedChatParameter", key
-        )
+    default = DEFAULT_NO_OP_PARAMETERS[key].default
+    for accepted in (default, None):
+        assert read_chat_request(json.dumps({**base, key: accepted}).encode()).model_dump(exclude_unset=True) == \
+            ChatCompletionRequest.model_validate(base).model_dump(exclude_unset=True)
+    with pytest.raises(OpenAIError) as refused:
+        read_chat_request(json.dumps({**base, key: "not the default"}).encode())
+    assert (refused.value.status, refused.value.code, refused.value.param) == (400, "UnsupportedChatParameter", key)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
