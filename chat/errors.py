@@ -8,6 +8,7 @@ whether to retry (it decides alone when present); ``Retry-After`` is in whole se
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -195,13 +196,59 @@ def kudos_cap_error(message: str, rc: str = CHAT_KUDOS_CAP_EXCEEDED) -> OpenAIEr
     )
 
 
-def error_from_refusal(refusal: Any, *, requested_model_key: str = "model") -> OpenAIError:
+NATIVE_FIELD_PARAMETERS: Final[Mapping[str, str]] = {
+    "max_length": "max_tokens",
+    "stop_sequence": "stop",
+    "max_context_length": "horde.max_context_length",
+}
+"""The request key of each native ``params`` key whose name differs (reference: Value and contract validation):
+``max_length`` is ``max_tokens``, ``stop_sequence`` is ``stop``, ``max_context_length`` is the client's
+``horde.max_context_length``."""
+
+NATIVE_REQUEST_PATH_PATTERN: Final[re.Pattern[str]] = re.compile(r"^'(?P<path>[^']+)'")
+"""The quoted request path an ``UnknownModel`` message begins with, such as ``'models[1]' is not a known text
+model.`` (reference: Model selection)."""
+
+UNKNOWN_MODEL: Final = "UnknownModel"
+"""The native rc of a ``models`` entry that is not a known text model."""
+
+
+def native_param(native_path: str, *, requested_model_key: str | None = None) -> str:
+    """Translate a native payload path (``params.max_length``, ``messages.0.content``) to the client's request path.
+
+    The ``params.`` prefix is dropped and a native params key renamed with :data:`NATIVE_FIELD_PARAMETERS`; a Horde
+    option the front forwards at the top level (``max_kudos``, ...) is ``horde.<key>``; numeric segments become
+    indexes (``messages[0].content``); ``models`` is ``model`` when the client sent ``model``
+    (``requested_model_key``).
+    """
+    from chat.mapping import HORDE_OPTION_KEYS  # chat.mapping imports the request models; import on use
+
+    parts = native_path.split(".")
+    if parts[0] == "params" and len(parts) > 1:
+        parts = parts[1:]
+    head = NATIVE_FIELD_PARAMETERS.get(parts[0], parts[0])
+    if head in HORDE_OPTION_KEYS:
+        head = f"horde.{head}"
+    if head == "models" and requested_model_key == "model":
+        return "model"
+    return head + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in parts[1:])
+
+
+def error_from_refusal(
+    refusal: Any, *, requested_model_key: str | None = None, request: Any = None
+) -> OpenAIError:
     """Map a native refusal (chat.horde_client.HordeRefusal) at submit or status to the OpenAI envelope.
 
     The Horde's ``rc`` passes through as the code, with its message; a 429 without an rc is
     ``rate_limit_exceeded``; ``NoEligibleWorker`` is 503 ``no_eligible_worker``; other 5xx are ``HordeUnavailable``;
-    ``ChatKudosCapExceeded`` is :func:`kudos_cap_error`.
+    ``ChatKudosCapExceeded`` is :func:`kudos_cap_error`. A payload validation failure (400 without an rc) is
+    ``BadRequest`` at the first failing field (:func:`native_param`); ``UnknownModel`` keeps its status, rc and
+    message, with the entry path its message begins with as param (:data:`NATIVE_REQUEST_PATH_PATTERN`), or
+    ``model`` when the client sent ``model``. ``request`` (the ``ChatCompletionRequest``) or ``requested_model_key``
+    (``model`` or ``models``) tells which key the client sent.
     """
+    if request is not None:
+        requested_model_key = "model" if getattr(request, "model", None) is not None else "models"
     status: int = refusal.status
     rc: str | None = refusal.rc
     message: str = refusal.message or reason_phrase(status)
@@ -220,7 +267,16 @@ def error_from_refusal(refusal: Any, *, requested_model_key: str = "model") -> O
     if status == 400 and rc is None:
         errors = body.get("errors") if isinstance(body.get("errors"), dict) else {}
         first = next(iter(errors), None)
-        return OpenAIError(status=400, message=message, code=BAD_REQUEST, param=first)
+        param = native_param(first, requested_model_key=requested_model_key) if isinstance(first, str) else None
+        return OpenAIError(status=400, message=message, code=BAD_REQUEST, param=param)
+    if rc == UNKNOWN_MODEL:
+        match = NATIVE_REQUEST_PATH_PATTERN.match(message)
+        param = "model" if requested_model_key == "model" else (match["path"] if match else None)
+        return OpenAIError(status=status, message=message, code=rc, param=param, retry_after=retry_after)
+    if rc == UNSUPPORTED_CHAT_PARAMETER and isinstance(body.get("param"), str):
+        from chat.screening import log_refused_parameter  # chat.screening imports this module
+
+        log_refused_parameter(body["param"])
     return OpenAIError(
         status=status,
         message=message,

@@ -3,25 +3,140 @@
 Field docstrings are public API text: they become the field descriptions of ``/openapi.json``. They say where the
 front differs from OpenAI's chat completions reference. Details only maintainers need are comments above the field.
 
-The request model validates a body that screening (chat.screening) has already cleaned: unknown top-level keys are
-refused there, unknown keys inside messages, tools and ``tool_choice`` are dropped there.
+The request model validates a body that screening (chat.screening) has already cleaned (reference: Request keys,
+Parameter screening): unknown top-level keys are refused there, unknown keys inside messages, tools and
+``tool_choice`` are dropped there. Every other object, and the top level, refuses unknown keys.
+
+Validation is strict, as OpenAI's is: a string is never read as a number or a boolean, and a decimal is never read as
+an integer. A union is chosen by the JSON type or tag of the value (``role`` of a message, ``type`` of a content part
+or response format), so a failure names one path. The union tags below (``<user>``, ``<array>``, ...) are pydantic's
+bookkeeping, listed in :data:`UNION_TAGS` so chat.screening leaves them out of an error's ``param``.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Iterable
+from typing import Annotated, Any, Final, Literal
 
+from horde_sdk.generation_parameters.text.chat_limits import (
+    MAX_CHAT_MAX_TOKENS,
+    MAX_CHAT_STOP_SEQUENCES,
+    MIN_CHAT_MAX_TOKENS,
+    OPENAI_SAMPLING_RANGES,
+    SUPPORTED_CHAT_CHOICE_COUNT,
+    chat_schema_exceeds_nesting,
+)
 from horde_sdk.generation_parameters.text.chat_policy import ChatConformance, ChatReasoningEffort
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag, model_validator
+from pydantic_core import PydanticCustomError
+
+from chat.limits import MAX_CHAT_MODEL_COUNT
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Validation vocabulary shared with chat.screening (which turns pydantic errors into OpenAI's wording)
+
+MESSAGE_ROLES: Final[tuple[str, ...]] = ("system", "developer", "user", "assistant", "tool")
+"""The message roles the front serves (reference: Message roles); OpenAI's deprecated ``function`` is refused."""
+
+USER_CONTENT_PART_TYPES: Final[tuple[str, ...]] = ("text", "image_url")
+"""The content part types of a user message; every other role takes ``text`` parts only."""
+
+RESPONSE_FORMAT_TYPES: Final[tuple[str, ...]] = ("text", "json_object", "json_schema")
+"""The ``response_format.type`` values OpenAI's chat completions define."""
+
+INVALID_JSON_TYPE_ERROR: Final = "invalid_json_type"
+"""Pydantic error type of a value whose JSON type no member of a union takes; ``ctx.expected`` names the types."""
+
+INVALID_TAG_ERROR: Final = "invalid_tagged_object"
+"""Pydantic error type of a tagged object (message, content part, response format) without a valid tag;
+``ctx.key`` is the tag key (``role`` or ``type``) and ``ctx.supported`` lists its values."""
+
+REQUEST_RULE_ERROR: Final = "chat_request_rule"
+"""Pydantic error type of a request rule broken across fields; ``ctx`` holds the OpenAI ``param``, ``code`` and the
+whole ``message``."""
+
+SCHEMA_NESTING_ERROR: Final = "schema_nesting"
+"""Pydantic error type of a JSON Schema nested deeper than horde-sdk's ``MAX_CHAT_SCHEMA_NESTING``."""
+
+UNION_TAGS: Final[frozenset[str]] = frozenset(
+    {
+        "<string>",
+        "<array>",
+        "<object>",
+        *(f"<{role}>" for role in MESSAGE_ROLES),
+        *(f"<{part_type}>" for part_type in USER_CONTENT_PART_TYPES),
+        *(f"<{format_type}>" for format_type in RESPONSE_FORMAT_TYPES),
+    }
+)
+"""Every tag the request's unions put into a pydantic error location; none is a request key."""
+
+
+def openai_value_list(values: Iterable[str]) -> str:
+    """Render values as OpenAI lists them in an error: ``'a'``, ``'a' and 'b'``, ``'a', 'b', and 'c'``."""
+    quoted = [f"'{value}'" for value in values]
+    if len(quoted) <= 2:
+        return " and ".join(quoted)
+    return ", ".join(quoted[:-1]) + ", and " + quoted[-1]
+
+
+def request_rule_error(param: str, message: str, code: str) -> PydanticCustomError:
+    """A pydantic error for a rule across fields; chat.screening reports ``message`` at ``param`` with ``code``."""
+    return PydanticCustomError(REQUEST_RULE_ERROR, "{message}", {"param": param, "code": code, "message": message})
+
+
+def _json_type_tag(value: Any) -> str | None:
+    if isinstance(value, str):
+        return "<string>"
+    if isinstance(value, list):
+        return "<array>"
+    if isinstance(value, dict | BaseModel):
+        return "<object>"
+    return None
+
+
+def _by_json_type(expected: str) -> Discriminator:
+    """Choose a union member by the value's JSON type; another type is one error saying what was ``expected``."""
+    return Discriminator(
+        _json_type_tag,
+        custom_error_type=INVALID_JSON_TYPE_ERROR,
+        custom_error_message=f"Input should be {expected}",
+        custom_error_context={"expected": expected},
+    )
+
+
+def _by_tag(key: str, values: tuple[str, ...]) -> Discriminator:
+    """Choose a union member by the object's ``key`` (``role`` or ``type``)."""
+
+    def discriminate(value: Any) -> str | None:
+        tag = value.get(key) if isinstance(value, dict) else getattr(value, key, None)
+        return f"<{tag}>" if isinstance(tag, str) and tag in values else None
+
+    return Discriminator(
+        discriminate,
+        custom_error_type=INVALID_TAG_ERROR,
+        custom_error_message=f"Input should be an object with a valid '{key}'",
+        custom_error_context={"key": key, "supported": openai_value_list(values)},
+    )
+
+
+def _within_schema_nesting(schema: dict[str, Any]) -> dict[str, Any]:
+    if chat_schema_exceeds_nesting(schema):
+        raise PydanticCustomError(SCHEMA_NESTING_ERROR, "JSON Schema nested too deeply")
+    return schema
+
+
+JsonSchemaObject = Annotated[dict[str, Any], AfterValidator(_within_schema_nesting)]
+"""A JSON Schema, forwarded unchanged, at most ``MAX_CHAT_SCHEMA_NESTING`` levels deep below its root."""
+
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Request
 
 
 class _Strict(BaseModel):
-    """A model that refuses keys it does not define (screening reports them at their path first)."""
+    """A model that refuses keys it does not define and reads JSON types strictly."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
 
 
 class TextContentPart(_Strict):
@@ -54,7 +169,23 @@ class ImageContentPart(_Strict):
     """The image."""
 
 
-ContentPart = Annotated[TextContentPart | ImageContentPart, Field(discriminator="type")]
+ContentPart = Annotated[
+    Annotated[TextContentPart, Tag("<text>")] | Annotated[ImageContentPart, Tag("<image_url>")],
+    _by_tag("type", USER_CONTENT_PART_TYPES),
+]
+"""A user message's content part, chosen by its ``type``."""
+
+TextContent = Annotated[
+    Annotated[str, Tag("<string>")] | Annotated[list[TextContentPart], Tag("<array>")],
+    _by_json_type("one of a string or array of objects"),
+]
+"""Message content of text only: a string or an array of text parts."""
+
+UserContent = Annotated[
+    Annotated[str, Tag("<string>")] | Annotated[list[ContentPart], Tag("<array>")],
+    _by_json_type("one of a string or array of objects"),
+]
+"""User message content: a string or an array of text and image parts."""
 
 
 class FunctionCall(_Strict):
@@ -68,7 +199,7 @@ class FunctionCall(_Strict):
 
 
 class ToolCall(_Strict):
-    """A tool call in an assistant message of the history, or in a reply."""
+    """A tool call in an assistant message of the history."""
 
     id: str
     """The call's id, answered by a ``tool`` message's ``tool_call_id``."""
@@ -86,7 +217,7 @@ class SystemMessage(_Strict):
     role: Literal["system"]
     """``system``."""
 
-    content: str | list[TextContentPart]
+    content: TextContent
     """The instructions, as a string or text parts."""
 
     name: str | None = None
@@ -99,7 +230,7 @@ class DeveloperMessage(_Strict):
     role: Literal["developer"]
     """``developer``."""
 
-    content: str | list[TextContentPart]
+    content: TextContent
     """The instructions, as a string or text parts."""
 
     name: str | None = None
@@ -112,7 +243,7 @@ class UserMessage(_Strict):
     role: Literal["user"]
     """``user``."""
 
-    content: str | list[ContentPart]
+    content: UserContent
     """The message, as a string or text and image parts. Image parts need a model with vision."""
 
     name: str | None = None
@@ -120,13 +251,16 @@ class UserMessage(_Strict):
 
 
 class AssistantMessage(_Strict):
-    """An earlier assistant reply in the history."""
+    """An earlier assistant reply in the history.
+
+    The fields the OpenAI SDKs add when they replay their own reply (``refusal``, ``audio``, ``annotations``,
+    ``function_call``, ``parsed``) are dropped, not refused."""
 
     role: Literal["assistant"]
     """``assistant``."""
 
-    content: str | list[TextContentPart] | None = None
-    """The reply text; may be missing, null or empty on a turn that only calls tools."""
+    content: TextContent | None = None
+    """The reply text; may be missing, null, empty or blank on a turn that only calls tools."""
 
     tool_calls: list[ToolCall] | None = None
     """The tool calls the reply made; each must be answered by a following ``tool`` message."""
@@ -136,12 +270,12 @@ class AssistantMessage(_Strict):
 
 
 class ToolMessage(_Strict):
-    """A tool's result, answering one call of the preceding assistant message."""
+    """A tool's result, answering one call of the preceding assistant message. A ``name`` key is dropped."""
 
     role: Literal["tool"]
     """``tool``."""
 
-    content: str | list[TextContentPart]
+    content: TextContent
     """The tool's result."""
 
     tool_call_id: str
@@ -149,9 +283,14 @@ class ToolMessage(_Strict):
 
 
 Message = Annotated[
-    SystemMessage | DeveloperMessage | UserMessage | AssistantMessage | ToolMessage,
-    Field(discriminator="role"),
+    Annotated[SystemMessage, Tag("<system>")]
+    | Annotated[DeveloperMessage, Tag("<developer>")]
+    | Annotated[UserMessage, Tag("<user>")]
+    | Annotated[AssistantMessage, Tag("<assistant>")]
+    | Annotated[ToolMessage, Tag("<tool>")],
+    _by_tag("role", MESSAGE_ROLES),
 ]
+"""A message of the conversation, chosen by its ``role``."""
 
 
 class FunctionDefinition(_Strict):
@@ -163,15 +302,16 @@ class FunctionDefinition(_Strict):
     description: str | None = None
     """What the function does; rendered into the worker's prompt."""
 
-    parameters: dict[str, Any] | None = None
-    """The arguments as a JSON Schema object, forwarded unchanged."""
+    parameters: JsonSchemaObject | None = None
+    """The arguments as a JSON Schema object, forwarded unchanged (``$schema``, ``additionalProperties`` and every
+    other keyword included). It may nest at most 10 levels below its root (horde-sdk's ``MAX_CHAT_SCHEMA_NESTING``)."""
 
     strict: bool | None = None
     """OpenAI's strict function calling flag; accepted and forwarded."""
 
 
 class ToolDefinition(_Strict):
-    """A tool offered to the model. Only function tools exist."""
+    """A tool offered to the model. Only function tools exist on the Horde."""
 
     type: Literal["function"]
     """``function``."""
@@ -197,15 +337,29 @@ class NamedToolChoice(_Strict):
     """The function to call."""
 
 
+ToolChoice = Annotated[
+    Annotated[Literal["none", "auto", "required"], Tag("<string>")] | Annotated[NamedToolChoice, Tag("<object>")],
+    _by_json_type("one of a string or object"),
+]
+"""``none``, ``auto``, ``required`` or an object naming one function."""
+
+Stop = Annotated[
+    Annotated[str, Tag("<string>")]
+    | Annotated[list[str], Field(max_length=MAX_CHAT_STOP_SEQUENCES), Tag("<array>")],
+    _by_json_type("one of a string or array of strings"),
+]
+"""One stop sequence, or an array of at most four."""
+
+
 class StreamOptions(_Strict):
-    """Options of a streamed response."""
+    """Options of a streamed response. Unknown keys are refused at their path."""
 
     include_usage: bool | None = None
     """When true, a last chunk with ``choices: []`` carries ``usage`` before ``data: [DONE]``."""
 
 
 class JsonSchemaFormat(_Strict):
-    """The schema of a ``json_schema`` response format."""
+    """The schema of a ``json_schema`` response format. Unknown keys are refused at their path."""
 
     name: str
     """The schema's name."""
@@ -213,27 +367,54 @@ class JsonSchemaFormat(_Strict):
     description: str | None = None
     """What the schema describes."""
 
-    schema_: dict[str, Any] = Field(alias="schema")
-    """The JSON Schema the reply must satisfy."""
+    # The Python name ``schema_`` avoids BaseModel.schema; the JSON key is ``schema``, and a body sending
+    # ``schema_`` is refused as an unknown key (populate-by-name is off).
+    schema_: JsonSchemaObject = Field(alias="schema")
+    """The JSON Schema the reply must satisfy. Required (OpenAI makes it optional). With ``strict: true`` it must
+    follow OpenAI's structural rules: every object sets ``additionalProperties: false`` and lists every property in
+    ``required``. It may nest at most 10 levels below its root."""
 
     strict: bool | None = None
     """Strict adherence: needs a worker that guarantees structured output under ``strict`` conformance."""
 
 
-class ResponseFormat(_Strict):
-    """The format the reply must take."""
+class TextResponseFormat(_Strict):
+    """Plain text, the default."""
 
-    type: Literal["text", "json_object", "json_schema"]
-    """``text`` (the default), ``json_object`` or ``json_schema``."""
+    type: Literal["text"]
+    """``text``."""
 
-    json_schema: JsonSchemaFormat | None = None
-    """The schema, required with ``json_schema``."""
+
+class JsonObjectResponseFormat(_Strict):
+    """A JSON object reply (OpenAI's JSON mode)."""
+
+    type: Literal["json_object"]
+    """``json_object``. Under ``horde.openai_guards`` the messages must contain the word "json", as OpenAI requires."""
+
+
+class JsonSchemaResponseFormat(_Strict):
+    """A reply satisfying a JSON Schema (OpenAI's Structured Outputs)."""
+
+    type: Literal["json_schema"]
+    """``json_schema``."""
+
+    json_schema: JsonSchemaFormat
+    """The schema; required with ``json_schema``."""
+
+
+ResponseFormat = Annotated[
+    Annotated[TextResponseFormat, Tag("<text>")]
+    | Annotated[JsonObjectResponseFormat, Tag("<json_object>")]
+    | Annotated[JsonSchemaResponseFormat, Tag("<json_schema>")],
+    _by_tag("type", RESPONSE_FORMAT_TYPES),
+]
+"""The format the reply must take, chosen by its ``type``."""
 
 
 class HordeOptions(_Strict):
-    """The Horde's own request options; not part of OpenAI's API."""
+    """The Horde's own request options; not part of OpenAI's API. Unknown keys are refused at their path."""
 
-    conformance: ChatConformance | None = None
+    conformance: ChatConformance | None = Field(default=None, strict=False)
     """``strict`` (default): only workers that guarantee every part of OpenAI's contract the request uses serve it.
     ``best_effort``: guarantees are not required."""
 
@@ -266,18 +447,26 @@ class HordeOptions(_Strict):
     when no eligible worker thread exists or the estimated wait exceeds the front's timeout. The front's own option."""
 
 
+ModelId = Annotated[str, StringConstraints(min_length=1)]
+"""A non-empty model id."""
+
+MetadataKey = Annotated[str, StringConstraints(max_length=64)]
+MetadataValue = Annotated[str, StringConstraints(max_length=512)]
+
+
 class ChatCompletionRequest(_Strict):
     """The body of ``POST /v1/chat/completions``."""
 
-    messages: list[Message]
-    """The conversation, oldest first."""
+    messages: list[Message] = Field(min_length=1)
+    """The conversation, oldest first. Roles: ``system``, ``developer``, ``user``, ``assistant`` and ``tool``
+    (OpenAI's deprecated ``function`` role is refused). Unknown keys inside a message are dropped."""
 
     model: str | None = None
     """The model to use. Send exactly one of ``model`` and ``models``."""
 
-    models: list[str] | None = None
-    """1 to 5 distinct model ids, any of which may serve the request (OpenRouter's fallback list). Send exactly
-    one of ``model`` and ``models``."""
+    models: list[ModelId] | None = Field(default=None, min_length=1, max_length=MAX_CHAT_MODEL_COUNT)
+    """1 to 5 non-empty, distinct model ids, any of which may serve the request (OpenRouter's fallback list);
+    forwarded unchanged. Send exactly one of ``model`` and ``models``. An unknown entry refuses the whole request."""
 
     stream: bool | None = None
     """Stream the reply as server-sent events."""
@@ -285,67 +474,98 @@ class ChatCompletionRequest(_Strict):
     stream_options: StreamOptions | None = None
     """Options of a streamed reply."""
 
-    max_tokens: int | None = None
-    """The completion limit in tokens (16 to 16384 on the Horde)."""
+    max_tokens: int | None = Field(default=None, ge=MIN_CHAT_MAX_TOKENS, le=MAX_CHAT_MAX_TOKENS)
+    """The completion limit in tokens. The Horde serves 16 to 16384 (OpenAI accepts any value from 1); absent, the
+    Horde's default of 512 applies."""
 
-    max_completion_tokens: int | None = None
-    """OpenAI's newer name for ``max_tokens``; takes precedence over it."""
+    max_completion_tokens: int | None = Field(default=None, ge=MIN_CHAT_MAX_TOKENS, le=MAX_CHAT_MAX_TOKENS)
+    """OpenAI's newer name for ``max_tokens``; takes precedence over it. The Horde serves 16 to 16384."""
 
-    temperature: float | None = None
+    temperature: float | None = Field(
+        default=None, ge=OPENAI_SAMPLING_RANGES["temperature"][0], le=OPENAI_SAMPLING_RANGES["temperature"][1]
+    )
     """Sampling temperature, 0 to 2."""
 
-    top_p: float | None = None
+    top_p: float | None = Field(default=None, ge=OPENAI_SAMPLING_RANGES["top_p"][0], le=OPENAI_SAMPLING_RANGES["top_p"][1])
     """Nucleus sampling, 0 to 1."""
 
-    frequency_penalty: float | None = None
+    frequency_penalty: float | None = Field(
+        default=None,
+        ge=OPENAI_SAMPLING_RANGES["frequency_penalty"][0],
+        le=OPENAI_SAMPLING_RANGES["frequency_penalty"][1],
+    )
     """-2 to 2; a non-zero value needs a worker that applies it."""
 
-    presence_penalty: float | None = None
+    presence_penalty: float | None = Field(
+        default=None,
+        ge=OPENAI_SAMPLING_RANGES["presence_penalty"][0],
+        le=OPENAI_SAMPLING_RANGES["presence_penalty"][1],
+    )
     """-2 to 2; a non-zero value needs a worker that applies it."""
 
-    stop: str | list[str] | None = None
-    """Up to 4 stop sequences."""
+    stop: Stop | None = None
+    """One stop sequence, or an array of up to 4."""
 
     seed: int | None = None
     """A sampling seed; needs a worker that honours it."""
 
-    n: int | None = None
-    """The number of choices; only 1 is served."""
+    n: int | None = Field(default=None, ge=1, le=SUPPORTED_CHAT_CHOICE_COUNT)
+    """The number of choices; only 1 is served (OpenAI serves more)."""
 
-    reasoning_effort: ChatReasoningEffort | None = None
+    reasoning_effort: ChatReasoningEffort | None = Field(default=None, strict=False)
     """How much the model reasons; needs a worker that applies it."""
 
     tools: list[ToolDefinition] | None = None
-    """Functions the model may call."""
+    """Functions the model may call. Unknown keys inside a tool and its function are dropped."""
 
-    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
-    """Whether and which tool the model must call."""
+    tool_choice: ToolChoice | None = None
+    """Whether and which tool the model must call; only with ``tools``."""
 
     parallel_tool_calls: bool | None = None
-    """Whether the reply may carry more than one tool call."""
+    """Whether the reply may carry more than one tool call; only with ``tools``."""
 
     response_format: ResponseFormat | None = None
-    """The format of the reply."""
+    """The format of the reply. Unknown keys are refused at their path."""
 
     user: str | None = None
-    """An end-user identifier. Accepted and not forwarded."""
+    """An end-user identifier. Accepted and not forwarded: the Horde does not bucket or cache by user, and the front
+    does not log it."""
 
-    safety_identifier: str | None = None
-    """An end-user identifier for safety systems. Accepted and not forwarded."""
+    safety_identifier: str | None = Field(default=None, max_length=128)
+    """An end-user identifier for safety systems, at most 128 characters. Accepted and not forwarded."""
 
     prompt_cache_key: str | None = None
-    """A cache key. Accepted and not forwarded: workers keep no prompt cache across requests."""
+    """A prompt cache key. Accepted and not forwarded: workers keep no prompt cache across requests."""
 
-    metadata: dict[str, str] | None = None
-    """Key-value tags. Accepted and not forwarded."""
+    metadata: dict[MetadataKey, MetadataValue] | None = Field(default=None, max_length=16)
+    """Up to 16 string tags (keys up to 64 characters, values up to 512). Accepted and not forwarded: the front
+    stores no completions."""
 
     horde: HordeOptions | None = None
     """The Horde's own options."""
 
     @model_validator(mode="after")
     def _exactly_one_model_key(self) -> ChatCompletionRequest:
-        if (self.model is None) == (self.models is None):
-            raise ValueError("Send exactly one of 'model' and 'models'.")
+        # Reference: Model selection. Codes come from chat.errors; the strings are repeated here to keep this module
+        # free of the Django-side import (chat.errors imports django.http).
+        if self.model is None and self.models is None:
+            raise request_rule_error(
+                "model", "Missing required parameter: 'model'. Send exactly one of 'model' and 'models'.", "BadRequest"
+            )
+        if self.model is not None and self.models is not None:
+            raise request_rule_error(
+                "models", "Invalid parameter: send exactly one of 'model' and 'models', not both.", "BadRequest"
+            )
+        seen: dict[str, int] = {}
+        for index, model_id in enumerate(self.models or []):
+            if model_id in seen:
+                raise request_rule_error(
+                    f"models[{index}]",
+                    f"Invalid 'models[{index}]': duplicate value. Expected distinct model ids, but "
+                    f"'{model_id}' is also 'models[{seen[model_id]}]'.",
+                    "BadRequest",
+                )
+            seen[model_id] = index
         return self
 
     @property
@@ -393,6 +613,10 @@ from chat.response_schema import (  # noqa: E402
 )
 
 __all__ = [
+    "MESSAGE_ROLES",
+    "RESPONSE_FORMAT_TYPES",
+    "UNION_TAGS",
+    "USER_CONTENT_PART_TYPES",
     "AssistantMessage",
     "ChatCompletionChunk",
     "ChatCompletionRequest",
@@ -405,12 +629,26 @@ __all__ = [
     "ContextAdjustment",
     "DeveloperMessage",
     "HordeExtras",
+    "FunctionCall",
+    "FunctionDefinition",
     "HordeOptions",
+    "ImageContentPart",
+    "ImageUrl",
+    "JsonObjectResponseFormat",
+    "JsonSchemaFormat",
+    "JsonSchemaResponseFormat",
+    "NamedToolChoice",
     "OpenAIErrorBody",
     "OpenAIErrorEnvelope",
     "ResponseFunctionCall",
     "ResponseToolCall",
+    "StreamOptions",
     "SystemMessage",
+    "TextContentPart",
+    "TextResponseFormat",
+    "ToolCall",
+    "ToolChoiceFunction",
+    "ToolDefinition",
     "ToolMessage",
     "Usage",
     "UserMessage",
