@@ -36,7 +36,7 @@ from typing import Any, Final
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.template import engines
-from drf_spectacular.views import SpectacularRedocView
+from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerView
 from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue, models_json_schema
 from pydantic_core import CoreSchema
@@ -532,15 +532,36 @@ _REDOC_PAGE: Final = """{% extends "drf_spectacular/redoc.html" %}{% block head 
 """drf-spectacular's ReDoc page without its Google Fonts links: every asset comes from this process."""
 
 
+DOCS_CONTENT_SECURITY_POLICY: Final = "default-src 'self' 'unsafe-inline' 'unsafe-eval' blob: data:"
+"""The ``Content-Security-Policy`` of ``/docs`` and ``/redoc``: the pages may load only from this process (plus
+inline, ``blob:`` and ``data:`` content, which Swagger UI and ReDoc build). The browser then refuses, without a network
+attempt, the one remote asset the bundles still name (ReDoc's footer logo on cdn.redoc.ly, hidden when it fails), so
+reading the documentation tells no third party about it and works with no internet."""
+
+
+class OfflineSwaggerView(SpectacularSwaggerView):
+    """Swagger UI at ``/docs``, loading nothing from outside this process."""
+
+    def get(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        response = super().get(request, *args, **kwargs)
+        response["Content-Security-Policy"] = DOCS_CONTENT_SECURITY_POLICY
+        return response
+
+
 class _OfflineRedocRenderer(TemplateHTMLRenderer):
     def resolve_template(self, template_names: Any) -> Any:
         return engines["django"].from_string(_REDOC_PAGE)
 
 
 class OfflineRedocView(SpectacularRedocView):
-    """ReDoc at ``/redoc``, served with no request leaving the machine (the sidecar's bundle, system fonts)."""
+    """ReDoc at ``/redoc``, loading nothing from outside this process (the sidecar's bundle, system fonts)."""
 
     renderer_classes = [_OfflineRedocRenderer]
+
+    def get(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        response = super().get(request, *args, **kwargs)
+        response["Content-Security-Policy"] = DOCS_CONTENT_SECURITY_POLICY
+        return response
 
 
 class StaticAssetsMiddleware(WhiteNoiseMiddleware):
@@ -603,7 +624,9 @@ __all__ = [
     "NO_OP_PARAMETER_SCHEMAS",
     "DocumentedError",
     "DocumentedJsonSchema",
+    "DOCS_CONTENT_SECURITY_POLICY",
     "OfflineRedocView",
+    "OfflineSwaggerView",
     "StaticAssetsMiddleware",
     "add_front_paths",
     "component_schemas",

@@ -4,9 +4,9 @@
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 from django.views.generic import RedirectView
-from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularJSONAPIView
 
-from oaifront.openapi import OfflineRedocView
+from oaifront.openapi import OfflineRedocView, OfflineSwaggerView
 
 
 async def healthz(request: HttpRequest) -> JsonResponse:
@@ -19,7 +19,7 @@ urlpatterns = [
     path("", include("models_list.urls")),
     path("healthz", healthz, name="healthz"),
     path("openapi.json", SpectacularJSONAPIView.as_view(), name="schema"),
-    path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    path("docs", OfflineSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("redoc", OfflineRedocView.as_view(url_name="schema"), name="redoc"),
     path("", RedirectView.as_view(pattern_name="swagger-ui", permanent=False), name="root"),
 ]

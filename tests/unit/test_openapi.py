@@ -120,6 +120,7 @@ def test_pages_load_every_asset_from_this_process(page: str, assets: list[str]) 
     assert settings.DEBUG is False
     response = Client().get(page)
     assert response.status_code == 200
+    assert response["Content-Security-Policy"] == "default-src 'self' 'unsafe-inline' 'unsafe-eval' blob: data:"
     html = response.content.decode()
     assert ASSET_PATTERN.findall(html) == assets
     assert "https://" not in html and "http://" not in html
