@@ -36,6 +36,7 @@ from typing import Any, Final
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.template import engines
+from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerView
 from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue, models_json_schema
@@ -542,6 +543,7 @@ reading the documentation tells no third party about it and works with no intern
 class OfflineSwaggerView(SpectacularSwaggerView):
     """Swagger UI at ``/docs``, loading nothing from outside this process."""
 
+    @extend_schema(exclude=True)
     def get(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         response = super().get(request, *args, **kwargs)
         response["Content-Security-Policy"] = DOCS_CONTENT_SECURITY_POLICY
@@ -558,6 +560,7 @@ class OfflineRedocView(SpectacularRedocView):
 
     renderer_classes = [_OfflineRedocRenderer]
 
+    @extend_schema(exclude=True)
     def get(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         response = super().get(request, *args, **kwargs)
         response["Content-Security-Policy"] = DOCS_CONTENT_SECURITY_POLICY
