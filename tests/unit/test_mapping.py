@@ -95,8 +95,8 @@ def assert_valid_chunk(chunk: dict[str, Any]) -> None:
 
 
 def test_text_completion_has_the_exact_shape() -> None:
-    """ref: assistant-message-and-adjustments.1, assistant-message-and-adjustments.2, assistant-message-and-adjustments.3,
-    model-and-fingerprint.1, model-and-fingerprint.4, response-shape.1"""
+    """ref: assistant-message-and-adjustments.1, assistant-message-and-adjustments.2,
+    assistant-message-and-adjustments.3, model-and-fingerprint.1, model-and-fingerprint.4, response-shape.1"""
     completion = completion_of(request(), status())
     assert completion == {
         "id": "chatcmpl-r1",
@@ -118,7 +118,8 @@ def test_text_completion_has_the_exact_shape() -> None:
 
 
 def test_tool_calls_without_text_have_null_content_and_calls_as_submitted() -> None:
-    """ref: assistant-message-and-adjustments.1, assistant-message-and-adjustments.2, assistant-message-and-adjustments.3"""
+    """ref: assistant-message-and-adjustments.1, assistant-message-and-adjustments.2,
+    assistant-message-and-adjustments.3"""
     for content in (None, ""):
         completion = completion_of(
             request(tools=[{"type": "function", "function": {"name": "get_weather"}}]),
@@ -167,7 +168,8 @@ def test_finish_reason_passes_through_with_native_finish_reason(reason: str) -> 
     message = {"role": "assistant", "content": "x"}
     if reason == "tool_calls":
         message["tool_calls"] = CALLS[:1]
-    completion = completion_of(request(), status(message, finish_reason=reason, native_finish_reason="backend_" + reason))
+    st = status(message, finish_reason=reason, native_finish_reason="backend_" + reason)
+    completion = completion_of(request(), st)
     choice = completion["choices"][0]
     assert (choice["finish_reason"], choice["native_finish_reason"]) == (reason, "backend_" + reason)
 
@@ -402,7 +404,8 @@ def test_tool_call_chunk_has_each_call_whole_with_its_index_and_no_content() -> 
 
 
 def test_reasoning_only_and_empty_replies_stream_without_a_content_chunk() -> None:
-    """ref: buffered-stream-events.5, buffered-stream-events.7, buffered-stream-events.11, assistant-message-and-adjustments.4"""
+    """ref: buffered-stream-events.5, buffered-stream-events.7, buffered-stream-events.11,
+    assistant-message-and-adjustments.4"""
     st = status({"role": "assistant", "content": "", "reasoning_content": "Thinking."}, finish_reason="stop",
                 native_finish_reason=None, reasoning_tokens=2)
     chunks = chunks_of(request(stream=True), st)
