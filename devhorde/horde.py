@@ -72,6 +72,9 @@ logger = logging.getLogger("devhorde")
 DISPATCH_TICK_SECONDS: Final[float] = 0.25
 """How often the dispatcher wakes without an event, to expire requests and retry pops."""
 
+STREAM_WRITE_WAIT_SECONDS: Final[float] = 0.5
+"""The longest a job waits for one of its own stream writes before going on (a slow Redis never stalls a job)."""
+
 CONTROL_INVALID_KEY_MESSAGE: Final[str] = "No user matching sent API Key. Have you remembered to register?"
 MAINTENANCE_MESSAGE: Final[str] = "The Horde is in maintenance mode and accepts no new work. Please try again later."
 NOT_FOUND_MESSAGE: Final[str] = "Request Not found"
@@ -150,6 +153,7 @@ class ChatRequest:
     task: asyncio.Task[None] | None = None
     restart_counts: Counter[str] = field(default_factory=Counter)
     kudos_consumed: float = 0.0
+    eligible_cache: tuple[int, tuple[str, ...]] | None = None
 
     @property
     def attempt(self) -> Attempt | None:
@@ -189,7 +193,7 @@ class DevHorde:
         self._refusal_uses: Counter[int] = Counter()
         self._wake: asyncio.Event | None = None
         self._dispatcher: asyncio.Task[None] | None = None
-        self._side_tasks: set[asyncio.Task[Any]] = set()
+        self._routing_version = 0
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -204,7 +208,6 @@ class DevHorde:
         tasks = [request.task for request in self.requests.values() if request.task is not None]
         if self._dispatcher is not None:
             tasks.append(self._dispatcher)
-        tasks.extend(self._side_tasks)
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -270,8 +273,17 @@ class DevHorde:
         ]
 
     def eligible_workers(self, request: ChatRequest) -> list[WorkerSpec]:
-        """Online workers that can serve the request now: model, worker options, declarations and limits."""
-        return [worker for worker in self._candidates(request) if self.worker_gap(worker, request) == ((), ())]
+        """Online workers that can serve the request now: model, worker options, declarations and limits.
+
+        Cached per request until the scenario or a worker changes.
+        """
+        cached = request.eligible_cache
+        if cached is None or cached[0] != self._routing_version:
+            names = tuple(
+                worker.name for worker in self._candidates(request) if self.worker_gap(worker, request) == ((), ())
+            )
+            cached = request.eligible_cache = (self._routing_version, names)
+        return [worker for worker in self.scenario.workers if worker.name in cached[1]]
 
     def impossible_reason(self, request: ChatRequest) -> dict[str, Any] | None:
         """Return the ``impossible_reason`` of a request no online worker can serve, or None without a known cause.
@@ -500,13 +512,14 @@ class DevHorde:
         if now - request.submitted_at < self.scenario.queue_position_delay_seconds:
             return 0, 0
         overlapping = set(request.models)
+        eligible_names = {worker.name for worker in eligible}
         ahead = [
             other
             for other in self.requests.values()
             if other.state is RequestState.WAITING
             and other.seq < request.seq
             and overlapping & set(other.models)
-            and any(worker in self.eligible_workers(other) for worker in eligible)
+            and eligible_names & {worker.name for worker in self.eligible_workers(other)}
         ]
         throughput = sum(worker.tokens_per_second * worker.threads for worker in eligible)
         if throughput <= 0:
@@ -704,10 +717,8 @@ class DevHorde:
             prompt=prompt,
         )
 
-    async def _write(self, request: ChatRequest, attempt: Attempt, fields: dict[str, str]) -> None:
-        future = self.bus.xadd(request.id, fields, request.expires_epoch_ms)
-        if future is not None:
-            await future
+    async def _write(self, request: ChatRequest, fields: dict[str, str]) -> None:
+        await self._await_marker(self.bus.xadd(request.id, fields, request.expires_epoch_ms))
 
     async def _post(
         self, request: ChatRequest, worker: WorkerSpec, attempt: Attempt, seq: int, reasoning: str, text: str,
@@ -719,11 +730,14 @@ class DevHorde:
             fields["model"] = worker.model
         if not worker.omit_worker_in_deltas:
             fields["worker"] = worker.worker_id
-        await self._write(request, attempt, fields)
+        await self._write(request, fields)
 
-    async def _await_marker(self, future: asyncio.Future[None] | None) -> None:
+    @staticmethod
+    async def _await_marker(future: asyncio.Future[None] | None) -> None:
+        """Wait for a queued stream write, at most ``STREAM_WRITE_WAIT_SECONDS``."""
         if future is not None:
-            await future
+            with suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(future), STREAM_WRITE_WAIT_SECONDS)
 
     async def _job_main(self, request: ChatRequest, worker: WorkerSpec, attempt: Attempt) -> None:
         try:
@@ -905,6 +919,7 @@ class DevHorde:
         A processing request whose worker is gone, offline, chat-less or now serves another model restarts.
         """
         self.scenario = scenario
+        self._routing_version += 1
         self._refusal_uses.clear()
         self._reconcile()
 
@@ -921,6 +936,7 @@ class DevHorde:
         patched = WorkerSpec.model_validate({**current.model_dump(exclude_unset=False), **dict(patch)})
         workers = [patched if worker.name == name else worker for worker in self.scenario.workers]
         self.scenario = self.scenario.model_copy(update={"workers": workers})
+        self._routing_version += 1
         self._reconcile()
         return patched
 

@@ -26,6 +26,10 @@ logger = logging.getLogger("devhorde.redis")
 WRITE_TIMEOUT_SECONDS: Final[float] = 2.0
 """The socket timeout of one Redis write; a slower write is dropped."""
 
+OUTAGE_BACKOFF_SECONDS: Final[float] = 1.0
+"""After a failed write, writes are dropped without trying for this long, so a Redis outage does not slow the
+simulated workers down; writing resumes on its own once Redis answers again."""
+
 
 def stream_key(request_id: str) -> str:
     """Return the progress stream key of a request, ``horde:chat:stream:<request id>``."""
@@ -58,6 +62,7 @@ class RedisBus:
         self._client: Redis | None = None
         self._queue: asyncio.Queue[_Write] | None = None
         self._writer: asyncio.Task[None] | None = None
+        self._retry_at = 0.0
 
     @property
     def enabled(self) -> bool:
@@ -81,9 +86,12 @@ class RedisBus:
 
     async def _drain(self) -> None:
         assert self._queue is not None and self._client is not None
+        loop = asyncio.get_running_loop()
         while True:
             write = await self._queue.get()
             try:
+                if write.kind != "flush" and loop.time() < self._retry_at:
+                    continue
                 if write.kind == "xadd":
                     async with self._client.pipeline(transaction=False) as pipe:
                         pipe.xadd(write.key, dict(write.fields), maxlen=STREAM_MAXLEN, approximate=True)
@@ -95,6 +103,7 @@ class RedisBus:
                 raise
             except Exception as error:  # noqa: BLE001 - Redis is optional; log and keep simulating
                 logger.warning("Redis write to %s failed: %s", write.key, error)
+                self._retry_at = loop.time() + OUTAGE_BACKOFF_SECONDS
             finally:
                 if write.done is not None and not write.done.done():
                     write.done.set_result(None)

@@ -213,6 +213,8 @@ def reply_text(messages: Sequence[Mapping[str, Any]], *, words: int, seed: int) 
             "with a clear subject in the middle and some detail around it.",
         )
     sentences.append(rng.choice(_OPENERS).format(topic=topic))
+    if len(topic.split()) > 2:
+        topic = "this topic"  # a long phrase reads better named once
     body = list(_BODY)
     rng.shuffle(body)
     index = 0

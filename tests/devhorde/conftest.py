@@ -10,4 +10,4 @@ _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
-from devhorde_helpers import make_client, redis  # noqa: E402,F401  (fixtures)
+from devhorde_helpers import make_client, redis_db13  # noqa: E402,F401  (fixtures)

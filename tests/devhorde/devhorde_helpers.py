@@ -72,7 +72,7 @@ async def make_client() -> AsyncIterator[MakeClient]:
 
 
 @pytest_asyncio.fixture
-async def redis() -> AsyncIterator[Redis]:
+async def redis_db13() -> AsyncIterator[Redis]:
     """A client of database 13 of the Redis on 127.0.0.1:6379; the test is skipped when none answers."""
     client = Redis.from_url(REDIS_URL, db=REDIS_DB, decode_responses=True)
     try:

@@ -21,9 +21,9 @@ async def stream_entries(redis, request_id: str) -> list[dict[str, str]]:
 
 
 @pytest_asyncio.fixture
-async def signals(redis) -> AsyncIterator:
+async def signals(redis_db13) -> AsyncIterator:
     """A subscription to ``horde:chat:signals``; other processes may publish there too, so readers filter by id."""
-    pubsub = redis.pubsub()
+    pubsub = redis_db13.pubsub()
     await pubsub.subscribe(SIGNALS_CHANNEL)
     yield pubsub
     await pubsub.unsubscribe(SIGNALS_CHANNEL)
@@ -51,7 +51,8 @@ async def events_for(pubsub, request_id: str, last: str, timeout: float = 3.0) -
 
 
 @pytest.mark.asyncio
-async def test_stream_entries_concatenate_to_the_final_reply(make_client, redis) -> None:
+async def test_stream_entries_concatenate_to_the_final_reply(make_client, redis_db13) -> None:
+    redis = redis_db13
     client = await make_client(scenario(worker("r1", features=REASONER, reply_words=40)), redis=True)
     request_id = await submit_ok(client, chat(stream=True, params={"reasoning_effort": "low"}))
     body = await wait_done(client, request_id)
@@ -73,7 +74,8 @@ async def test_stream_entries_concatenate_to_the_final_reply(make_client, redis)
 
 
 @pytest.mark.asyncio
-async def test_no_stream_without_stream_true_or_without_progress_posts(make_client, redis) -> None:
+async def test_no_stream_without_stream_true_or_without_progress_posts(make_client, redis_db13) -> None:
+    redis = redis_db13
     client = await make_client(
         scenario(worker("w1"), worker("quiet", "m/quiet", posts_progress=False)), redis=True,
     )
@@ -91,7 +93,7 @@ async def test_stream_progress_without_redis_stays_false(make_client) -> None:
 
 
 @pytest.mark.asyncio
-async def test_signals_processing_done_faulted_cancelled(make_client, redis, signals) -> None:
+async def test_signals_processing_done_faulted_cancelled(make_client, redis_db13, signals) -> None:
     client = await make_client(
         scenario(
             worker("ok"),
@@ -111,7 +113,8 @@ async def test_signals_processing_done_faulted_cancelled(make_client, redis, sig
 
 
 @pytest.mark.asyncio
-async def test_restarted_attempt_gets_a_new_gen_and_an_ended_marker(make_client, redis, signals) -> None:
+async def test_restarted_attempt_gets_a_new_gen_and_an_ended_marker(make_client, redis_db13, signals) -> None:
+    redis = redis_db13
     client = await make_client(scenario(worker("w1", restart_after_posts=2, restarts=1)), redis=True)
     request_id = await submit_ok(client, chat(stream=True))
     assert await events_for(signals, request_id, "done") == ["processing", "processing", "done"]
@@ -133,7 +136,8 @@ async def test_restarted_attempt_gets_a_new_gen_and_an_ended_marker(make_client,
 
 
 @pytest.mark.asyncio
-async def test_gap_model_less_worker_less_deltas_and_reasonless_marker(make_client, redis) -> None:
+async def test_gap_model_less_worker_less_deltas_and_reasonless_marker(make_client, redis_db13) -> None:
+    redis = redis_db13
     client = await make_client(
         scenario(
             worker("gap", "m/gap", skip_seq=2),
@@ -154,7 +158,8 @@ async def test_gap_model_less_worker_less_deltas_and_reasonless_marker(make_clie
 
 
 @pytest.mark.asyncio
-async def test_final_text_can_diverge_from_the_relayed_text(make_client, redis) -> None:
+async def test_final_text_can_diverge_from_the_relayed_text(make_client, redis_db13) -> None:
+    redis = redis_db13
     client = await make_client(scenario(worker("w1", final_text_diverges=True)), redis=True)
     request_id = await submit_ok(client, chat(stream=True))
     content = (await wait_done(client, request_id))["generations"][0]["message"]["content"]
@@ -164,7 +169,8 @@ async def test_final_text_can_diverge_from_the_relayed_text(make_client, redis) 
 
 
 @pytest.mark.asyncio
-async def test_cancel_writes_an_ended_marker(make_client, redis) -> None:
+async def test_cancel_writes_an_ended_marker(make_client, redis_db13) -> None:
+    redis = redis_db13
     client = await make_client(
         scenario(worker("w1", tokens_per_second=20, post_interval_seconds=0.05)), redis=True,
     )
@@ -176,3 +182,51 @@ async def test_cancel_writes_an_ended_marker(make_client, redis) -> None:
     assert entries[-1]["ended"] == "1" and entries[-1]["reason"] == "cancelled"
     assert len(entries) >= 2
     await redis.delete(f"{STREAM_KEY_PREFIX}{request_id}")
+
+
+class _BrokenRedis:
+    """Stands in for a Redis that refuses every write (no network involved)."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+
+    def pipeline(self, transaction: bool = False):
+        broken = self
+
+        class _Pipe:
+            async def __aenter__(self):
+                return self
+
+            async def __aexit__(self, *exc_info):
+                return False
+
+            def xadd(self, *args, **kwargs):
+                return None
+
+            def pexpireat(self, *args, **kwargs):
+                return None
+
+            async def execute(self):
+                broken.attempts += 1
+                raise ConnectionError("Redis is down")
+
+        return _Pipe()
+
+    async def publish(self, *args):
+        self.attempts += 1
+        raise ConnectionError("Redis is down")
+
+    async def aclose(self) -> None:
+        return None
+
+
+@pytest.mark.asyncio
+async def test_a_failing_redis_never_stalls_the_jobs(make_client, monkeypatch) -> None:
+    broken = _BrokenRedis()
+    monkeypatch.setattr("devhorde.redisbus.Redis.from_url", lambda *args, **kwargs: broken)
+    client = await make_client(scenario(worker("w1", reply_words=200)), redis=True)
+    started = asyncio.get_running_loop().time()
+    body = await wait_done(client, await submit_ok(client, chat(stream=True)))
+    assert body["finished"] == 1 and body["stream_progress"] is True
+    assert asyncio.get_running_loop().time() - started < 1.5
+    assert broken.attempts >= 1
