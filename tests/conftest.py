@@ -87,7 +87,7 @@ def start_process(args: list[str], env: dict[str, str], log_path: Path) -> Proce
     return Process(popen, log_path)
 
 
-def start_devhorde(tmp: Path, *, redis: bool = True, scenario: Path | None = None) -> tuple[Process, str]:
+def start_devhorde(tmp: Path, *, redis: bool = True, scenario: Path | str | None = "fast") -> tuple[Process, str]:
     """Start the devhorde; return it and its API root (``HORDE_URL``)."""
     port = free_port()
     args = [sys.executable, "-m", "devhorde", "--host", "127.0.0.1", "--port", str(port)]
@@ -162,7 +162,7 @@ class LiveStack:
 
 @pytest.fixture(scope="session")
 def live_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
-    """The devhorde (with Redis) and the front, started once for the session."""
+    """The devhorde (with Redis, the bundled ``fast`` scenario) and the front, started once for the session."""
     tmp = tmp_path_factory.mktemp("live")
     devhorde, horde_url = start_devhorde(tmp)
     try:
