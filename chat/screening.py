@@ -419,7 +419,8 @@ def find_refused_parameter(body: Mapping[str, Any]) -> RefusedParameter | None:
     :data:`DEFAULT_NO_OP_PARAMETERS` key with a value other than its default or null; then, message by message, an
     unsupported role (``messages[<i>].role``), ``tool_calls`` on a message other than an assistant message
     (``messages[<i>].tool_calls``; null is let through and dropped) and a content part type the role does not take
-    (param ``messages[<i>].content[<j>].type=<type>``). A missing or null role or type is left to validation.
+    (param ``messages[<i>].content[<j>].type=<type>``). A role or type that is missing or not a string is left to
+    validation, which reports its type.
 
     Returns:
         The refusal, or None when screening passes.
@@ -449,9 +450,9 @@ def find_refused_parameter(body: Mapping[str, Any]) -> RefusedParameter | None:
 
 def _refused_in_message(index: int, message: dict[str, Any]) -> RefusedParameter | None:
     role = message.get("role")
-    if role is None:
+    if not isinstance(role, str):
         return None
-    if not isinstance(role, str) or role not in SUPPORTED_MESSAGE_KEYS:
+    if role not in SUPPORTED_MESSAGE_KEYS:
         path = f"messages[{index}].role"
         return RefusedParameter(
             path=path,
@@ -472,12 +473,12 @@ def _refused_in_message(index: int, message: dict[str, Any]) -> RefusedParameter
     supported = SUPPORTED_CONTENT_PART_TYPES[role]
     for part_index, part in enumerate(content if isinstance(content, list) else []):
         part_type = part.get("type") if isinstance(part, dict) else None
-        if part_type is None or (isinstance(part_type, str) and part_type in supported):
+        if not isinstance(part_type, str) or part_type in supported:
             continue
         path = f"messages[{index}].content[{part_index}].type"
         return RefusedParameter(
             path=path,
-            param=f"{path}={part_type}" if isinstance(part_type, str) else path,
+            param=f"{path}={part_type}",
             message=f"Invalid value: {show_value(part_type)}. Supported values are: {openai_value_list(supported)}.",
         )
     return None
@@ -501,9 +502,10 @@ def _keep_nested(value: object, keys: frozenset[str], nested_key: str, nested_ke
 
 
 def _screen_message(message: object) -> object:
-    if not isinstance(message, dict) or message.get("role") not in SUPPORTED_MESSAGE_KEYS:
+    role = message.get("role") if isinstance(message, dict) else None
+    if not isinstance(role, str) or role not in SUPPORTED_MESSAGE_KEYS:
         return message
-    kept = _keep(message, SUPPORTED_MESSAGE_KEYS[message["role"]])
+    kept = _keep(message, SUPPORTED_MESSAGE_KEYS[role])
     assert isinstance(kept, dict)
     content = kept.get("content")
     if isinstance(content, list):
@@ -517,9 +519,10 @@ def _screen_message(message: object) -> object:
 
 
 def _screen_content_part(part: object) -> object:
-    if not isinstance(part, dict) or part.get("type") not in CONTENT_PART_KEYS:
+    part_type = part.get("type") if isinstance(part, dict) else None
+    if not isinstance(part_type, str) or part_type not in CONTENT_PART_KEYS:
         return part
-    return _keep_nested(part, CONTENT_PART_KEYS[part["type"]], "image_url", IMAGE_URL_KEYS)
+    return _keep_nested(part, CONTENT_PART_KEYS[part_type], "image_url", IMAGE_URL_KEYS)
 
 
 def drop_unknown_nested_keys(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -550,15 +553,25 @@ def drop_unknown_nested_keys(body: Mapping[str, Any]) -> dict[str, Any]:
 # Validation (reference: Model selection, Value and contract validation)
 
 
-def error_path(location: tuple[int | str, ...]) -> str:
-    """Render a pydantic error location as a request path, ``messages[0].content``, leaving out the union tags
-    (:data:`chat.schema.UNION_TAGS`) and pydantic's ``[key]`` marker of a dict key."""
+def error_path(location: tuple[int | str, ...], body: object = None) -> str:
+    """Render a pydantic error location as a request path, ``messages[0].content``.
+
+    The union tags (:data:`chat.schema.UNION_TAGS`) and pydantic's ``[key]`` marker of a dict key are left out. With
+    the validated ``body``, a location part that is a key of the object at that point is always kept, so a client
+    key spelled like a tag (``{"<string>": 1}``) still appears in the path.
+    """
     path = ""
+    node = body
     for part in location:
         if isinstance(part, int):
             path += f"[{part}]"
+            node = node[part] if isinstance(node, list) and -len(node) <= part < len(node) else None
+        elif isinstance(node, dict) and part in node:
+            path += ("." if path else "") + part
+            node = node[part]
         elif part not in UNION_TAGS and part != "[key]":
             path += ("." if path else "") + part
+            node = None
     return path
 
 
@@ -624,18 +637,18 @@ def _length_message(path: str, kind: str, value: object, ctx: Mapping[str, Any])
     )
 
 
-def openai_error_from_validation(error: ErrorDetails) -> OpenAIError:
+def openai_error_from_validation(error: ErrorDetails, body: object = None) -> OpenAIError:
     """Turn one pydantic error of :class:`ChatCompletionRequest` into OpenAI's error, at the request path.
 
     ``UnsupportedChatParameter`` (logged) for a sampling value, ``n`` or a token limit out of range, more than four
     stop sequences, an unknown key inside an object that refuses them, and a JSON Schema nested too deeply;
     ``BadRequest`` otherwise (an empty ``messages``, a missing field, a wrong type or value). A rule across fields
-    carries its own param, code and message.
+    carries its own param, code and message. ``body`` is the validated body (see :func:`error_path`).
     """
     kind = error["type"]
     ctx: Mapping[str, Any] = error.get("ctx") or {}
     value = error.get("input")
-    path = error_path(error["loc"])
+    path = error_path(error["loc"], body)
     top = re.split(r"[.\[]", path, maxsplit=1)[0]
     if kind == REQUEST_RULE_ERROR:
         if ctx["code"] == errors.UNSUPPORTED_CHAT_PARAMETER:
@@ -700,7 +713,7 @@ def validate_chat_request(body: Mapping[str, Any]) -> ChatCompletionRequest:
         # An unknown key is reported before the other failures of its object, as screening reports unknown
         # top-level keys first: ``schema_`` is refused as unknown, not as a missing ``schema``.
         first = next((failure for failure in failures if failure["type"] == "extra_forbidden"), failures[0])
-        raise openai_error_from_validation(first) from None
+        raise openai_error_from_validation(first, body) from None
 
 
 def check_chat_rules(body: Mapping[str, Any]) -> None:
