@@ -15,6 +15,8 @@ behave; it adjusts the generated schemas where the handlers differ from the mode
   (:data:`NO_OP_PARAMETER_SCHEMAS`), each accepted only at its default;
 - the objects whose unknown keys screening drops (:data:`KEY_DROPPING_MODELS`) allow other keys; the top level,
   ``stream_options``, ``response_format`` and ``horde`` do not;
+- the request schema states the model selection rule (exactly one of ``model`` and ``models``, distinct
+  ``models``: :data:`MODEL_SELECTION_SCHEMA`), which the model checks in a validator;
 - there is no 422 response: the front never returns one.
 
 Each field's description is its model field's docstring, passed through :func:`plain_description`. Each route lists
@@ -126,6 +128,17 @@ field (reference: Schema generation): its default or null, the only values scree
 the table's description."""
 
 
+MODEL_SELECTION_SCHEMA: Final[Mapping[str, Any]] = MappingProxyType({
+    "oneOf": [
+        {"required": ["model"], "properties": {"model": {"type": "string"}}},
+        {"required": ["models"], "properties": {"models": {"type": "array"}}},
+    ],
+})
+"""Exactly one of ``model`` (a string) and ``models`` (an array), added to the request schema (reference: Model
+selection). ``ChatCompletionRequest`` checks it, and that ``models`` holds distinct ids (``uniqueItems``), in a model
+validator, which JSON Schema generation cannot see; the front refuses either break with 400 ``BadRequest``."""
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Descriptions
 
@@ -213,6 +226,10 @@ def component_schemas() -> Mapping[str, Mapping[str, Any]]:
     request = schemas[ChatCompletionRequest.__name__]
     for key, schema in NO_OP_PARAMETER_SCHEMAS.items():
         request["properties"][key] = _plain_descriptions(dict(schema))
+    request |= copy.deepcopy(dict(MODEL_SELECTION_SCHEMA))
+    for variant in request["properties"]["models"].get("anyOf", [request["properties"]["models"]]):
+        if variant.get("type") == "array":
+            variant["uniqueItems"] = True
     for model in KEY_DROPPING_MODELS:
         schemas[model.__name__]["additionalProperties"] = True
     return MappingProxyType(schemas)
@@ -405,6 +422,54 @@ CHAT_REQUEST_EXAMPLE: Final[Mapping[str, Any]] = MappingProxyType({
     "max_tokens": 128,
 })
 
+STREAM_EVENT: Final = "ChatCompletionStreamEvent"
+"""The component name of one server-sent event of a streamed completion."""
+
+
+def stream_event_schema() -> dict[str, Any]:
+    """One server-sent event of a streamed completion, as an event-stream parser reads it (``data`` and the default
+    ``event`` type): ``data`` is a chunk, an error envelope, or ``[DONE]``. Keepalive comment lines are no events.
+
+    OpenAPI 3.1 has no item schema for ``text/event-stream`` (3.2's ``itemSchema``), so the response's ``schema``
+    describes one event, as OpenAPI 3.2 and schemathesis read it; the JSON in ``data`` is described with JSON Schema's
+    ``contentMediaType`` and ``contentSchema``.
+    """
+    return {
+        "title": STREAM_EVENT,
+        "description": (
+            "One server-sent event of a streamed completion: a `data:` line holding a `chat.completion.chunk`, an "
+            "error, or `[DONE]`, then a blank line."
+        ),
+        "type": "object",
+        "required": ["data"],
+        "properties": {
+            "data": {
+                "description": "The event's payload.",
+                "anyOf": [
+                    {
+                        "description": "A chunk, as JSON.",
+                        "type": "string",
+                        "contentMediaType": "application/json",
+                        "contentSchema": _ref(ChatCompletionChunk),
+                    },
+                    {
+                        "description": (
+                            "An error after the stream's headers, as JSON in OpenAI's envelope; `[DONE]` follows. "
+                            "`metadata.retry_after` holds the seconds a `Retry-After` header would."
+                        ),
+                        "type": "string",
+                        "contentMediaType": "application/json",
+                        "contentSchema": _ref(OpenAIErrorEnvelope),
+                    },
+                    {"description": "The end of the stream.", "const": "[DONE]"},
+                ],
+            },
+            "event": {"description": "Not sent, so the event type is `message`.", "const": "message"},
+        },
+        "additionalProperties": False,
+    }
+
+
 SSE_DESCRIPTION: Final = (
     "With `stream: true`, server-sent events (`text/event-stream`): each `data:` line holds one `chat.completion.chunk` (the role chunk, "
     "reasoning and content chunks, a tool-call chunk, the finish chunk, then the usage chunk when "
@@ -425,7 +490,7 @@ def front_paths() -> dict[str, Any]:
             "description": "The completion (`application/json`). " + SSE_DESCRIPTION,
             "content": {
                 "application/json": {"schema": _ref(ChatCompletionResponse)},
-                "text/event-stream": {"schema": _ref(ChatCompletionChunk)},
+                "text/event-stream": {"schema": {"$ref": SCHEMA_REF.format(model=STREAM_EVENT)}},
             },
         },
     }
@@ -500,7 +565,9 @@ SECURITY_SCHEMES: Final[Mapping[str, Any]] = MappingProxyType({
 
 @cache
 def _front_document() -> tuple[dict[str, Any], dict[str, Any]]:
-    return front_paths(), {key: dict(value) for key, value in component_schemas().items()}
+    schemas = {key: dict(value) for key, value in component_schemas().items()}
+    schemas[STREAM_EVENT] = stream_event_schema()
+    return front_paths(), schemas
 
 
 def add_front_paths(result: dict[str, Any], generator: Any = None, request: Any = None, public: bool = True,
@@ -624,6 +691,7 @@ __all__ = [
     "DOCS_URL",
     "KEY_DROPPING_MODELS",
     "MODEL_LIST_ERRORS",
+    "MODEL_SELECTION_SCHEMA",
     "NO_OP_PARAMETER_SCHEMAS",
     "DocumentedError",
     "DocumentedJsonSchema",

@@ -35,6 +35,7 @@ from oaifront import openapi
 from oaifront.openapi import (
     DOCS_URL,
     KEY_DROPPING_MODELS,
+    MODEL_SELECTION_SCHEMA,
     NO_OP_PARAMETER_SCHEMAS,
     SCHEMA_REF,
     DocumentedJsonSchema,
@@ -201,6 +202,10 @@ def test_component_schemas_are_generated_from_the_models(
             documented["properties"] = {
                 key: value for key, value in documented["properties"].items() if key not in NO_OP_PARAMETER_SCHEMAS
             }
+            assert documented.pop("oneOf") == MODEL_SELECTION_SCHEMA["oneOf"]
+            models = json.loads(json.dumps(documented["properties"]["models"]))
+            assert models["anyOf"][0].pop("uniqueItems") is True
+            documented["properties"] = {**documented["properties"], "models": models}
         if name in {dropping.__name__ for dropping in KEY_DROPPING_MODELS}:
             assert schema.pop("additionalProperties") is False
             assert documented.pop("additionalProperties") is True
@@ -214,6 +219,34 @@ def test_request_is_documented_as_validated_and_responses_as_serialized(document
     assert components["ChatCompletionRequest"]["required"] == ["messages"]
     assert set(components["ChatCompletionResponse"]["required"]) >= {"id", "object", "created", "model", "choices"}
     assert components["ModelList"]["required"] == ["object", "data"]
+
+
+@pytest.mark.parametrize(
+    ("selection", "valid", "param"),
+    [
+        ({"model": "a"}, True, None),
+        ({"models": ["a", "b"]}, True, None),
+        ({"model": "a", "models": None}, True, None),
+        ({"model": None, "models": ["a"]}, True, None),
+        ({}, False, "model"),
+        ({"model": None, "models": None}, False, "model"),
+        ({"model": "a", "models": ["b"]}, False, "models"),
+        ({"models": ["a", "a"]}, False, "models[1]"),
+    ],
+)
+def test_model_selection_rule_is_in_the_schema_as_the_handler_applies_it(
+    document: dict[str, Any], selection: dict[str, Any], valid: bool, param: str | None
+) -> None:
+    """ref: schema-generation.3, model-selection.1, model-selection.2"""
+    body = {"messages": [{"role": "user", "content": "Hi"}], **selection}
+    root = {"components": document["components"], "$ref": "#/components/schemas/ChatCompletionRequest"}
+    assert jsonschema.Draft202012Validator(root).is_valid(body) is valid
+    if valid:
+        read_chat_request(json.dumps(body).encode())
+    else:
+        with pytest.raises(OpenAIError) as refused:
+            read_chat_request(json.dumps(body).encode())
+        assert (refused.value.status, refused.value.code, refused.value.param) == (400, "BadRequest", param)
 
 
 def reachable(components: dict[str, Any], root: str) -> set[str]:
@@ -380,9 +413,20 @@ def test_success_responses_are_the_completion_the_event_stream_and_the_model_lis
     chat_ok = document["paths"][CHAT]["post"]["responses"]["200"]
     assert chat_ok["content"] == {
         "application/json": {"schema": ref(chat.schema.ChatCompletionResponse)},
-        "text/event-stream": {"schema": ref(chat.schema.ChatCompletionChunk)},
+        "text/event-stream": {"schema": {"$ref": "#/components/schemas/ChatCompletionStreamEvent"}},
     }
     assert "`data: [DONE]` ends the stream" in chat_ok["description"]
+    event = schemas(document)["ChatCompletionStreamEvent"]
+    assert event["required"] == ["data"]
+    assert event["additionalProperties"] is False
+    assert [
+        (branch.get("contentMediaType"), branch.get("contentSchema"), branch.get("const"))
+        for branch in event["properties"]["data"]["anyOf"]
+    ] == [
+        ("application/json", ref(chat.schema.ChatCompletionChunk), None),
+        ("application/json", ref(chat.schema.OpenAIErrorEnvelope), None),
+        (None, None, "[DONE]"),
+    ]
     assert "headers" not in chat_ok
     models_ok = document["paths"][MODELS]["get"]["responses"]["200"]
     assert models_ok["content"] == {"application/json": {"schema": ref(ModelList)}}
