@@ -69,6 +69,7 @@ from chat.schema import (
     UserMessage,
 )
 from chat.screening import DEFAULT_NO_OP_PARAMETERS
+from chat.waiter import QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS
 from models_list.schema import ModelCard, ModelList
 
 DOCS_URL: Final = "https://github.com/Haidra-Org/AI-Horde/blob/main/README.md"
@@ -249,8 +250,6 @@ class DocumentedError:
     """When the front returns it (public text, Markdown)."""
 
 
-UNKNOWN_MODEL: Final = "UnknownModel"
-"""The Horde's rc for an entry of ``models`` that is not a known text model, passed through (native contract)."""
 INVALID_API_KEY: Final = "InvalidAPIKey"
 """The Horde's rc for a key it does not know, passed through."""
 KUDOS_UPFRONT: Final = "KudosUpfront"
@@ -296,7 +295,10 @@ CHAT_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappi
             "`tool_choice` or `parallel_tool_calls` without `tools`, or, under `horde.openai_guards`, a "
             "`json_object` request whose messages do not contain the word json.",
         ),
-        DocumentedError(UNKNOWN_MODEL, "An entry of `models` is not a known text model; `param` is its path."),
+        DocumentedError(
+            errors.UNKNOWN_MODEL,
+            "`model`, or an entry of `models`, is not a known text model; `param` is `model` or the entry's path.",
+        ),
         DocumentedError(
             errors.NO_WORKER_SUPPORTS_LIMIT,
             "The request is over every online worker's completion limit or context length for its models; `param` "
@@ -375,8 +377,9 @@ RETRY_HEADERS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType({
     "Retry-After": {
         "description": (
             f"Whole seconds to wait before retrying: {errors.NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS} with "
-            "`no_eligible_worker`, the estimated wait (capped) with `queue_unavailable`, and the Horde's own value "
-            "when it sent one."
+            "`no_eligible_worker`, the estimated wait (at most "
+            f"{QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS}) with `queue_unavailable`, and the Horde's own value when "
+            "it sent one."
         ),
         "schema": {"type": "integer", "minimum": 0},
     },

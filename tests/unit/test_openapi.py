@@ -693,5 +693,5 @@ def test_openapi_module_constants_come_from_chat_errors() -> None:
     for constant in ("BAD_REQUEST", "UNSUPPORTED_CHAT_PARAMETER", "CHAT_REQUEST_CONFLICT", "NO_ELIGIBLE_WORKER",
                      "NO_WORKER_SUPPORTS_FEATURES", "NO_WORKER_SUPPORTS_LIMIT", "QUEUE_UNAVAILABLE",
                      "RATE_LIMIT_EXCEEDED", "CHAT_REQUEST_TIMEOUT", "CHAT_REQUEST_FAULTED",
-                     "CHAT_REQUEST_NO_GENERATION", "HORDE_UNAVAILABLE", "MAX_KUDOS_EXCEEDED"):
+                     "CHAT_REQUEST_NO_GENERATION", "HORDE_UNAVAILABLE", "MAX_KUDOS_EXCEEDED", "UNKNOWN_MODEL"):
         assert getattr(errors, constant) in table_codes
