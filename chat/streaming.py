@@ -35,6 +35,13 @@ def sse_event(value: Any) -> bytes:
     return b"data: " + dumps(value) + b"\n\n"
 
 
+def error_events(error: OpenAIError) -> list[bytes]:
+    """The end of a stream whose wait failed after the 200 headers: ``data: {"error": ...}`` then ``data: [DONE]``
+    (reference: Stream errors). The error's ``metadata.retry_after`` holds the interval its ``Retry-After`` header
+    would have had (``no_eligible_worker`` after the grace: 30); its HTTP status is never sent."""
+    return [error.sse_event(), DONE_EVENT]
+
+
 async def with_keepalives(task: asyncio.Future[Any], interval: float) -> AsyncIterator[bytes]:
     """Yield a keepalive comment every ``interval`` seconds until ``task`` is done (its result is not read here)."""
     while True:
@@ -63,8 +70,8 @@ async def buffered_stream(
         try:
             status = wait_task.result()
         except OpenAIError as error:
-            yield error.sse_event()
-            yield DONE_EVENT
+            for event in error_events(error):
+                yield event
             return
         for chunk in buffered_chunks(request, status, waiter.request_id, created):
             yield sse_event(chunk)

@@ -6,19 +6,22 @@ abandons after submit (client disconnect, timeout, refusal) is cancelled at the 
 
 from __future__ import annotations
 
+import asyncio
 import time
+from typing import Any
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from chat import errors
 from chat.errors import CORS_HEADERS, OpenAIError, json_response
-from chat.horde_client import HordeRefusal, HordeUnreachable
+from chat.horde_client import HordeRefusal, HordeUnreachable, SubmitResult
 from chat.mapping import build_completion, build_native_payload, relays_deltas
+from chat.relayed_stream import relayed_stream
 from chat.runtime import get_runtime
 from chat.screening import read_chat_request
 from chat.streaming import SSE_HEADERS, buffered_stream
-from chat.waiter import ChatWaiter
+from chat.waiter import ChatWaiter, submit_refusal_error
 
 
 def bearer_key(request: HttpRequest) -> str | None:
@@ -40,9 +43,34 @@ def method_not_allowed(allowed: str) -> HttpResponse:
     ).to_response()
 
 
+async def submit_shielded(runtime: Any, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
+    """Submit, so that a client disconnecting meanwhile still gets the request cancelled once the Horde answers.
+
+    The submit runs as its own task; when the view is cancelled while it runs, the request it creates is handed to
+    the cancel queue (reference: Cancel outcomes). Raises what ``runtime.horde.submit`` raises.
+    """
+    task = asyncio.ensure_future(runtime.horde.submit(payload, apikey))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        submitted_at = time.time()
+
+        def cancel_created(done: asyncio.Future[SubmitResult]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                runtime.cancels.cancel_soon(done.result().id, apikey, submitted_at)
+
+        task.add_done_callback(cancel_created)
+        raise
+
+
 @csrf_exempt
 async def chat_completions(request: HttpRequest) -> HttpResponse:
-    """Serve one chat completion, streamed or not (OpenAI's ``POST /v1/chat/completions``)."""
+    """Serve one chat completion, streamed or not (OpenAI's ``POST /v1/chat/completions``).
+
+    Every refusal before the stream's headers is OpenAI's JSON error with its status, ``Retry-After`` and
+    ``x-should-retry`` (reference: No eligible worker, Stream errors); a request abandoned after submit (refusal,
+    timeout, client disconnect) is cancelled at the Horde.
+    """
     if request.method != "POST":
         return method_not_allowed("POST")
     try:
@@ -56,16 +84,16 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     payload = build_native_payload(chat_request, stream_progress=stream_progress)
     created = int(time.time())
     try:
-        submitted = await runtime.horde.submit(payload, apikey)
+        submitted = await submit_shielded(runtime, payload, apikey)
     except HordeRefusal as refusal:
-        return errors.error_from_refusal(refusal).to_response()
+        return (await submit_refusal_error(runtime.horde, refusal, chat_request)).to_response()
     except HordeUnreachable as exc:
         return errors.horde_unavailable(str(exc)).to_response()
     submitted_at = time.time()
 
     settings = runtime.settings
     timeout = settings.stream_timeout_seconds if chat_request.is_stream else settings.nonstream_timeout_seconds
-    waiter = ChatWaiter(runtime, submitted.id, apikey, timeout_seconds=timeout)
+    waiter = ChatWaiter(runtime, submitted.id, apikey, timeout_seconds=timeout, request=chat_request)
 
     def finish() -> None:
         waiter.close()
@@ -76,10 +104,11 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     try:
         first_status = await waiter.first_read()
         if chat_request.is_stream:
-            response = StreamingHttpResponse(
-                buffered_stream(chat_request, waiter, first_status, created, on_end=finish),
-                content_type="text/event-stream",
-            )
+            if stream_progress:
+                events = relayed_stream(chat_request, waiter, first_status, created, finish, runtime)
+            else:
+                events = buffered_stream(chat_request, waiter, first_status, created, on_end=finish)
+            response = StreamingHttpResponse(events, content_type="text/event-stream")
             for name, value in {**SSE_HEADERS, **CORS_HEADERS}.items():
                 response[name] = value
             handed_to_stream = True
