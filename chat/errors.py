@@ -47,6 +47,8 @@ MAX_KUDOS_EXCEEDED: Final = "max_kudos_exceeded"
 CHAT_KUDOS_CAP_EXCEEDED: Final = "ChatKudosCapExceeded"
 """The native rc of a submit refused because its kudos estimate exceeds ``max_kudos`` (reference: Kudos cap)."""
 MODEL_NOT_FOUND: Final = "model_not_found"
+NO_ELIGIBLE_WORKER_RC: Final = "NoEligibleWorker"
+"""The native rc of a submit no online worker can serve (503, or 403 with an optional ``impossible_reason``)."""
 
 NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS: Final = 30
 """``Retry-After`` of every ``no_eligible_worker`` (reference: Model availability)."""
@@ -240,7 +242,8 @@ def error_from_refusal(
     """Map a native refusal (chat.horde_client.HordeRefusal) at submit or status to the OpenAI envelope.
 
     The Horde's ``rc`` passes through as the code, with its message; a 429 without an rc is
-    ``rate_limit_exceeded``; ``NoEligibleWorker`` is 503 ``no_eligible_worker``; other 5xx are ``HordeUnavailable``;
+    ``rate_limit_exceeded``; ``NoEligibleWorker`` is 503 ``no_eligible_worker``, or with a declaration gap as
+    ``impossible_reason`` 404/400 (``chat.waiter.service_gap_error``); other 5xx are ``HordeUnavailable``;
     ``ChatKudosCapExceeded`` is :func:`kudos_cap_error`. A payload validation failure (400 without an rc) is
     ``BadRequest`` at the first failing field (:func:`native_param`); ``UnknownModel`` keeps its status, rc and
     message, with the entry path its message begins with as param (:data:`NATIVE_REQUEST_PATH_PATTERN`), or
@@ -256,7 +259,22 @@ def error_from_refusal(
     retry_after = _retry_after_header(refusal.headers)
     if rc == CHAT_KUDOS_CAP_EXCEEDED:
         return kudos_cap_error(message, rc)
-    if rc == "NoEligibleWorker":
+    if rc == NO_ELIGIBLE_WORKER_RC:
+        reason = body.get("impossible_reason")
+        if isinstance(reason, dict) and reason.get("kind") == "declaration_gap":
+            # A 403 NoEligibleWorker with a declaration gap (reference: Native admission refusals). The Horde created
+            # no request: no request_id, no "was cancelled". chat.waiter.submit_refusal_error adds the model list's
+            # limits to a size limit gap; here a size limit is named in place of its value.
+            from chat.waiter import service_gap_error  # chat.waiter imports this module
+
+            models = list(getattr(request, "requested_models", None) or [])
+            return service_gap_error(
+                reason,
+                requested_models=models,
+                listed_models=request is not None and getattr(request, "models", None) is not None,
+                model_entries=None,
+                request_id=None,
+            )
         return no_eligible_worker(message)
     if status == 429:
         return OpenAIError(
