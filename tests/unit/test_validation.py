@@ -474,6 +474,20 @@ ROWS = [
         id="tool-count-limit",
     ),
     pytest.param(
+        body(
+            tools=[TOOL],
+            messages=[
+                USER,
+                {**ASSISTANT_CALLS, "tool_calls": [{**CALL, "function": {"name": "get_weather", "arguments": "x" * MAX_CHAT_TEXT_BYTES}}]},
+                ANSWER,
+            ],
+        ),
+        (400, INVALID, UNSUPPORTED, "messages",
+         f"The message text of a chat request, tool call names and arguments included, may be at most "
+         f"{MAX_CHAT_TEXT_BYTES} bytes."),
+        id="message-text-limit-counts-tool-calls",
+    ),
+    pytest.param(
         body(messages=[{"role": "user", "content": "x" * (MAX_CHAT_TEXT_BYTES + 1)}]),
         (400, INVALID, UNSUPPORTED, "messages",
          f"The message text of a chat request, tool call names and arguments included, may be at most "
@@ -487,8 +501,8 @@ ROWS = [
 def test_validation_rows(request_body: dict[str, Any], expected: tuple[Any, ...]) -> None:
     """ref: value-and-contract-validation.1, value-and-contract-validation.2, value-and-contract-validation.3,
     value-and-contract-validation.4, value-and-contract-validation.5, value-and-contract-validation.8,
-    value-and-contract-validation.9, model-selection.1, model-selection.2, model-selection.4, message-roles.3,
-    parameter-screening.11"""
+    value-and-contract-validation.9, value-and-contract-validation.11, model-selection.1, model-selection.2,
+    model-selection.4, message-roles.3, parameter-screening.11"""
     with pytest.raises(OpenAIError) as caught:
         read_chat_request(json.dumps(request_body).encode())
     error = caught.value
@@ -629,3 +643,27 @@ def test_client_keys_spelled_like_union_tags_stay_in_the_param(request_body: dic
     with pytest.raises(OpenAIError) as caught:
         read_chat_request(json.dumps(request_body).encode())
     assert caught.value.param == param
+
+
+def test_native_unsupported_parameter_passes_through_and_logs() -> None:
+    """A native ``UnsupportedChatParameter`` keeps its message and param and logs the refused parameter line.
+    ref: refused-parameter-log-line.1, refused-parameter-log-line.2, value-and-contract-validation.10"""
+    from loguru import logger
+
+    lines: list[Any] = []
+    handler = logger.add(lines.append, level="INFO", format="{message}")
+    try:
+        message = "A message may carry at most 128 tool calls."
+        refusal = HordeRefusal(
+            status=400, message=message, rc=UNSUPPORTED,
+            body={"message": message, "rc": UNSUPPORTED, "param": "messages[1].tool_calls"},
+        )
+        error = error_from_refusal(refusal, request=ChatCompletionRequest.model_validate(BASE))
+    finally:
+        logger.remove(handler)
+    assert (error.status, error.type, error.code, error.param, error.message) == (
+        400, INVALID, UNSUPPORTED, "messages[1].tool_calls", message
+    )
+    assert [str(line).rstrip() for line in lines] == [
+        "Refused unsupported chat parameter: path='messages[1].tool_calls' label=messages"
+    ]
