@@ -27,7 +27,16 @@ from horde_sdk.generation_parameters.text.chat_limits import (
     chat_schema_exceeds_nesting,
 )
 from horde_sdk.generation_parameters.text.chat_policy import ChatConformance, ChatReasoningEffort
-from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StringConstraints,
+    Tag,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from chat.limits import MAX_CHAT_MODEL_COUNT
@@ -486,7 +495,9 @@ class ChatCompletionRequest(_Strict):
     )
     """Sampling temperature, 0 to 2."""
 
-    top_p: float | None = Field(default=None, ge=OPENAI_SAMPLING_RANGES["top_p"][0], le=OPENAI_SAMPLING_RANGES["top_p"][1])
+    top_p: float | None = Field(
+        default=None, ge=OPENAI_SAMPLING_RANGES["top_p"][0], le=OPENAI_SAMPLING_RANGES["top_p"][1]
+    )
     """Nucleus sampling, 0 to 1."""
 
     frequency_penalty: float | None = Field(

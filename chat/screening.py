@@ -94,7 +94,9 @@ DEFAULT_NO_OP_PARAMETERS: Final[Mapping[str, NoOpParameter]] = {
     "service_tier": NoOpParameter("auto", 'OpenAI\'s processing tier. The Horde has one queue; only "auto".'),
     "store": NoOpParameter(False, "Store the completion at OpenAI. The front stores none; only false."),
     "top_logprobs": NoOpParameter(0, "Most likely tokens per position with log probabilities. Not returned; only 0."),
-    "verbosity": NoOpParameter("medium", 'Reply verbosity of OpenAI\'s GPT-5 models. Workers have no such control; only "medium".'),
+    "verbosity": NoOpParameter(
+        "medium", 'Reply verbosity of OpenAI\'s GPT-5 models. Workers have no such control; only "medium".'
+    ),
     "web_search_options": NoOpParameter(None, "OpenAI's web search tool. Workers do not search the web; only null."),
 }
 """OpenAI chat completions parameters (API reference, "Create chat completion") that the front accepts only at their
@@ -178,7 +180,10 @@ REQUEST_KEYS: Final[frozenset[str]] = frozenset(
 """The top-level keys of :class:`chat.schema.ChatCompletionRequest`."""
 
 LABELLED_PARAMETERS: Final[frozenset[str]] = (
-    REQUEST_KEYS | frozenset(DEFAULT_NO_OP_PARAMETERS) | UNDEFINED_OPENAI_PARAMETERS | COMMON_NON_OPENAI_SAMPLER_PARAMETERS
+    REQUEST_KEYS
+    | frozenset(DEFAULT_NO_OP_PARAMETERS)
+    | UNDEFINED_OPENAI_PARAMETERS
+    | COMMON_NON_OPENAI_SAMPLER_PARAMETERS
 )
 """The top-level keys that name themselves in the refusal counter's ``horde.parameter``; any other is ``other``."""
 
@@ -586,14 +591,28 @@ def _quoted_values(expected: str) -> str:
     return openai_value_list(re.findall(r"'((?:[^'\\]|\\.)*)'", expected))
 
 
+_RANGE_BOUND_KEYS: Final[Mapping[str, str]] = {
+    "greater_than_equal": "ge",
+    "greater_than": "gt",
+    "less_than_equal": "le",
+    "less_than": "lt",
+}
+_RANGE_RELATIONS: Final[Mapping[str, str]] = {
+    "greater_than_equal": ">=",
+    "greater_than": ">",
+    "less_than_equal": "<=",
+    "less_than": "<",
+}
+
+
 def _type_message(path: str, expected: str, value: object) -> str:
     return f"Invalid type for '{path}': expected {expected}, but got {json_type_name(value)} instead."
 
 
 def _range_message(path: str, kind: str, value: object, ctx: Mapping[str, Any]) -> str:
     below = kind in ("greater_than_equal", "greater_than")
-    bound = ctx.get({"greater_than_equal": "ge", "greater_than": "gt", "less_than_equal": "le", "less_than": "lt"}[kind])
-    relation = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}[kind]
+    bound = ctx.get(_RANGE_BOUND_KEYS[kind])
+    relation = _RANGE_RELATIONS[kind]
     number = "decimal" if path in DECIMAL_PARAMETERS else "integer"
     problem = f"{number} {'below minimum' if below else 'above maximum'} value"
     expected = f"Expected a value {relation} {_number(bound)}"
@@ -605,7 +624,9 @@ def _range_message(path: str, kind: str, value: object, ctx: Mapping[str, Any]) 
         elif below:
             expected = f"Expected a value >= {OPENAI_MIN_MAX_TOKENS}"
     elif path == "n" and not below:
-        expected = f"Expected a value <= {SUPPORTED_CHAT_CHOICE_COUNT}, since the AI Horde serves one choice per request"
+        expected = (
+            f"Expected a value <= {SUPPORTED_CHAT_CHOICE_COUNT}, since the AI Horde serves one choice per request"
+        )
     return f"Invalid '{path}': {problem}. {expected}, but got {_number(value)} instead."
 
 
@@ -613,7 +634,8 @@ def _length_message(path: str, kind: str, value: object, ctx: Mapping[str, Any])
     if kind in ("string_too_short", "string_too_long"):
         short = kind == "string_too_short"
         limit = ctx.get("min_length" if short else "max_length")
-        got = "an empty string" if value == "" else f"a string with length {len(value) if isinstance(value, str) else '?'}"
+        length = len(value) if isinstance(value, str) else ctx.get("actual_length")
+        got = "an empty string" if value == "" else f"a string with length {length}"
         return (
             f"Invalid '{path}': string too {'short' if short else 'long'}. Expected a string with "
             f"{'minimum' if short else 'maximum'} length {limit}, but got {got} instead."
@@ -693,7 +715,8 @@ def openai_error_from_validation(error: ErrorDetails, body: object = None) -> Op
     elif kind in _TYPE_NAMES:
         message = _type_message(path, _TYPE_NAMES[kind], value)
     elif kind in ("literal_error", "enum"):
-        message = f"Invalid value: {show_value(value)}. Supported values are: {_quoted_values(ctx.get('expected', ''))}."
+        supported = _quoted_values(ctx.get("expected", ""))
+        message = f"Invalid value: {show_value(value)}. Supported values are: {supported}."
     else:
         message = f"Invalid '{path}': {error['msg']}." if path else f"{error['msg']}."
     return OpenAIError(status=400, message=message, code=errors.BAD_REQUEST, param=param)

@@ -529,26 +529,47 @@ CALL = {"id": "call_1", "type": "function", "function": {"name": "get_weather", 
 ANSWER = {"role": "tool", "tool_call_id": "call_1", "content": "4 C"}
 
 
-@pytest.mark.parametrize(
-    "request_body",
-    [
-        pytest.param(body(messages=[USER, {"role": "assistant", "tool_calls": [CALL]}, ANSWER], tools=[WEATHER_TOOL]), id="tool-turn-content-missing"),
-        pytest.param(body(messages=[USER, {"role": "assistant", "content": None, "tool_calls": [CALL]}, ANSWER], tools=[WEATHER_TOOL]), id="tool-turn-content-null"),
-        pytest.param(body(messages=[USER, {"role": "assistant", "content": "", "tool_calls": [CALL]}, ANSWER], tools=[WEATHER_TOOL]), id="tool-turn-content-empty"),
-        pytest.param(body(messages=[USER, {"role": "assistant", "content": " ", "tool_calls": [CALL]}, ANSWER], tools=[WEATHER_TOOL]), id="tool-turn-content-blank"),
-        pytest.param(body(messages=[{"role": "system", "content": "s", "name": "rules"}, {**USER, "name": "ann"}]), id="name-on-system-and-user"),
-        pytest.param(body(messages=[USER, {"role": "assistant", "content": "Hello", "tool_calls": None}, USER]), id="tool-calls-null"),
-        pytest.param(body(messages=[{"role": "developer", "content": [{"type": "text", "text": "a"}]}, {"role": "user", "content": [{"type": "text", "text": "b"}, {"type": "text", "text": "c"}]}]), id="text-part-arrays"),
-        pytest.param(body(messages=[{"role": "user", "content": [{"type": "text", "text": "What is this?"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA", "detail": "high"}}]}]), id="image-with-detail"),
-        pytest.param(body(tools=[WEATHER_TOOL]), id="parameters-with-schema-and-additional-properties"),
-        pytest.param(body(tools=[WEATHER_TOOL], tool_choice="auto", parallel_tool_calls=False), id="strict-false-tool"),
-        pytest.param(body(stream=False), id="stream-false"),
-        pytest.param(body(stop="\n\n"), id="stop-string"),
-        pytest.param(body(max_completion_tokens=256), id="max-completion-tokens"),
-        pytest.param(body(stream=True, stream_options={"include_usage": True}), id="stream-options"),
-        pytest.param(body(user="u", safety_identifier="s", prompt_cache_key="p", metadata={"a": "b"}, store=False, logprobs=False, n=1), id="sdk-defaults-and-identifiers"),
-    ],
-)
+def tool_turn(**assistant: Any) -> dict[str, Any]:
+    """A tool round trip whose assistant turn carries ``assistant``'s keys beside its call."""
+    return body(messages=[USER, {"role": "assistant", **assistant, "tool_calls": [CALL]}, ANSWER], tools=[WEATHER_TOOL])
+
+
+TEXT_PARTS = [{"type": "text", "text": "b"}, {"type": "text", "text": "c"}]
+IMAGE_PART = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA", "detail": "high"}}
+REAL_CLIENT_BODIES = [
+    pytest.param(tool_turn(), id="tool-turn-content-missing"),
+    pytest.param(tool_turn(content=None), id="tool-turn-content-null"),
+    pytest.param(tool_turn(content=""), id="tool-turn-content-empty"),
+    pytest.param(tool_turn(content=" "), id="tool-turn-content-blank"),
+    pytest.param(
+        body(messages=[{"role": "system", "content": "s", "name": "rules"}, {**USER, "name": "ann"}]),
+        id="name-on-system-and-user",
+    ),
+    pytest.param(
+        body(messages=[USER, {"role": "assistant", "content": "Hello", "tool_calls": None}, USER]), id="tool-calls-null"
+    ),
+    pytest.param(
+        body(messages=[{"role": "developer", "content": TEXT_PARTS[:1]}, {"role": "user", "content": TEXT_PARTS}]),
+        id="text-part-arrays",
+    ),
+    pytest.param(
+        body(messages=[{"role": "user", "content": [{"type": "text", "text": "What is this?"}, IMAGE_PART]}]),
+        id="image-with-detail",
+    ),
+    pytest.param(body(tools=[WEATHER_TOOL]), id="parameters-with-schema-and-additional-properties"),
+    pytest.param(body(tools=[WEATHER_TOOL], tool_choice="auto", parallel_tool_calls=False), id="strict-false-tool"),
+    pytest.param(body(stream=False), id="stream-false"),
+    pytest.param(body(stop="\n\n"), id="stop-string"),
+    pytest.param(body(max_completion_tokens=256), id="max-completion-tokens"),
+    pytest.param(body(stream=True, stream_options={"include_usage": True}), id="stream-options"),
+    pytest.param(
+        body(user="u", safety_identifier="s", prompt_cache_key="p", metadata={"a": "b"}, store=False, logprobs=False, n=1),
+        id="sdk-defaults-and-identifiers",
+    ),
+]
+
+
+@pytest.mark.parametrize("request_body", REAL_CLIENT_BODIES)
 def test_what_real_clients_send_passes(request_body: dict[str, Any]) -> None:
     """ref: message-roles.1, message-roles.2, message-roles.3, parameter-screening.8"""
     request = read_chat_request(json.dumps(request_body).encode())
