@@ -252,3 +252,12 @@ def test_models_list_is_forwarded_unchanged(keys: LiveStack) -> None:
     )
     assert completion.model in {TOOLS_MODEL, TEXT_MODEL}
     assert keys.native_requests()[-1]["payload"]["models"] == [TOOLS_MODEL, TEXT_MODEL]
+
+
+def test_unknown_model_sent_as_model_is_reported_at_model(keys: LiveStack) -> None:
+    """The front sends ``model`` as a one-entry ``models``; the refusal names the key the client sent.
+    ref: model-selection.2, model-selection.6"""
+    with pytest.raises(openai.BadRequestError) as caught:
+        client_for(keys).chat.completions.create(model="keys/no-such-model", messages=[{"role": "user", "content": "Hi"}])
+    assert (caught.value.status_code, caught.value.code, caught.value.param) == (400, "UnknownModel", "model")
+    assert caught.value.body["message"] == "'models[0]' is not a known text model."
