@@ -12,7 +12,7 @@ PORT ?= 8000
 DEVHORDE_PORT ?= 7001
 export PORT DEVHORDE_PORT
 
-.PHONY: run test bench install clean
+.PHONY: run test bench install clean browser
 
 install: $(STAMP)
 
@@ -28,8 +28,13 @@ $(STAMP): requirements.txt bin/find-python
 run: $(STAMP)
 	@exec bin/run
 
-test: $(STAMP)
+test: $(STAMP) browser
 	@bin/with-redis $(PY) -m pytest $(PYTEST_ARGS)
+
+# The browser test drives Debian's Chromium (Playwright never downloads a browser here); install it when missing
+# and possible (root with apt-get), otherwise that test skips and says why.
+browser:
+	@bin/ensure-chromium
 
 bench: $(STAMP)
 	@bin/with-redis $(PY) -m bench

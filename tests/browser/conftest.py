@@ -44,9 +44,12 @@ def docs_front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         process.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
-    """A headless Chromium browser, or a skip naming what is missing."""
+    """A headless Chromium browser, or a skip naming what is missing.
+
+    Module-scoped: Playwright's sync API keeps an event loop running while it is open, which would break the
+    asyncio tests that run after this module."""
     playwright_api = pytest.importorskip(
         "playwright.sync_api", reason="Playwright's Python package is not installed (pip install playwright)"
     )
