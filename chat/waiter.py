@@ -534,7 +534,9 @@ class ChatWaiter:
     def _failed_read(self, detail: str) -> None:
         self._read_failures += 1
         if self._read_failures >= MAX_CONSECUTIVE_READ_FAILURES:
-            raise errors.horde_unavailable(detail)
+            error = errors.horde_unavailable(detail)
+            error.metadata = {"request_id": self.request_id}
+            raise error
         return None
 
     async def _next_signal(self, seconds: float) -> str | None:
