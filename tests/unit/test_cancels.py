@@ -203,3 +203,33 @@ async def test_a_pending_entry_keeps_its_key_and_submit_time() -> None:
     assert isinstance(entry, PendingCancel)
     assert (entry.apikey, entry.submitted_at) == ("secret", SUBMITTED - 5)
     await queue.aclose()
+
+
+async def test_a_client_leaving_during_the_submit_still_gets_the_request_cancelled() -> None:
+    """ref: cancel-outcomes.1 (chat.views.submit_shielded)"""
+    from types import SimpleNamespace
+
+    from chat.horde_client import SubmitResult
+    from chat.views import submit_shielded
+
+    answer: asyncio.Future[SubmitResult] = asyncio.get_running_loop().create_future()
+    cancels: list[tuple[str, str | None]] = []
+
+    async def submit(payload: dict, apikey: str | None) -> SubmitResult:
+        return await answer
+
+    runtime = SimpleNamespace(
+        horde=SimpleNamespace(submit=submit),
+        cancels=SimpleNamespace(cancel_soon=lambda request_id, apikey, submitted_at: cancels.append((request_id,
+                                                                                                     apikey))),
+    )
+    view = asyncio.ensure_future(submit_shielded(runtime, {}, "key"))
+    await asyncio.sleep(0)
+    view.cancel()  # the client disconnected while the Horde had not answered yet
+    with pytest.raises(asyncio.CancelledError):
+        await view
+    assert cancels == []
+    answer.set_result(SubmitResult(id="created-late", kudos=1.0, warnings=[]))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert cancels == [("created-late", "key")]

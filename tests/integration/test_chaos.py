@@ -1,0 +1,146 @@
+"""Chaos: many clients, half of them leave mid-wait; nothing is left running at the Horde for nobody.
+
+Reference sections: Cancel outcomes, Stream errors; design.md Flow step 5 ("a client that disconnects ... cancels the
+native request"). Forty requests, streamed and not, go through the official ``openai`` SDK (``AsyncOpenAI``) to the
+front at once; a seeded random half is abandoned while it waits (the task is cancelled, which closes the
+connection). Afterwards the devhorde must report every request either done or cancelled: none waiting or processing,
+every abandoned one cancelled by a DELETE, every kept one answered and not cancelled. Waiting is bounded polling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+import uuid
+from typing import Any
+
+import openai
+import pytest
+
+from tests.conftest import LiveStack
+
+pytestmark = pytest.mark.integration
+
+REQUEST_COUNT = 40
+SEED = 20240611
+MODEL = "chaos/steady-2b"
+FIXED_REPLY = "Tides follow the moon."
+CHAOS_SCENARIO: dict[str, Any] = {
+    "name": "chaos",
+    "description": "Two workers, three threads each, a slow first token (tests/integration/test_chaos.py).",
+    "queue_position_delay_seconds": 0,
+    "workers": [
+        {"name": f"steady-{index}", "model": MODEL, "features": ["prompt_overflow_refused"], "threads": 3,
+         "time_to_first_token_seconds": 2.0, "tokens_per_second": 200, "post_interval_seconds": 0.05,
+         "reply_style": "fixed", "fixed_reply": FIXED_REPLY}
+        for index in (1, 2)
+    ],
+}
+SETTLE_SECONDS = 60.0
+"""The bound on waiting for the devhorde to settle (a guard, not a timing assertion)."""
+
+
+def marker_of(request: dict[str, Any]) -> str | None:
+    text = json.dumps(request["payload"]["messages"])
+    start = text.find("[chaos-")
+    return text[start + 1:text.index("]", start)] if start >= 0 else None
+
+
+async def one_request(client: openai.AsyncOpenAI, marker: str, stream: bool) -> str:
+    """Run one request to its end; return the reply text."""
+    messages = [{"role": "user", "content": f"Tell me about tides. [{marker}]"}]
+    if not stream:
+        completion = await client.chat.completions.create(model=MODEL, messages=messages, max_tokens=32)
+        return completion.choices[0].message.content or ""
+    parts = []
+    events = await client.chat.completions.create(model=MODEL, messages=messages, max_tokens=32, stream=True)
+    async for chunk in events:
+        if chunk.choices and chunk.choices[0].delta.content:
+            parts.append(chunk.choices[0].delta.content)
+    return "".join(parts)
+
+
+async def abandoned_request(client: openai.AsyncOpenAI, marker: str, stream: bool, after: float) -> bool:
+    """Start one request and cancel it ``after`` seconds in (mid-wait); return whether it was still running."""
+    task = asyncio.ensure_future(one_request(client, marker, stream))
+    done, _ = await asyncio.wait({task}, timeout=after)
+    if done:
+        return False
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    return True
+
+
+async def run_clients(base_url: str, plan: list[tuple[str, bool, float | None]]) -> list[Any]:
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="0000000000", max_retries=0, timeout=120)
+    try:
+        return await asyncio.gather(*(
+            one_request(client, marker, stream) if after is None else abandoned_request(client, marker, stream, after)
+            for marker, stream, after in plan
+        ))
+    finally:
+        await client.close()
+
+
+def test_half_the_clients_leave_mid_wait_and_every_request_ends_done_or_cancelled(stack: LiveStack) -> None:
+    """ref: cancel-outcomes.1, cancel-outcomes.2, stream-errors.2"""
+    stack.put_scenario(CHAOS_SCENARIO)
+    rng = random.Random(SEED)
+    run = uuid.uuid4().hex[:8]
+    abandoned_indexes = set(rng.sample(range(REQUEST_COUNT), REQUEST_COUNT // 2))
+    plan = [
+        (f"chaos-{run}-{index}", index % 2 == 0, rng.uniform(0.2, 1.2) if index in abandoned_indexes else None)
+        for index in range(REQUEST_COUNT)
+    ]
+    results = asyncio.run(run_clients(stack.openai_base_url, plan))
+
+    kept = {marker for marker, _, after in plan if after is None}
+    abandoned = {marker for marker, _, after in plan if after is not None}
+    for (marker, _, after), result in zip(plan, results, strict=True):
+        if after is None:
+            assert result == FIXED_REPLY, marker
+        else:
+            assert result is True, f"{marker} finished before it was abandoned"
+
+    def settled() -> dict[str, dict[str, Any]] | None:
+        mine = {marker_of(r): r for r in stack.native_requests() if (marker_of(r) or "").startswith(f"chaos-{run}-")}
+        if len(mine) == REQUEST_COUNT and all(r["state"] in ("done", "cancelled") for r in mine.values()):
+            return mine
+        return None
+
+    deadline = time.monotonic() + SETTLE_SECONDS
+    natives = settled()
+    while natives is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        natives = settled()
+    assert natives is not None, "requests left waiting or processing at the Horde"
+    assert {marker: r["state"] for marker, r in natives.items() if marker in kept} == dict.fromkeys(kept, "done")
+    assert not any(natives[marker]["cancelled"] for marker in kept)
+    assert {marker: (r["state"], r["cancelled"]) for marker, r in natives.items() if marker in abandoned} == \
+        dict.fromkeys(abandoned, ("cancelled", True))
+
+
+def test_clients_leaving_around_the_submit_leave_nothing_running(stack: LiveStack) -> None:
+    """ref: cancel-outcomes.1
+
+    A client may leave while the front is still submitting; the request the Horde creates then is cancelled too.
+    Some of these requests never reach the Horde, so only those it has are checked.
+    """
+    stack.put_scenario(CHAOS_SCENARIO)
+    rng = random.Random(SEED + 1)
+    run = uuid.uuid4().hex[:8]
+    plan = [(f"chaos-{run}-{index}", index % 2 == 0, rng.uniform(0.05, 0.4)) for index in range(20)]
+    asyncio.run(run_clients(stack.openai_base_url, plan))
+
+    def settled() -> list[dict[str, Any]] | None:
+        time.sleep(1.0)  # lets submits the clients left behind reach the Horde before the check
+        mine = [r for r in stack.native_requests() if (marker_of(r) or "").startswith(f"chaos-{run}-")]
+        return mine if all(r["state"] == "cancelled" and r["cancelled"] for r in mine) else None
+
+    deadline = time.monotonic() + SETTLE_SECONDS
+    natives = settled()
+    while natives is None and time.monotonic() < deadline:
+        natives = settled()
+    assert natives is not None, "a request the Horde created was left running"
