@@ -131,8 +131,8 @@ the table's description."""
 
 MODEL_SELECTION_SCHEMA: Final[Mapping[str, Any]] = MappingProxyType({
     "oneOf": [
-        {"required": ["model"], "properties": {"model": {"type": "string"}}},
-        {"required": ["models"], "properties": {"models": {"type": "array"}}},
+        {"title": "With model", "required": ["model"], "properties": {"model": {"type": "string"}}},
+        {"title": "With models", "required": ["models"], "properties": {"models": {"type": "array"}}},
     ],
 })
 """Exactly one of ``model`` (a string) and ``models`` (an array), added to the request schema (reference: Model
