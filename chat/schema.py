@@ -224,7 +224,7 @@ class SystemMessage(_Strict):
     """A system message: instructions for the model."""
 
     role: Literal["system"]
-    """``system``."""
+    """Always ``system``."""
 
     content: TextContent
     """The instructions, as a string or text parts."""
@@ -237,7 +237,7 @@ class DeveloperMessage(_Strict):
     """A developer message: OpenAI's newer name for system instructions."""
 
     role: Literal["developer"]
-    """``developer``."""
+    """Always ``developer``."""
 
     content: TextContent
     """The instructions, as a string or text parts."""
@@ -250,7 +250,7 @@ class UserMessage(_Strict):
     """A user message."""
 
     role: Literal["user"]
-    """``user``."""
+    """Always ``user``."""
 
     content: UserContent
     """The message, as a string or text and image parts. Image parts need a model with vision."""
@@ -266,7 +266,7 @@ class AssistantMessage(_Strict):
     ``function_call``, ``parsed``) are dropped, not refused."""
 
     role: Literal["assistant"]
-    """``assistant``."""
+    """Always ``assistant``."""
 
     content: TextContent | None = None
     """The reply text; may be missing, null, empty or blank on a turn that only calls tools."""
@@ -282,7 +282,7 @@ class ToolMessage(_Strict):
     """A tool's result, answering one call of the preceding assistant message. A ``name`` key is dropped."""
 
     role: Literal["tool"]
-    """``tool``."""
+    """Always ``tool``."""
 
     content: TextContent
     """The tool's result."""
@@ -313,7 +313,7 @@ class FunctionDefinition(_Strict):
 
     parameters: JsonSchemaObject | None = None
     """The arguments as a JSON Schema object, forwarded unchanged (``$schema``, ``additionalProperties`` and every
-    other keyword included). It may nest at most 10 levels below its root (horde-sdk's ``MAX_CHAT_SCHEMA_NESTING``)."""
+    other keyword included). It may nest at most 10 levels below its root."""
 
     strict: bool | None = None
     """OpenAI's strict function calling flag; accepted and forwarded."""
