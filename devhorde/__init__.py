@@ -4,3 +4,10 @@ Run it with ``python -m devhorde --host 127.0.0.1 --port 7001`` (API root ``http
 ``uvicorn devhorde.asgi:application``; build it in-process with :func:`devhorde.app.create_app`. ``README.md`` beside
 this file documents the scenario format and the ``/_devhorde/`` control routes.
 """
+
+from loguru import logger
+
+# horde-sdk's model reference logs its configuration at DEBUG on import; those lines are not the devhorde's.
+logger.disable("horde_model_reference")
+logger.disable("horde_sdk")
+
