@@ -8,8 +8,11 @@ Reference sections: "Buffered stream events" (the chunk order), "Stream errors" 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
+
+from django.http import StreamingHttpResponse
 
 from chat.errors import OpenAIError, dumps
 from chat.horde_client import NativeStatus
@@ -33,6 +36,30 @@ SSE_HEADERS: Final[dict[str, str]] = {
 def sse_event(value: Any) -> bytes:
     """``data: <json>`` followed by the blank line that ends an event."""
     return b"data: " + dumps(value) + b"\n\n"
+
+
+class ChatEventStream(StreamingHttpResponse):
+    """A ``text/event-stream`` response that runs ``on_end`` on the event loop when Django closes it.
+
+    The events' own ``finally`` runs ``on_end`` when the stream ends, fails or the client leaves mid-stream. A client
+    that leaves after the view returned but before Django started the events never starts them, so their ``finally``
+    never runs; Django still closes the response (from a worker thread), and this runs ``on_end`` then, on ``loop``.
+    ``on_end`` must therefore be idempotent (chat.views makes it so).
+    """
+
+    def __init__(
+        self, events: AsyncIterator[bytes], *, on_end: Callable[[], None], loop: asyncio.AbstractEventLoop
+    ) -> None:
+        super().__init__(events, content_type="text/event-stream")
+        self._on_end = on_end
+        self._loop = loop
+
+    def close(self) -> None:
+        try:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the process is shutting down
+                self._loop.call_soon_threadsafe(self._on_end)
+        finally:
+            super().close()
 
 
 def error_events(error: OpenAIError) -> list[bytes]:

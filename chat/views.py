@@ -10,7 +10,7 @@ import asyncio
 import time
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from chat import errors
@@ -20,7 +20,7 @@ from chat.mapping import build_completion, build_native_payload, relays_deltas
 from chat.relayed_stream import relayed_stream
 from chat.runtime import get_runtime
 from chat.screening import read_chat_request
-from chat.streaming import SSE_HEADERS, buffered_stream
+from chat.streaming import SSE_HEADERS, ChatEventStream, buffered_stream
 from chat.waiter import ChatWaiter, submit_refusal_error
 
 
@@ -95,7 +95,14 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     timeout = settings.stream_timeout_seconds if chat_request.is_stream else settings.nonstream_timeout_seconds
     waiter = ChatWaiter(runtime, submitted.id, apikey, timeout_seconds=timeout, request=chat_request)
 
+    finished = False
+
     def finish() -> None:
+        """Once: stop listening for signals and cancel the native request unless it is terminal."""
+        nonlocal finished
+        if finished:
+            return
+        finished = True
         waiter.close()
         if not waiter.terminal:
             runtime.cancels.cancel_soon(submitted.id, apikey, submitted_at)
@@ -108,7 +115,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
                 events = relayed_stream(chat_request, waiter, first_status, created, finish, runtime)
             else:
                 events = buffered_stream(chat_request, waiter, first_status, created, on_end=finish)
-            response = StreamingHttpResponse(events, content_type="text/event-stream")
+            response = ChatEventStream(events, on_end=finish, loop=asyncio.get_running_loop())
             for name, value in {**SSE_HEADERS, **CORS_HEADERS}.items():
                 response[name] = value
             handed_to_stream = True

@@ -58,6 +58,7 @@ AVAILABILITY_SCENARIO: dict[str, Any] = {
          **STUCK},
         {"name": "vanish-1", "model": "avail/vanish-2b", "features": [STRICT], "threads": 1, **STUCK},
         {"name": "fault-1", "model": "avail/fault-2b", "features": [STRICT], "fault_reason": "generation_error", **FAST},
+        {"name": "ghost-1", "model": "avail/ghost-2b", "features": [STRICT], "done_without_generation": True, **FAST},
     ],
 }
 
@@ -596,6 +597,27 @@ def test_a_faulted_request_is_502_and_not_cancelled(avail: LiveStack) -> None:
                                   "metadata": {"request_id": natives[0]["id"], "fault_reason": "generation_error"}}
     natives = marked_requests(avail, marker)
     assert [(n["state"], n["cancel_requests"]) for n in natives] == [("faulted", 0), ("faulted", 0)]
+
+
+def test_done_without_a_generation_is_502_after_the_recheck(avail: LiveStack) -> None:
+    """ref: completion-without-a-generation.1, completion-without-a-generation.2,
+    completion-without-a-generation.3, stream-errors.2"""
+    marker = new_marker()
+    error = status_error(lambda: sdk(avail.openai_base_url).chat.completions.create(
+        model="avail/ghost-2b", messages=prompt(marker)))
+    [native] = eventually(lambda: marked_requests(avail, marker), what="the request")
+    assert error.status_code == 502
+    assert error.body == {"message": "The Horde finished the request without a generation. The request was "
+                                     "cancelled.",
+                          "type": "api_error", "param": None, "code": "ChatRequestNoGeneration",
+                          "metadata": {"request_id": native["id"]}}
+    eventually(lambda: (request_state(avail, native["id"]) or {}).get("cancel_requests", 0) >= 1,
+               what="the front's cancel")
+    stream_iter = sdk(avail.openai_base_url).chat.completions.create(
+        model="avail/ghost-2b", messages=prompt(new_marker()), stream=True)
+    with pytest.raises(openai.APIError) as caught:
+        list(stream_iter)
+    assert caught.value.code == "ChatRequestNoGeneration"
 
 
 def test_a_horde_5xx_at_submit_is_horde_unavailable(avail: LiveStack) -> None:

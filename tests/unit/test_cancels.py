@@ -233,3 +233,22 @@ async def test_a_client_leaving_during_the_submit_still_gets_the_request_cancell
     for _ in range(5):
         await asyncio.sleep(0)
     assert cancels == [("created-late", "key")]
+
+
+async def test_a_stream_never_started_still_ends_when_django_closes_it() -> None:
+    """ref: cancel-outcomes.1 (chat.streaming.ChatEventStream)"""
+    from chat.streaming import ChatEventStream
+
+    ended: list[str] = []
+    started: list[bool] = []
+
+    async def events():  # noqa: ANN202 - an async generator the client never reads
+        started.append(True)
+        yield b": keepalive\n\n"
+
+    response = ChatEventStream(events(), on_end=lambda: ended.append("end"), loop=asyncio.get_running_loop())
+    assert response["Content-Type"] == "text/event-stream"
+    await asyncio.to_thread(response.close)  # Django closes responses from a worker thread
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert ended == ["end"] and started == []
