@@ -182,7 +182,7 @@ def hold_the_thread(stack: LiveStack, model: str) -> str:
 
 def test_a_model_without_an_online_worker_is_503_at_once(avail: LiveStack) -> None:
     """ref: model-availability.1, model-availability.2, model-availability.3, model-availability.4,
-    model-availability.5, native-admission-refusals.5, error-attributes.1, error-attributes.3"""
+    model-availability.5, native-admission-refusals.5, error-attributes.1"""
     for stream in (False, True):
         error = status_error(lambda: sdk(avail.openai_base_url).chat.completions.create(
             model="avail/offline-9b", messages=prompt(new_marker()), stream=stream))
@@ -207,7 +207,7 @@ def test_the_sdk_retries_a_no_eligible_worker_at_submit(avail: LiveStack) -> Non
 
 def test_impossible_after_submit_waits_the_grace_then_503(avail: LiveStack) -> None:
     """ref: model-availability.6, model-availability.7, model-availability.8, native-admission-refusals.5,
-    error-attributes.1, error-attributes.4"""
+    error-attributes.1"""
     marker = new_marker()
     client = sdk(avail.openai_base_url)
     error = status_error(lambda: client.chat.completions.create(
