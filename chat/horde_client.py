@@ -55,7 +55,9 @@ class NativeStatus(NativeModel):
     eligible_workers: int | None = None
     eligible_worker_threads: int | None = None
     might_stall: bool | None = None
-    impossible_reason: dict[str, Any] | None = None
+    impossible_reason: Any = None
+    """Why no worker can serve the request; an object with ``kind`` in the contract. Any other value is kept as is
+    and ignored by the waiter, like an unknown kind."""
     context_adjustments: list[dict[str, Any]] | None = None
     stream_progress: bool = False
     generations: list[NativeGeneration] = []
