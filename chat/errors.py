@@ -247,7 +247,7 @@ def error_from_refusal(
     ``ChatKudosCapExceeded`` is :func:`kudos_cap_error`. A payload validation failure (400 without an rc) is
     ``BadRequest`` at the first failing field (:func:`native_param`); ``UnknownModel`` keeps its status, rc and
     message, with the entry path its message begins with as param (:data:`NATIVE_REQUEST_PATH_PATTERN`), or
-    ``model`` when the client sent ``model``. ``request`` (the ``ChatCompletionRequest``) or ``requested_model_key``
+    ``model`` when the client sent ``model`` (the message then names ``'model'`` in place of ``'models[0]'``). ``request`` (the ``ChatCompletionRequest``) or ``requested_model_key``
     (``model`` or ``models``) tells which key the client sent.
     """
     if request is not None:
@@ -290,6 +290,9 @@ def error_from_refusal(
     if rc == UNKNOWN_MODEL:
         match = NATIVE_REQUEST_PATH_PATTERN.match(message)
         param = "model" if requested_model_key == "model" else (match["path"] if match else None)
+        if match and param != match["path"]:
+            # The client sent `model`, which the front forwards as `models[0]`: name the key the client sent.
+            message = f"'{param}'" + message[match.end():]
         return OpenAIError(status=status, message=message, code=rc, param=param, retry_after=retry_after)
     if rc == UNSUPPORTED_CHAT_PARAMETER and isinstance(body.get("param"), str):
         from chat.screening import log_refused_parameter  # chat.screening imports this module

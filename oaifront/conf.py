@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import cache
 
 from horde_sdk.ai_horde_api.endpoints import AI_HORDE_BASE_URL
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PUBLIC_HORDE_URL = AI_HORDE_BASE_URL.rstrip("/")
@@ -70,6 +70,22 @@ class FrontSettings(BaseSettings):
     @classmethod
     def _strip_trailing_slash(cls, value: str) -> str:
         return value.rstrip("/")
+
+
+def environment_variable(field_name: str) -> str:
+    """The environment variable of a :class:`FrontSettings` field (``horde_url`` is ``HORDE_URL``)."""
+    if field_name.lower() == "horde_url":
+        return "HORDE_URL"
+    return f"HORDE_OAI_{field_name.upper()}"
+
+
+def describe_invalid_settings(invalid: ValidationError) -> str:
+    """One line per invalid variable, such as ``HORDE_OAI_KEEPALIVE_SECONDS='ten': Input should be a valid number``."""
+    lines = []
+    for error in invalid.errors():
+        field_name = str(error["loc"][0]) if error["loc"] else ""
+        lines.append(f"{environment_variable(field_name)}={error.get('input')!r}: {error['msg']}")
+    return "Invalid front configuration: " + "; ".join(lines)
 
 
 @cache

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 
-from oaifront.conf import FrontSettings
+from django.core.exceptions import ImproperlyConfigured
+from pydantic import ValidationError
+
+from oaifront.conf import FrontSettings, describe_invalid_settings
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "horde-oai-front-has-no-sessions-or-signing")
 DEBUG = os.environ.get("DJANGO_DEBUG", "").lower() in {"1", "true", "yes"}
@@ -65,5 +68,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
 }
 
-HORDE_OAI = FrontSettings()
+try:
+    HORDE_OAI = FrontSettings()
+except ValidationError as invalid:
+    raise ImproperlyConfigured(describe_invalid_settings(invalid)) from None
 """The front's namespaced settings (see oaifront.conf.FrontSettings for each variable)."""

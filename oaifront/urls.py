@@ -23,3 +23,6 @@ urlpatterns = [
     path("redoc", OfflineRedocView.as_view(url_name="schema"), name="redoc"),
     path("", RedirectView.as_view(pattern_name="swagger-ui", permanent=False), name="root"),
 ]
+
+handler404 = "oaifront.views.not_found"
+handler500 = "oaifront.views.server_error"

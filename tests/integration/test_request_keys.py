@@ -260,4 +260,4 @@ def test_unknown_model_sent_as_model_is_reported_at_model(keys: LiveStack) -> No
     with pytest.raises(openai.BadRequestError) as caught:
         client_for(keys).chat.completions.create(model="keys/no-such-model", messages=[{"role": "user", "content": "Hi"}])
     assert (caught.value.status_code, caught.value.code, caught.value.param) == (400, "UnknownModel", "model")
-    assert caught.value.body["message"] == "'models[0]' is not a known text model."
+    assert caught.value.body["message"] == "'model' is not a known text model."

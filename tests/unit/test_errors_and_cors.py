@@ -78,3 +78,34 @@ async def test_preflight_and_cors_on_every_response() -> None:
     assert refused.status_code == 400
     assert refused["Access-Control-Allow-Origin"] == "*"
     assert json.loads(refused.content)["error"]["code"] == "BadRequest"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("path", ["/v1/embeddings", "/v1/completions", "/v1/models/some-model", "/docs/"])
+async def test_unknown_routes_answer_in_the_openai_envelope(path: str) -> None:
+    """A route the front does not serve is a JSON 404, never Django's HTML page."""
+    response = await AsyncClient().get(path)
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert json.loads(response.content) == {
+        "error": {
+            "message": f"Unknown route: GET {path}. The front serves POST /v1/chat/completions and GET /v1/models; "
+            "/docs describes them.",
+            "type": "not_found_error",
+            "param": None,
+            "code": "unknown_url",
+        }
+    }
+
+
+def test_invalid_configuration_names_the_environment_variable() -> None:
+    from pydantic import ValidationError
+
+    from oaifront.conf import FrontSettings, describe_invalid_settings
+
+    with pytest.raises(ValidationError) as invalid:
+        FrontSettings(keepalive_seconds="ten", horde_url=3)
+    assert describe_invalid_settings(invalid.value) == (
+        "Invalid front configuration: HORDE_URL=3: Input should be a valid string; "
+        "HORDE_OAI_KEEPALIVE_SECONDS='ten': Input should be a valid number, unable to parse string as a number"
+    )

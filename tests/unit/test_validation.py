@@ -611,21 +611,27 @@ def test_native_validation_failure_names_the_first_field(native: str, model_key:
 
 
 @pytest.mark.parametrize(
-    ("request_body", "message", "param"),
+    ("request_body", "message", "param", "client_message"),
     [
-        ({"models": ["a", "nope"], "messages": [USER]}, "'models[1]' is not a known text model.", "models[1]"),
-        ({"models": ["nope"], "messages": [USER]}, "'models[0]' is not a known text model.", "models[0]"),
-        ({"model": "nope", "messages": [USER]}, "'models[0]' is not a known text model.", "model"),
+        ({"models": ["a", "nope"], "messages": [USER]}, "'models[1]' is not a known text model.", "models[1]",
+         "'models[1]' is not a known text model."),
+        ({"models": ["nope"], "messages": [USER]}, "'models[0]' is not a known text model.", "models[0]",
+         "'models[0]' is not a known text model."),
+        ({"model": "nope", "messages": [USER]}, "'models[0]' is not a known text model.", "model",
+         "'model' is not a known text model."),
     ],
 )
 def test_unknown_model_param_comes_from_the_native_message(
-    request_body: dict[str, Any], message: str, param: str
+    request_body: dict[str, Any], message: str, param: str, client_message: str
 ) -> None:
-    """ref: model-selection.4, model-selection.5, model-selection.6"""
+    """The param is the native message's entry path, or ``model`` (named in the message too) when the client sent
+    ``model``. ref: model-selection.4, model-selection.5, model-selection.6"""
     refusal = HordeRefusal(status=400, message=message, rc="UnknownModel", body={"message": message, "rc": "UnknownModel"})
     request = ChatCompletionRequest.model_validate(request_body)
     error = error_from_refusal(refusal, request=request)
-    assert (error.status, error.type, error.code, error.param, error.message) == (400, INVALID, "UnknownModel", param, message)
+    assert (error.status, error.type, error.code, error.param, error.message) == (
+        400, INVALID, "UnknownModel", param, client_message
+    )
     assert error_from_refusal(refusal, requested_model_key="models").param == message[1:message.index("'", 1)]
 
 
