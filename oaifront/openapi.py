@@ -261,13 +261,12 @@ TOO_MANY_PROMPTS: Final = "TooManyPrompts"
 MAINTENANCE_MODE: Final = "MaintenanceMode"
 """The Horde's rc while it accepts no new work, passed through."""
 REQUEST_BODY_TIMEOUT: Final = "RequestBodyTimeout"
-"""The front's code for a body not received in time (reference: Refusal attributes)."""
+"""The front's code for a body not received in time (reference: Refusal attributes). No handler returns it yet (the
+front has no body read timeout), so the document leaves it out."""
 FRONT_AT_CAPACITY: Final = "FrontAtCapacity"
-"""The front's code for its in-flight cap per client address or in total (reference: Outcome class)."""
+"""The front's code for its in-flight cap per client address or in total (reference: Outcome class). No handler
+returns it yet (the front has no in-flight cap), so the document leaves it out."""
 
-_CAPACITY = DocumentedError(
-    FRONT_AT_CAPACITY, "The front already serves as many requests as it allows from this address, or in total."
-)
 _MAINTENANCE = DocumentedError(MAINTENANCE_MODE, "The Horde accepts no new work for now.")
 _RATE_LIMITS = (
     DocumentedError(errors.RATE_LIMIT_EXCEEDED, "The Horde rate-limited the request without a code of its own."),
@@ -328,9 +327,7 @@ CHAT_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappi
         DocumentedError(
             errors.CHAT_REQUEST_TIMEOUT, "No reply came within the front's timeout; the request was cancelled."
         ),
-        DocumentedError(REQUEST_BODY_TIMEOUT, "The body was not received in time."),
     ),
-    413: (),
     429: _RATE_LIMITS,
     502: (
         DocumentedError(errors.CHAT_REQUEST_FAULTED, "The worker failed the request."),
@@ -350,7 +347,6 @@ CHAT_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappi
             "With `horde.availability_mode: fail_fast`, no eligible worker thread exists or the estimated wait "
             "exceeds the front's timeout; `param` is `horde.availability_mode`.",
         ),
-        _CAPACITY,
         _MAINTENANCE,
     ),
 })
@@ -361,14 +357,9 @@ an error after the stream's headers is an SSE ``error`` event instead."""
 MODEL_LIST_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = MappingProxyType({
     429: _RATE_LIMITS,
     502: (_HORDE_UNAVAILABLE,),
-    503: (_CAPACITY, _MAINTENANCE),
+    503: (_MAINTENANCE,),
 })
 """The error statuses of ``GET /v1/models`` with the codes each carries."""
-
-STATUS_DESCRIPTIONS: Final[Mapping[int, str]] = MappingProxyType({
-    413: "The body is larger than the front accepts; it was not read.",
-})
-"""A sentence for a status whose refusal has no code of its own."""
 
 RETRY_HEADER_STATUSES: Final = frozenset({408, 429, 502, 503})
 """Statuses the official OpenAI SDKs retry by default, where ``Retry-After`` and ``x-should-retry`` tune the retry."""
@@ -400,12 +391,9 @@ ERROR_CONTENT: Final[Mapping[str, Any]] = MappingProxyType({
 
 def error_response(status: int, documented: tuple[DocumentedError, ...]) -> dict[str, Any]:
     """The response object of one error status: its codes in the description, the envelope, the retry headers."""
-    lines = [f"{reason_phrase(status)}. " + STATUS_DESCRIPTIONS.get(status, "OpenAI's error envelope; `code` is:")]
-    if documented:
-        lines.append("")
+    lines = [f"{reason_phrase(status)}. OpenAI's error envelope; `code` is:", ""]
     lines += [f"- `{error.code}`: {error.when}" for error in documented]
-    if status != 413:
-        lines.append("- or the Horde's own `rc`, passed through with its message.")
+    lines.append("- or the Horde's own `rc`, passed through with its message.")
     response: dict[str, Any] = {"description": "\n".join(lines), "content": copy.deepcopy(dict(ERROR_CONTENT))}
     if status in RETRY_HEADER_STATUSES:
         response["headers"] = copy.deepcopy(dict(RETRY_HEADERS))

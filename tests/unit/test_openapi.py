@@ -439,16 +439,15 @@ CHAT_ERROR_CODES = {
     "401": ["InvalidAPIKey"],
     "403": ["KudosUpfront"],
     "404": ["no_worker_supports_features", "RequestNotFound"],
-    "408": ["ChatRequestTimeout", "RequestBodyTimeout"],
-    "413": [],
+    "408": ["ChatRequestTimeout"],
     "429": ["rate_limit_exceeded", "TooManyPrompts"],
     "502": ["ChatRequestFaulted", "ChatRequestNoGeneration", "HordeUnavailable"],
-    "503": ["no_eligible_worker", "queue_unavailable", "FrontAtCapacity", "MaintenanceMode"],
+    "503": ["no_eligible_worker", "queue_unavailable", "MaintenanceMode"],
 }
 MODEL_LIST_ERROR_CODES = {
     "429": ["rate_limit_exceeded", "TooManyPrompts"],
     "502": ["HordeUnavailable"],
-    "503": ["FrontAtCapacity", "MaintenanceMode"],
+    "503": ["MaintenanceMode"],
 }
 
 
@@ -466,8 +465,20 @@ def test_error_responses_by_status_with_their_codes(
         assert response["content"] == {"application/json": {"schema": ref(chat.schema.OpenAIErrorEnvelope)}}
         listed = re.findall(r"^- `([^`]+)`: ", response["description"], flags=re.MULTILINE)
         assert listed == codes, status
-        if codes:
-            assert response["description"].endswith("- or the Horde's own `rc`, passed through with its message.")
+        assert response["description"].endswith("- or the Horde's own `rc`, passed through with its message.")
+
+
+def test_no_response_the_handlers_do_not_produce(document: dict[str, Any]) -> None:
+    """The front has no body size limit, no body read timeout and no in-flight cap, so neither route documents 413,
+    ``RequestBodyTimeout`` or ``FrontAtCapacity``.
+
+    ref: schema-generation.3"""
+    for operations in document["paths"].values():
+        for operation in operations.values():
+            assert "413" not in operation["responses"]
+    paths = json.dumps(document["paths"])
+    assert "RequestBodyTimeout" not in paths
+    assert "FrontAtCapacity" not in paths
 
 
 def test_no_422_response_anywhere(document: dict[str, Any]) -> None:
