@@ -37,9 +37,5 @@ STREAM_MAXLEN: Final[int] = 10000
 SIGNALS_CHANNEL: Final[str] = "horde:chat:signals"
 """The Redis pub/sub channel of the ``{"id", "event"}`` state signals (contract: Signals)."""
 
-QUEUE_POSITION_REFRESH_SECONDS: Final[float] = 2.0
-"""How often the real Horde refreshes cached queue positions (reference: Queue position refresh). The simulator
-computes positions live; a scenario's ``queue_position_delay_seconds`` reproduces the first-read zeros."""
-
 ANONYMOUS_API_KEY: Final[str] = "0000000000"
 """The Horde's anonymous API key; always valid, never holds kudos upfront."""
