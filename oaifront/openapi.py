@@ -68,7 +68,7 @@ from chat.schema import (
     ToolMessage,
     UserMessage,
 )
-from chat.screening import DEFAULT_NO_OP_PARAMETERS
+from chat.screening import DEFAULT_NO_OP_PARAMETERS, REQUEST_KEYS
 from chat.waiter import QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS
 from models_list.schema import ModelCard, ModelList
 
@@ -122,10 +122,10 @@ def _no_op_parameter_schema(default: object, description: str) -> dict[str, Any]
 NO_OP_PARAMETER_SCHEMAS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType({
     key: _no_op_parameter_schema(parameter.default, parameter.description)
     for key, parameter in DEFAULT_NO_OP_PARAMETERS.items()
-    if key not in {field.alias or name for name, field in ChatCompletionRequest.model_fields.items()}
+    if key not in REQUEST_KEYS
 })
 """The request-schema property of each ``DEFAULT_NO_OP_PARAMETERS`` key that is not a ``ChatCompletionRequest``
-field (reference: Schema generation): its default or null, the only values screening accepts (and then drops), with
+key (``chat.screening.REQUEST_KEYS``; reference: Schema generation): its default or null, the only values screening accepts (and then drops), with
 the table's description."""
 
 
