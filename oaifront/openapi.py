@@ -125,8 +125,8 @@ NO_OP_PARAMETER_SCHEMAS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyTy
     if key not in REQUEST_KEYS
 })
 """The request-schema property of each ``DEFAULT_NO_OP_PARAMETERS`` key that is not a ``ChatCompletionRequest``
-key (``chat.screening.REQUEST_KEYS``; reference: Schema generation): its default or null, the only values screening accepts (and then drops), with
-the table's description."""
+key (``chat.screening.REQUEST_KEYS``; reference: Schema generation): its default or null, the only values screening
+accepts (and then drops), with the table's description."""
 
 
 MODEL_SELECTION_SCHEMA: Final[Mapping[str, Any]] = MappingProxyType({
