@@ -46,7 +46,7 @@ HORDE_UNAVAILABLE: Final = "HordeUnavailable"
 MAX_KUDOS_EXCEEDED: Final = "max_kudos_exceeded"
 CHAT_KUDOS_CAP_EXCEEDED: Final = "ChatKudosCapExceeded"
 """The native rc of a submit refused because its kudos estimate exceeds ``max_kudos`` (reference: Kudos cap)."""
-MODEL_NOT_FOUND: Final = "model_not_found"
+INVALID_API_KEY: Final = "InvalidAPIKey"
 NO_ELIGIBLE_WORKER_RC: Final = "NoEligibleWorker"
 """The native rc of a submit no online worker can serve (503, or 403 with an optional ``impossible_reason``)."""
 
@@ -242,12 +242,13 @@ def error_from_refusal(
     """Map a native refusal (chat.horde_client.HordeRefusal) at submit or status to the OpenAI envelope.
 
     The Horde's ``rc`` passes through as the code, with its message; a 429 without an rc is
-    ``rate_limit_exceeded``; ``NoEligibleWorker`` is 503 ``no_eligible_worker``, or with a declaration gap as
-    ``impossible_reason`` 404/400 (``chat.waiter.service_gap_error``); other 5xx are ``HordeUnavailable``;
-    ``ChatKudosCapExceeded`` is :func:`kudos_cap_error`. A payload validation failure (400 without an rc) is
-    ``BadRequest`` at the first failing field (:func:`native_param`); ``UnknownModel`` keeps its status, rc and
-    message, with the entry path its message begins with as param (:data:`NATIVE_REQUEST_PATH_PATTERN`), or
-    ``model`` when the client sent ``model`` (the message then names ``'model'`` in place of ``'models[0]'``). ``request`` (the ``ChatCompletionRequest``) or ``requested_model_key``
+    ``rate_limit_exceeded``; ``NoEligibleWorker`` is 503 ``no_eligible_worker`` (a submit refusal with a
+    declaration gap as ``impossible_reason`` is mapped before this by ``chat.waiter.submit_refusal_error``); other
+    5xx are ``HordeUnavailable``; ``ChatKudosCapExceeded`` is :func:`kudos_cap_error`. A payload validation failure
+    (400 without an rc) is ``BadRequest`` at the first failing field (:func:`native_param`); ``UnknownModel`` keeps
+    its status, rc and message, with the entry path its message begins with as param
+    (:data:`NATIVE_REQUEST_PATH_PATTERN`), or ``model`` when the client sent ``model`` (the message then names
+    ``'model'`` in place of ``'models[0]'``). ``request`` (the ``ChatCompletionRequest``) or ``requested_model_key``
     (``model`` or ``models``) tells which key the client sent.
     """
     if request is not None:
@@ -260,21 +261,6 @@ def error_from_refusal(
     if rc == CHAT_KUDOS_CAP_EXCEEDED:
         return kudos_cap_error(message, rc)
     if rc == NO_ELIGIBLE_WORKER_RC:
-        reason = body.get("impossible_reason")
-        if isinstance(reason, dict) and reason.get("kind") == "declaration_gap":
-            # A 403 NoEligibleWorker with a declaration gap (reference: Native admission refusals). The Horde created
-            # no request: no request_id, no "was cancelled". chat.waiter.submit_refusal_error adds the model list's
-            # limits to a size limit gap; here a size limit is named in place of its value.
-            from chat.waiter import service_gap_error  # chat.waiter imports this module
-
-            models = list(getattr(request, "requested_models", None) or [])
-            return service_gap_error(
-                reason,
-                requested_models=models,
-                listed_models=request is not None and getattr(request, "models", None) is not None,
-                model_entries=None,
-                request_id=None,
-            )
         return no_eligible_worker(message)
     if status == 429:
         return OpenAIError(
@@ -312,6 +298,6 @@ def _retry_after_header(headers: dict[str, str] | None) -> int | None:
         if name.lower() == "retry-after":
             try:
                 return max(0, int(float(value)))
-            except ValueError:
+            except (ValueError, OverflowError):
                 return None
     return None

@@ -133,8 +133,9 @@ class HordeClient:
         except httpx.HTTPError as exc:
             raise HordeUnreachable(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
         try:
-            body = response.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            body = json.loads(response.content, parse_constant=_refuse_non_finite)
+        except (ValueError, RecursionError):
+            # Not JSON, or NaN/Infinity, which no reply of the front may carry: outside the contract.
             body = None
         if response.status_code >= 400:
             if not isinstance(body, dict) or response.status_code >= 500 and "rc" not in body:
@@ -173,6 +174,10 @@ class HordeClient:
         if not isinstance(body, list):
             raise HordeUnreachable("models: the answer is not a list")
         return [entry for entry in body if isinstance(entry, dict)]
+
+
+def _refuse_non_finite(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def _parse_status(body: Any) -> NativeStatus:

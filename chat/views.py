@@ -24,13 +24,28 @@ from chat.streaming import SSE_HEADERS, ChatEventStream, buffered_stream
 from chat.waiter import ChatWaiter, submit_refusal_error
 
 
+INVALID_API_KEY_MESSAGE = (
+    "The API key in the Authorization header is not a valid Horde API key: a key is printable ASCII. "
+    "Send 'Authorization: Bearer <your Horde API key>', or no header for the anonymous key."
+)
+"""401 message for a bearer key that cannot be forwarded as the native ``apikey`` header."""
+
+
 def bearer_key(request: HttpRequest) -> str | None:
-    """The client's key from ``Authorization: Bearer <key>``, forwarded to the Horde as ``apikey``; None if absent."""
+    """The client's key from ``Authorization: Bearer <key>``, forwarded to the Horde as ``apikey``; None if absent.
+
+    Raises:
+        OpenAIError: 401 ``InvalidAPIKey`` (``authentication_error``) for a key that is not printable ASCII, which no
+            Horde key is and no HTTP header can carry.
+    """
     header = request.headers.get("Authorization", "")
     scheme, _, key = header.partition(" ")
-    if scheme.lower() == "bearer" and key.strip():
-        return key.strip()
-    return None
+    key = key.strip()
+    if scheme.lower() != "bearer" or not key:
+        return None
+    if not (key.isascii() and key.isprintable()):
+        raise OpenAIError(status=401, message=INVALID_API_KEY_MESSAGE, code=errors.INVALID_API_KEY)
+    return key
 
 
 def method_not_allowed(allowed: str) -> HttpResponse:
@@ -74,12 +89,12 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         return method_not_allowed("POST")
     try:
+        apikey = bearer_key(request)
         chat_request = read_chat_request(request.body)
     except OpenAIError as error:
         return error.to_response()
 
     runtime = get_runtime()
-    apikey = bearer_key(request)
     stream_progress = relays_deltas(chat_request) and runtime.has_redis
     payload = build_native_payload(chat_request, stream_progress=stream_progress)
     created = int(time.time())

@@ -513,14 +513,20 @@ class ChatWaiter:
     # --- reads and sleeps ----------------------------------------------------------------------------------------
 
     async def read(self) -> NativeStatus | None:
-        """One status read; None for a failure that may pass. Raises OpenAIError for a refusal (such as 404
-        ``RequestNotFound``) or after :data:`MAX_CONSECUTIVE_READ_FAILURES` failures in a row (502
+        """One status read; None for a failure that may pass (a 429 is waited out for its ``Retry-After``). Raises
+        OpenAIError for a refusal (such as 404 ``RequestNotFound``) or after :data:`MAX_CONSECUTIVE_READ_FAILURES` failures in a row (502
         ``HordeUnavailable``)."""
         try:
             status = await self.runtime.horde.status(self.request_id, self.apikey)
         except HordeRefusal as refusal:
             if refusal.status >= 500:
                 return self._failed_read(f"{refusal.status} {refusal.rc}: {refusal.message}")
+            if refusal.status == 429:
+                # A rate-limited poll says nothing about the request: wait out its Retry-After (within the budget)
+                # and read again; the request's own timeout bounds this.
+                retry_after = errors.error_from_refusal(refusal).retry_after or 0
+                await self._sleep(min(float(retry_after), self.remaining_seconds))
+                return None
             raise errors.error_from_refusal(refusal) from None
         except HordeUnreachable as exc:
             return self._failed_read(str(exc))

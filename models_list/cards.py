@@ -49,7 +49,7 @@ def supported_parameters(features: list[str]) -> list[str]:
 def model_card(entry: dict[str, Any]) -> dict[str, Any]:
     """The card of a native entry that has a ``chat`` object."""
     chat = entry["chat"]
-    features = [str(feature) for feature in chat.get("features") or []]
+    features = [feature for feature in _as_list(chat.get("features")) if isinstance(feature, str)]
     vision = ChatFeature.VISION.value in features
     input_modalities = ["text", "image"] if vision else ["text"]
     name = entry["name"]
@@ -84,9 +84,19 @@ def model_card(entry: dict[str, Any]) -> dict[str, Any]:
             "eta": entry.get("eta"),
             "performance": entry.get("performance"),
             "features": sorted(features),
-            "image_transports": list(chat.get("image_transports") or []),
+            "image_transports": [item for item in _as_list(chat.get("image_transports")) if isinstance(item, str)],
         },
     }
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _online_workers(chat: dict[str, Any]) -> int:
+    """The entry's online chat worker count; 0 for a missing or non-integer value."""
+    workers = chat.get("workers")
+    return workers if isinstance(workers, int) and not isinstance(workers, bool) else 0
 
 
 def model_list(entries: list[dict[str, Any]]) -> dict[str, Any]:
@@ -94,7 +104,9 @@ def model_list(entries: list[dict[str, Any]]) -> dict[str, Any]:
     cards = [
         model_card(entry)
         for entry in entries
-        if isinstance(entry.get("chat"), dict) and (entry["chat"].get("workers") or 0) > 0 and entry.get("name")
+        if isinstance(entry.get("chat"), dict)
+        and _online_workers(entry["chat"]) > 0
+        and isinstance(entry.get("name"), str)
     ]
     cards.sort(key=lambda card: card["id"])
     return {"object": "list", "data": cards}

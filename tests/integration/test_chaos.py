@@ -16,6 +16,7 @@ import time
 import uuid
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -62,9 +63,21 @@ async def one_request(client: openai.AsyncOpenAI, marker: str, stream: bool) -> 
     return "".join(parts)
 
 
-async def abandoned_request(client: openai.AsyncOpenAI, marker: str, stream: bool, after: float) -> bool:
-    """Start one request and cancel it ``after`` seconds in (mid-wait); return whether it was still running."""
+async def abandoned_request(
+    client: openai.AsyncOpenAI, marker: str, stream: bool, after: float, control_url: str
+) -> bool:
+    """Start one request, wait until the Horde has it (so the client leaves mid-wait, not mid-submit), then cancel
+    it ``after`` seconds later; return whether it was still running then."""
     task = asyncio.ensure_future(one_request(client, marker, stream))
+    async with httpx.AsyncClient(timeout=5) as control:
+        for _ in range(int(SETTLE_SECONDS / 0.05)):
+            if task.done():
+                return False
+            body = (await control.get(f"{control_url}/requests")).json()
+            natives = body["requests"] if isinstance(body, dict) else body
+            if any(marker_of(native) == marker for native in natives):
+                break
+            await asyncio.sleep(0.05)
     done, _ = await asyncio.wait({task}, timeout=after)
     if done:
         return False
@@ -73,13 +86,31 @@ async def abandoned_request(client: openai.AsyncOpenAI, marker: str, stream: boo
     return True
 
 
-async def run_clients(base_url: str, plan: list[tuple[str, bool, float | None]]) -> list[Any]:
-    client = openai.AsyncOpenAI(base_url=base_url, api_key="0000000000", max_retries=0, timeout=120)
+async def run_clients(stack: LiveStack, plan: list[tuple[str, bool, float | None]]) -> list[Any]:
+    client = openai.AsyncOpenAI(base_url=stack.openai_base_url, api_key="0000000000", max_retries=0, timeout=120)
     try:
         return await asyncio.gather(*(
-            one_request(client, marker, stream) if after is None else abandoned_request(client, marker, stream, after)
+            one_request(client, marker, stream)
+            if after is None
+            else abandoned_request(client, marker, stream, after, stack.devhorde_control)
             for marker, stream, after in plan
         ))
+    finally:
+        await client.close()
+
+
+async def leave_early(base_url: str, plan: list[tuple[str, bool, float]]) -> None:
+    """Start each request and cancel it ``after`` seconds in, wherever it is (even mid-submit)."""
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="0000000000", max_retries=0, timeout=120)
+
+    async def leave(marker: str, stream: bool, after: float) -> None:
+        task = asyncio.ensure_future(one_request(client, marker, stream))
+        await asyncio.wait({task}, timeout=after)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    try:
+        await asyncio.gather(*(leave(marker, stream, after) for marker, stream, after in plan))
     finally:
         await client.close()
 
@@ -94,7 +125,7 @@ def test_half_the_clients_leave_mid_wait_and_every_request_ends_done_or_cancelle
         (f"chaos-{run}-{index}", index % 2 == 0, rng.uniform(0.2, 1.2) if index in abandoned_indexes else None)
         for index in range(REQUEST_COUNT)
     ]
-    results = asyncio.run(run_clients(stack.openai_base_url, plan))
+    results = asyncio.run(run_clients(stack, plan))
 
     kept = {marker for marker, _, after in plan if after is None}
     abandoned = {marker for marker, _, after in plan if after is not None}
@@ -132,7 +163,7 @@ def test_clients_leaving_around_the_submit_leave_nothing_running(stack: LiveStac
     rng = random.Random(SEED + 1)
     run = uuid.uuid4().hex[:8]
     plan = [(f"chaos-{run}-{index}", index % 2 == 0, rng.uniform(0.05, 0.4)) for index in range(20)]
-    asyncio.run(run_clients(stack.openai_base_url, plan))
+    asyncio.run(leave_early(stack.openai_base_url, plan))
 
     def settled() -> list[dict[str, Any]] | None:
         time.sleep(1.0)  # lets submits the clients left behind reach the Horde before the check
@@ -144,3 +175,4 @@ def test_clients_leaving_around_the_submit_leave_nothing_running(stack: LiveStac
     while natives is None and time.monotonic() < deadline:
         natives = settled()
     assert natives is not None, "a request the Horde created was left running"
+    assert natives, "no request reached the Horde, so nothing was checked"

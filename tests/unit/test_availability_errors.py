@@ -281,10 +281,11 @@ async def test_submit_refusals(native: HordeRefusal, request_extra: dict, entrie
     assert headers.get("x-should-retry") == should_retry
 
 
-def test_error_from_refusal_maps_a_403_gap_without_the_model_list() -> None:
-    """ref: native-admission-refusals.2"""
+@pytest.mark.asyncio
+async def test_a_403_size_gap_without_a_model_list_entry_names_the_limit() -> None:
+    """ref: native-admission-refusals.2, size-limit-gaps.7"""
     native = refusal(403, "NoEligibleWorker", "Refused.", impossible_reason=gap([], ["max_length"]))
-    error = error_from_refusal(native, request=chat_request())
+    error = await submit_refusal_error(FakeHorde([]), native, chat_request())
     assert (error.status, error.code, error.param, error.message) == (
         400, "no_worker_supports_limit", "max_tokens", COMPLETION_SENTENCE.format(value="max_length"))
 

@@ -109,3 +109,23 @@ def test_invalid_configuration_names_the_environment_variable() -> None:
         "Invalid front configuration: HORDE_URL=3: Input should be a valid string; "
         "HORDE_OAI_KEEPALIVE_SECONDS='ten': Input should be a valid number, unable to parse string as a number"
     )
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("key", ["caf\u00e9", "tab\tkey", "del\x7fkey"])
+async def test_a_bearer_key_no_horde_key_can_be_is_401_before_anything_is_sent(key: str) -> None:
+    """A key that cannot travel as the native ``apikey`` header is refused (never a 500), before the body is read."""
+    response = await AsyncClient().post(
+        "/v1/chat/completions", data=b"{not json", content_type="application/json",
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    assert response.status_code == 401
+    assert json.loads(response.content) == {
+        "error": {
+            "message": "The API key in the Authorization header is not a valid Horde API key: a key is printable "
+            "ASCII. Send 'Authorization: Bearer <your Horde API key>', or no header for the anonymous key.",
+            "type": "authentication_error",
+            "param": None,
+            "code": "InvalidAPIKey",
+        }
+    }

@@ -400,3 +400,14 @@ async def test_signals_wake_the_wait_early() -> None:
     await waiter.wait_done(first)
     assert horde.read_times == [0.0, 0.0]
     assert waiter.woke_by == "signal"
+
+
+async def test_a_rate_limited_status_read_is_waited_out_not_returned() -> None:
+    """A 429 on a poll keeps the request: the waiter sleeps its Retry-After (7 s), then its usual recheck (1 s),
+    and reads again."""
+    limited = HordeRefusal(status=429, message="Slow down.", rc=None, body={"message": "Slow down."},
+                           headers={"Retry-After": "7"})
+    waiter, horde = make_waiter([limited, limited, FINISHED])
+    status = await waiter.wait_done(await waiter.first_read())
+    assert status.finished_generation is not None
+    assert horde.read_times == [0.0, 8.0, 16.0]
