@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from horde_sdk.worker.chat_declaration import ChatFinishReason
 from pydantic import BaseModel, ConfigDict
 
 
@@ -15,8 +16,8 @@ class _Response(BaseModel):
     model_config = ConfigDict(use_attribute_docstrings=True)
 
 
-FinishReason = Literal["stop", "length", "content_filter", "tool_calls"]
-"""OpenAI's finish reasons (horde-sdk's ``ChatFinishReason``)."""
+FinishReason = Literal[tuple(reason.value for reason in ChatFinishReason)]
+"""OpenAI's finish reasons: the values of horde-sdk's ``ChatFinishReason``."""
 
 
 class ResponseFunctionCall(_Response):

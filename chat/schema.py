@@ -26,7 +26,12 @@ from horde_sdk.generation_parameters.text.chat_limits import (
     SUPPORTED_CHAT_CHOICE_COUNT,
     chat_schema_exceeds_nesting,
 )
-from horde_sdk.generation_parameters.text.chat_policy import ChatConformance, ChatReasoningEffort
+from horde_sdk.generation_parameters.text.chat_policy import (
+    ChatConformance,
+    ChatReasoningEffort,
+    ChatResponseFormatType,
+    ChatToolChoiceMode,
+)
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -50,8 +55,15 @@ MESSAGE_ROLES: Final[tuple[str, ...]] = ("system", "developer", "user", "assista
 USER_CONTENT_PART_TYPES: Final[tuple[str, ...]] = ("text", "image_url")
 """The content part types of a user message; every other role takes ``text`` parts only."""
 
-RESPONSE_FORMAT_TYPES: Final[tuple[str, ...]] = ("text", "json_object", "json_schema")
-"""The ``response_format.type`` values OpenAI's chat completions define."""
+RESPONSE_FORMAT_TYPES: Final[tuple[str, ...]] = ("text", *(format_type.value for format_type in ChatResponseFormatType))
+"""The ``response_format.type`` values OpenAI's chat completions define: the unconstrained ``text`` and horde-sdk's
+``ChatResponseFormatType`` (which has no member for ``text``)."""
+
+TOOL_CHOICE_MODES: Final[tuple[str, ...]] = tuple(
+    mode.value for mode in ChatToolChoiceMode if mode is not ChatToolChoiceMode.FUNCTION
+)
+"""The string ``tool_choice`` values: horde-sdk's ``ChatToolChoiceMode`` without ``function``, which is only the
+``type`` of the object form."""
 
 INVALID_JSON_TYPE_ERROR: Final = "invalid_json_type"
 """Pydantic error type of a value whose JSON type no member of a union takes; ``ctx.expected`` names the types."""
@@ -347,7 +359,7 @@ class NamedToolChoice(_Strict):
 
 
 ToolChoice = Annotated[
-    Annotated[Literal["none", "auto", "required"], Tag("<string>")] | Annotated[NamedToolChoice, Tag("<object>")],
+    Annotated[Literal[TOOL_CHOICE_MODES], Tag("<string>")] | Annotated[NamedToolChoice, Tag("<object>")],
     _by_json_type("one of a string or object"),
 ]
 """``none``, ``auto``, ``required`` or an object naming one function."""
@@ -626,6 +638,7 @@ from chat.response_schema import (  # noqa: E402
 __all__ = [
     "MESSAGE_ROLES",
     "RESPONSE_FORMAT_TYPES",
+    "TOOL_CHOICE_MODES",
     "UNION_TAGS",
     "USER_CONTENT_PART_TYPES",
     "AssistantMessage",

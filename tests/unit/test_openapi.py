@@ -19,6 +19,8 @@ from asgiref.sync import iscoroutinefunction
 from django.conf import settings
 from django.http import HttpResponse
 from django.test import AsyncClient, Client
+from horde_sdk.generation_parameters.text.chat_policy import ChatResponseFormatType, ChatToolChoiceMode
+from horde_sdk.worker.chat_declaration import ChatFinishReason
 from openapi_spec_validator import OpenAPIV31SpecValidator, validate
 from pydantic import BaseModel, ConfigDict, model_serializer
 from pydantic.json_schema import GenerateJsonSchema
@@ -406,6 +408,31 @@ def test_chat_request_body_is_the_validated_request(document: dict[str, Any]) ->
     example = body["content"]["application/json"]["example"]
     assert read_chat_request(json.dumps(example).encode()).model == "example/model-7b"
     assert "requestBody" not in document["paths"][MODELS]["get"]
+
+
+def test_horde_sdk_vocabularies_are_the_documented_enums(document: dict[str, Any]) -> None:
+    """The string ``tool_choice`` values, the ``response_format`` types and the finish reasons are built from
+    horde-sdk's enums, and the document lists exactly OpenAI's values in OpenAI's order.
+
+    ref: schema-generation.1, assistant-message-and-adjustments.3"""
+    request = schemas(document)["ChatCompletionRequest"]["properties"]
+    tool_choice_modes = [mode.value for mode in ChatToolChoiceMode if mode is not ChatToolChoiceMode.FUNCTION]
+    assert tool_choice_modes == ["none", "auto", "required"]
+    assert request["tool_choice"]["anyOf"][0]["oneOf"][0] == {"enum": tool_choice_modes, "type": "string"}
+
+    format_types = ["text", *(format_type.value for format_type in ChatResponseFormatType)]
+    assert format_types == ["text", "json_object", "json_schema"]
+    formats = [schemas(document)[branch["$ref"].rsplit("/", 1)[1]] for branch in
+               request["response_format"]["anyOf"][0]["oneOf"]]
+    assert [response_format["properties"]["type"]["const"] for response_format in formats] == format_types
+
+    finish_reasons = [reason.value for reason in ChatFinishReason]
+    assert finish_reasons == ["stop", "length", "content_filter", "tool_calls"]
+    assert schemas(document)["CompletionChoice"]["properties"]["finish_reason"]["enum"] == finish_reasons
+    assert schemas(document)["ChunkChoice"]["properties"]["finish_reason"]["anyOf"] == [
+        {"enum": finish_reasons, "type": "string"},
+        {"type": "null"},
+    ]
 
 
 def test_success_responses_are_the_completion_the_event_stream_and_the_model_list(document: dict[str, Any]) -> None:
