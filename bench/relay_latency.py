@@ -50,36 +50,6 @@ API_KEY = "0000000000"
 ARRIVAL_WAIT_SECONDS = 2.0
 """How long a delta's chunk is awaited before the next ``XADD``; a missed delta is reported as a failure."""
 
-RELAY_FRONT_LAUNCHER = """
-import sys
-
-import uvicorn
-
-import oaifront.asgi  # configures Django
-import chat.views as views
-
-if not hasattr(views, "relayed_stream"):
-    # Until chat/views.py calls chat.relayed_stream.relayed_stream itself, route relayed requests to it here.
-    from chat.mapping import relays_deltas
-    from chat.relayed_stream import relayed_stream
-    from chat.streaming import buffered_stream
-
-    def _stream(request, waiter, first_status, created, on_end):
-        runtime = waiter.runtime
-        if relays_deltas(request) and runtime.has_redis:
-            return relayed_stream(request, waiter, first_status, created, on_end, runtime)
-        return buffered_stream(request, waiter, first_status, created, on_end=on_end)
-
-    views.buffered_stream = _stream
-
-uvicorn.run(oaifront.asgi.application, host="127.0.0.1", port=int(sys.argv[1]), access_log=False, lifespan="on",
-            log_level="warning")
-"""
-"""The front exactly as ``uvicorn oaifront.asgi:application`` serves it; while chat/views.py still hands every stream
-to ``buffered_stream``, it routes the requests ``relays_deltas`` selects to ``relayed_stream`` as the view will (a
-no-op once the view does it itself)."""
-
-
 # ---------------------------------------------------------------------------------------------------------------------
 # The stack: Redis, devhorde, front (shared with bench.relay_capacity)
 
@@ -182,7 +152,9 @@ def bench_stack(scenario: dict[str, Any], front_env: dict[str, str], redis_url: 
             "HORDE_OAI_STREAM_REDIS_DB": str(STREAM_DB),
             **front_env,
         }
-        front = stack.start("front", [sys.executable, "-c", RELAY_FRONT_LAUNCHER, str(front_port)], env)
+        front = stack.start("front", [sys.executable, "-m", "uvicorn", "oaifront.asgi:application", "--host",
+                                      "127.0.0.1", "--port", str(front_port), "--no-access-log", "--log-level",
+                                      "warning"], env)
         stack.front_url = f"http://127.0.0.1:{front_port}"
         wait_http(f"{stack.front_url}/healthz", front)
         yield stack

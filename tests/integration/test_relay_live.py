@@ -1,10 +1,10 @@
 """Relayed streams end to end: the devhorde writes real progress to Redis, the front relays it, the SDK reads it.
 
 Reference sections: "Relayed deltas", "Redis reads and recovery", "Delta fields", "Pacing", "Final reply
-reconciliation", "Model and fingerprint". The shared devhorde (``live_stack``, Redis 127.0.0.1:6379, stream
-database 11) serves :data:`RELAY_SCENARIO`; a front of this module (:func:`start_relay_front`) relays. Every test
-compares what the client read with the final reply of the native status and, where it matters, with the entries the
-devhorde wrote to ``horde:chat:stream:<id>``.
+reconciliation", "Model and fingerprint". The shared stack (``stack``: the devhorde and the front, Redis
+127.0.0.1:6379, stream database 11) serves :data:`RELAY_SCENARIO` and relays. Every test compares what the client
+read with the final reply of the native status and, where it matters, with the entries the devhorde wrote to
+``horde:chat:stream:<id>``.
 
 (The file is not named ``test_relay.py``: ``tests/unit/test_relay.py`` has that basename, and without package
 ``__init__`` files pytest refuses two test modules with one basename.)
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,16 +25,7 @@ import pytest
 import redis
 
 from chat.schema import ChatCompletionChunk
-from tests.conftest import (
-    FAST_FRONT_ENV,
-    REDIS_URL,
-    STREAM_REDIS_DB,
-    LiveStack,
-    Process,
-    free_port,
-    start_process,
-    wait_http,
-)
+from tests.conftest import REDIS_URL, STREAM_REDIS_DB, LiveStack, Process, start_front
 
 pytestmark = pytest.mark.integration
 
@@ -78,51 +68,12 @@ RELAY_SCENARIO: dict[str, Any] = {
     ],
 }
 
-RELAY_FRONT_LAUNCHER = """
-import sys
-
-import uvicorn
-
-import oaifront.asgi  # configures Django
-import chat.views as views
-
-if not hasattr(views, "relayed_stream"):
-    # Until chat/views.py calls chat.relayed_stream.relayed_stream itself, route relayed requests to it here.
-    from chat.mapping import relays_deltas
-    from chat.relayed_stream import relayed_stream
-    from chat.streaming import buffered_stream
-
-    def _stream(request, waiter, first_status, created, on_end):
-        runtime = waiter.runtime
-        if relays_deltas(request) and runtime.has_redis:
-            return relayed_stream(request, waiter, first_status, created, on_end, runtime)
-        return buffered_stream(request, waiter, first_status, created, on_end=on_end)
-
-    views.buffered_stream = _stream
-
-uvicorn.run(oaifront.asgi.application, host="127.0.0.1", port=int(sys.argv[1]), access_log=False, lifespan="on")
-"""
-"""Runs the front under uvicorn exactly as ``uvicorn oaifront.asgi:application`` does. While chat/views.py still
-hands every stream to ``buffered_stream``, it routes the requests ``relays_deltas`` selects (on a front with Redis)
-to ``relayed_stream`` first, as the view will; once the view does it itself, this is a no-op."""
-
-
 def start_relay_front(tmp: Path, horde_url: str, redis_url: str, stream_db: int,
                       env: dict[str, str] | None = None) -> tuple[Process, str]:
-    """Start a front that relays deltas from ``redis_url`` (database ``stream_db``); return it and its base URL."""
-    port = free_port()
-    front_env = {
-        **FAST_FRONT_ENV,
-        "HORDE_URL": horde_url,
-        "HORDE_OAI_REDIS_URL": redis_url,
-        "HORDE_OAI_STREAM_REDIS_DB": str(stream_db),
-        **(env or {}),
-    }
-    process = start_process([sys.executable, "-c", RELAY_FRONT_LAUNCHER, str(port)], front_env,
-                            tmp / f"relay-front-{port}.log")
-    base = f"http://127.0.0.1:{port}"
-    wait_http(f"{base}/healthz", process.popen)
-    return process, base
+    """Start a front (uvicorn, ``tests.conftest.start_front``) that relays deltas from ``redis_url`` (database
+    ``stream_db``); return it and its base URL."""
+    return start_front(tmp, horde_url, env={"HORDE_OAI_REDIS_URL": redis_url,
+                                             "HORDE_OAI_STREAM_REDIS_DB": str(stream_db), **(env or {})})
 
 
 def fingerprint(worker_id: str, model: str) -> str:
@@ -243,15 +194,10 @@ def stream_entries(redis_url: str, db: int, request_id: str) -> list[dict[str, s
 # Fixtures
 
 
-@pytest.fixture(scope="module")
-def relay_front(live_stack: LiveStack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A relaying front on the shared devhorde and Redis (stream database 11); yields its base URL."""
-    process, base = start_relay_front(tmp_path_factory.mktemp("relay-front"), live_stack.horde_url, REDIS_URL,
-                                      STREAM_REDIS_DB)
-    try:
-        yield base
-    finally:
-        process.stop()
+@pytest.fixture
+def relay_front(live_stack: LiveStack) -> str:
+    """The shared front (Redis on 127.0.0.1:6379, stream database 11); its base URL."""
+    return live_stack.front_url
 
 
 @pytest.fixture
