@@ -258,7 +258,8 @@ class ChatCompletionChunk(_Response):
 
 
 class OpenAIErrorBody(_Response):
-    """An error."""
+    """Why the front refused or failed the request, in OpenAI's error shape: a message, OpenAI's error type, the
+    request path at fault and a code, plus ``metadata`` on the errors that carry more facts."""
 
     message: str
     """What went wrong."""
@@ -273,11 +274,15 @@ class OpenAIErrorBody(_Response):
     """The error code, such as ``UnsupportedChatParameter`` or ``no_eligible_worker``."""
 
     metadata: dict[str, Any] | None = None
-    """Extra facts: ``request_id``, ``retry_after``, ``rc``, ..."""
+    """Extra facts, each present only on the errors it applies to: ``request_id`` (the native request's id, on most
+    errors after the Horde accepted the request); ``retry_after`` (whole seconds, on an error inside a stream that
+    would otherwise carry a ``Retry-After`` header); ``rc``, ``kudos_estimate`` and ``max_kudos`` (with
+    ``max_kudos_exceeded``); ``reason``, ``eligible_worker_threads``, ``wait_time`` and ``remaining_budget_seconds``
+    (with ``queue_unavailable``); ``fault_reason`` (with ``ChatRequestFaulted``). Absent when there is none."""
 
 
 class OpenAIErrorEnvelope(_Response):
     """OpenAI's error envelope."""
 
     error: OpenAIErrorBody
-    """The error."""
+    """What went wrong: ``message``, ``type``, ``param`` and ``code``, with ``metadata`` where it applies."""

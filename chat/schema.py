@@ -187,7 +187,7 @@ class ImageContentPart(_Strict):
     """Always ``image_url``."""
 
     image_url: ImageUrl
-    """The image."""
+    """The image to show the model: its ``url`` and an optional ``detail`` hint."""
 
 
 ContentPart = Annotated[
@@ -335,10 +335,11 @@ class ToolDefinition(_Strict):
     """A tool offered to the model. Only function tools exist on the Horde."""
 
     type: Literal["function"]
-    """``function``."""
+    """Always ``function``."""
 
     function: FunctionDefinition
-    """The function."""
+    """The function the model may call: its ``name``, and optionally a ``description``, a ``parameters`` schema and
+    ``strict``."""
 
 
 class ToolChoiceFunction(_Strict):
@@ -352,7 +353,7 @@ class NamedToolChoice(_Strict):
     """A ``tool_choice`` that forces one function."""
 
     type: Literal["function"]
-    """``function``."""
+    """Always ``function``."""
 
     function: ToolChoiceFunction
     """The function to call."""
@@ -403,21 +404,22 @@ class TextResponseFormat(_Strict):
     """Plain text, the default."""
 
     type: Literal["text"]
-    """``text``."""
+    """Always ``text``."""
 
 
 class JsonObjectResponseFormat(_Strict):
     """A JSON object reply (OpenAI's JSON mode)."""
 
     type: Literal["json_object"]
-    """``json_object``. Under ``horde.openai_guards`` the messages must contain the word "json", as OpenAI requires."""
+    """Always ``json_object``. Under ``horde.openai_guards`` the messages must contain the word "json", as OpenAI
+    requires."""
 
 
 class JsonSchemaResponseFormat(_Strict):
     """A reply satisfying a JSON Schema (OpenAI's Structured Outputs)."""
 
     type: Literal["json_schema"]
-    """``json_schema``."""
+    """Always ``json_schema``."""
 
     json_schema: JsonSchemaFormat
     """The schema; required with ``json_schema``."""
@@ -483,7 +485,8 @@ class ChatCompletionRequest(_Strict):
     (OpenAI's deprecated ``function`` role is refused). Unknown keys inside a message are dropped."""
 
     model: str | None = None
-    """The model to use. Send exactly one of ``model`` and ``models``."""
+    """The model to use. Send exactly one of ``model`` and ``models``. A model the Horde does not know is 400
+    ``UnknownModel`` at ``model`` (OpenAI answers 404 ``model_not_found``)."""
 
     models: list[ModelId] | None = Field(default=None, min_length=1, max_length=MAX_CHAT_MODEL_COUNT)
     """1 to 5 non-empty, distinct model ids, any of which may serve the request (OpenRouter's fallback list);
@@ -493,7 +496,7 @@ class ChatCompletionRequest(_Strict):
     """Stream the reply as server-sent events."""
 
     stream_options: StreamOptions | None = None
-    """Options of a streamed reply."""
+    """Options of a streamed reply. Accepted, and ignored, without ``stream: true`` (OpenAI refuses it there)."""
 
     max_tokens: int | None = Field(default=None, ge=MIN_CHAT_MAX_TOKENS, le=MAX_CHAT_MAX_TOKENS)
     """The completion limit in tokens. The Horde serves 16 to 16384 (OpenAI accepts any value from 1); absent, the
