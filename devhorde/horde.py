@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Final
 
 from horde_sdk.generation_parameters.text.chat_policy import (
@@ -162,9 +163,14 @@ class ChatRequest:
 
 
 def format_number(value: float) -> str:
-    """Format a kudos amount as the Horde's messages do: ``215``, ``1.5``."""
-    rounded = round(float(value), 2)
-    return str(int(rounded)) if rounded.is_integer() else f"{rounded:g}"
+    """Format a kudos amount as the Horde's messages do: the shortest decimal that reads back as ``value``, never
+    rounded and never with an exponent, an integral value without ``.0``: ``215``, ``1.5``, ``0.001``,
+    ``1234567.5``.
+
+    The front reads the ``ChatKudosCapExceeded`` message's numbers back with ``KUDOS_CAP_EXCESS_PATTERN``
+    (``chat/contract.py``), which takes plain decimal text only (contract: Submit).
+    """
+    return format(Decimal(repr(float(value))).normalize(), "f")
 
 
 def _refusal(status: int, message: str, rc: str | None, **extra: Any) -> HordeReply:
