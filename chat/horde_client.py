@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from horde_sdk.generic_api.consts import ANON_API_KEY
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-ANONYMOUS_API_KEY = "0000000000"
-"""The Horde's anonymous key, sent when the client sent no bearer key."""
+ANONYMOUS_API_KEY = ANON_API_KEY
+"""The Horde's anonymous key (horde-sdk's ``ANON_API_KEY``), sent when the client sent no bearer key."""
 
 
 class NativeModel(BaseModel):

@@ -102,7 +102,7 @@ class ModelCard(_Card):
     """The model id to send as ``model`` (or in ``models``)."""
 
     object: Literal["model"]
-    """``model``."""
+    """Always ``model``."""
 
     created: int
     """Always 0: the Horde does not record when a model appeared."""
@@ -145,7 +145,7 @@ class ModelList(_Card):
     """The body of ``GET /v1/models``: every text model with at least one online chat worker, sorted by id."""
 
     object: Literal["list"]
-    """``list``."""
+    """Always ``list``."""
 
     data: list[ModelCard]
     """The model cards."""
