@@ -145,8 +145,8 @@ def test_redis_killed_and_restarted_mid_stream(fault_stack: FaultStack) -> None:
     """The reader's reads fail while Redis is down and are made again from the last entry read; the restarted Redis
     has lost the stream, so the deltas stop or resume after a gap, and the final reply completes the text.
 
-    ref: redis-reads-and-recovery.4, redis-reads-and-recovery.5, redis-reads-and-recovery.6,
-    final-reply-reconciliation.4, final-reply-reconciliation.5, pacing.16"""
+    ref: redis-reads-and-recovery.4, redis-reads-and-recovery.6, final-reply-reconciliation.4,
+    final-reply-reconciliation.5, pacing.16"""
     def outage(seen: int) -> None:
         if seen == 2:
             fault_stack.redis.stop()
@@ -169,8 +169,7 @@ def test_redis_frozen_with_client_pause_mid_stream(fault_stack: FaultStack) -> N
     """CLIENT PAUSE ALL leaves the reader's connection unresponsive: the read is abandoned after 5 s and made again
     on a fresh connection; the client still reads exactly the final reply.
 
-    ref: redis-reads-and-recovery.2, redis-reads-and-recovery.3, redis-reads-and-recovery.4,
-    redis-reads-and-recovery.6, final-reply-reconciliation.4"""
+    ref: redis-reads-and-recovery.2, redis-reads-and-recovery.6, final-reply-reconciliation.4"""
     def freeze(seen: int) -> None:
         if seen == 2:
             assert fault_stack.redis.client().execute_command("CLIENT", "PAUSE", PAUSE_MILLISECONDS, "ALL")
