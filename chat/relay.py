@@ -261,9 +261,10 @@ class DeltaStreamReader:
     async def _run(self) -> None:
         while True:
             if not self._subscriptions:
-                await self._drop_client()  # an idle connection may be closed by the server meanwhile
                 self._wakeup.clear()
-                await self._wakeup.wait()
+                await self._drop_client()  # an idle connection may be closed by the server meanwhile
+                if not self._subscriptions:  # a register() during the close has set the event again
+                    await self._wakeup.wait()
                 continue
             try:
                 await self._read_once()

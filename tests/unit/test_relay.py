@@ -271,6 +271,37 @@ async def test_unregistered_reader_idles_and_resumes(xread_calls: list[tuple[lis
         await client.aclose()
 
 
+@pytest.mark.asyncio
+async def test_a_registration_made_while_the_idle_reader_closes_its_connection_is_read() -> None:
+    """The reader clears its wake-up before closing the idle connection, so a request registered during that close
+    is read, not left waiting for some later registration. ref: redis-reads-and-recovery.1"""
+    first, second = unique("idle-first"), unique("idle-second")
+    client = await shared_client()
+    reader = DeltaStreamReader(SHARED_URL, TEST_DB)
+    registered: list[asyncio.Queue[DeltaEntry]] = []
+    original_drop = reader._drop_client
+
+    async def drop_then_register() -> None:
+        await original_drop()
+        if not registered:
+            registered.append(reader.register(second))
+
+    reader._drop_client = drop_then_register  # type: ignore[method-assign]
+    try:
+        await client.xadd(stream_key(first), delta("g", 1, "one"))
+        await client.xadd(stream_key(second), delta("g", 1, "two"))
+        await take(reader.register(first), 1)
+        reader.unregister(first)
+        async with asyncio.timeout(5):
+            while not registered:
+                await asyncio.sleep(0.01)
+        assert texts(await take(registered[0], 1)) == ["two"]
+    finally:
+        await reader.aclose()
+        await client.delete(stream_key(first), stream_key(second))
+        await client.aclose()
+
+
 # --- recovery -----------------------------------------------------------------------------------------------------
 
 
