@@ -1,0 +1,21 @@
+"""``make bench`` / ``python -m bench``: run every benchmark in turn with its defaults (see bench/README.md)."""
+
+from __future__ import annotations
+
+import sys
+
+from bench import relay_capacity, relay_latency
+
+BENCHMARKS = (("relay_latency", relay_latency.main), ("relay_capacity", relay_capacity.main))
+
+
+def main() -> int:
+    status = 0
+    for name, run in BENCHMARKS:
+        print(f"== bench.{name}", flush=True)
+        status = run([]) or status
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
