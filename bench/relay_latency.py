@@ -42,6 +42,8 @@ from typing import Any
 import httpx
 from redis.asyncio import Redis
 
+from devhorde.launch import free_port, wait_http
+
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "bench/relay-7b"
 WORKER_ID = "00000000-0000-4000-8000-00000000be01"
@@ -52,27 +54,6 @@ ARRIVAL_WAIT_SECONDS = 2.0
 
 # ---------------------------------------------------------------------------------------------------------------------
 # The stack: Redis, devhorde, front (shared with bench.relay_capacity)
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_http(url: str, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    """Wait until ``url`` answers; fail early if ``process`` exited."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the process for {url} exited with {process.returncode}")
-        try:
-            httpx.get(url, timeout=1.0)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{url} did not answer within {timeout} s")
 
 
 @dataclass

@@ -9,10 +9,8 @@ No test reaches any address but loopback.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +18,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+from devhorde.launch import free_port, wait_http
 
 ROOT = Path(__file__).resolve().parent.parent
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -36,27 +36,6 @@ FAST_FRONT_ENV = {
     "HORDE_OAI_STREAM_TIMEOUT_SECONDS": "20",
 }
 """Short intervals so the integration suite runs in seconds; each value is still exercised by its own rule."""
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_http(url: str, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    """Wait until ``url`` answers, failing early if the process died."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"process for {url} exited with {process.returncode}")
-        try:
-            httpx.get(url, timeout=1.0)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{url} did not answer within {timeout} s")
 
 
 @dataclass

@@ -7,7 +7,7 @@ import asyncio
 import json
 
 import pytest
-from devhorde_helpers import API, chat, scenario, status, submit_ok, wait_done, wait_for, worker
+from devhorde_helpers import API, chat, scenario, status, submit_ok, wait_done, worker
 
 TOOLS = [
     {

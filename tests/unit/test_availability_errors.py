@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from chat import errors
-from chat.errors import error_from_refusal
 from chat.horde_client import HordeRefusal, HordeUnreachable, NativeStatus
 from chat.schema import ChatCompletionRequest
 from chat.waiter import (

@@ -1,0 +1,38 @@
+"""Starting local processes on loopback for the tests and the benchmarks: free ports and readiness waits.
+
+The tests (tests/conftest.py) and the benchmarks (bench/) start the devhorde, the front and sometimes a throwaway
+``redis-server`` as real processes on 127.0.0.1; this module is what they share.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+
+import httpx
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_http(url: str, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    """Wait until ``url`` answers any HTTP status.
+
+    Raises:
+        RuntimeError: ``process`` exited first, or ``url`` did not answer within ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the process for {url} exited with {process.returncode}")
+        try:
+            httpx.get(url, timeout=1.0)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer within {timeout} s")
