@@ -67,6 +67,17 @@ _CLOSE_TIMEOUT_SECONDS: Final = 1.0
 _tracer = trace.get_tracer(__name__)
 
 
+def redis_on_database(client: Redis, db: int) -> Redis:
+    """Return ``client`` set to use database ``db`` for every connection it opens.
+
+    redis-py's ``from_url`` lets a database in the URL's path or query (``redis://host:6379/0``) override its ``db``
+    argument; the progress streams live on ``HORDE_OAI_STREAM_REDIS_DB`` whatever database the URL names, so the
+    pool's connection arguments are set before the first connection is made.
+    """
+    client.connection_pool.connection_kwargs["db"] = db
+    return client
+
+
 def stream_key(request_id: str) -> str:
     """Return the Redis key of a request's progress stream."""
     return f"{STREAM_KEY_PREFIX}{request_id}"
@@ -169,8 +180,8 @@ class DeltaStreamReader:
     Each non-empty read records one root span ``horde.oai.delta_read`` with ``horde.streams`` (streams read),
     ``horde.streams_with_entries`` and ``horde.entries``; an empty read records none (``delta-read-attributes``).
 
-    The client is ``Redis.from_url(redis_url, db=stream_redis_db)`` (``HORDE_OAI_STREAM_REDIS_DB``); as with any
-    ``from_url``, a database in the URL's path or query takes precedence over ``stream_redis_db``. ``client_name`` is
+    The client connects to ``redis_url`` and always reads database ``stream_redis_db`` (``HORDE_OAI_STREAM_REDIS_DB``),
+    even when the URL names another database (:func:`redis_on_database`). ``client_name`` is
     the connection's ``CLIENT SETNAME``. ``tracer`` defaults to this module's tracer.
     """
 
@@ -241,15 +252,17 @@ class DeltaStreamReader:
 
     def _new_client(self) -> Redis:
         # No health-check PING and no retries of the client's own: the reader's loop owns timeouts and retries.
-        return Redis.from_url(
-            self._url,
-            db=self._db,
-            client_name=self._client_name,
-            health_check_interval=0,
-            retry=Retry(NoBackoff(), 0),
-            socket_timeout=None,
-            socket_connect_timeout=DELTA_READ_TIMEOUT_SECONDS,
-            single_connection_client=True,
+        return redis_on_database(
+            Redis.from_url(
+                self._url,
+                client_name=self._client_name,
+                health_check_interval=0,
+                retry=Retry(NoBackoff(), 0),
+                socket_timeout=None,
+                socket_connect_timeout=DELTA_READ_TIMEOUT_SECONDS,
+                single_connection_client=True,
+            ),
+            self._db,
         )
 
     async def _drop_client(self) -> None:

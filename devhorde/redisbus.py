@@ -75,11 +75,12 @@ class RedisBus:
         if self._queue is None:
             self._client = Redis.from_url(
                 self.url,
-                db=self.stream_db,
                 socket_timeout=WRITE_TIMEOUT_SECONDS,
                 socket_connect_timeout=WRITE_TIMEOUT_SECONDS,
                 decode_responses=True,
             )
+            # Streams go to the stream database even when the URL names another one (from_url lets the URL win).
+            self._client.connection_pool.connection_kwargs["db"] = self.stream_db
             self._queue = asyncio.Queue()
             self._writer = asyncio.get_running_loop().create_task(self._drain(), name="devhorde-redis-writer")
         return self._queue

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 
 import pytest
 import pytest_asyncio
@@ -189,6 +190,7 @@ class _BrokenRedis:
 
     def __init__(self) -> None:
         self.attempts = 0
+        self.connection_pool = SimpleNamespace(connection_kwargs={})
 
     def pipeline(self, transaction: bool = False):
         broken = self
@@ -230,3 +232,28 @@ async def test_a_failing_redis_never_stalls_the_jobs(make_client, monkeypatch) -
     assert body["finished"] == 1 and body["stream_progress"] is True
     assert asyncio.get_running_loop().time() - started < 1.5
     assert broken.attempts >= 1
+
+
+@pytest.mark.asyncio
+async def test_streams_are_written_to_the_stream_database_even_when_the_url_names_another() -> None:
+    """The devhorde writes where the front reads: the stream database, whatever database the URL's path names."""
+    import time
+    import uuid
+
+    import redis.asyncio
+
+    from devhorde.redisbus import RedisBus
+
+    request_id = f"test-db-{uuid.uuid4().hex}"
+    bus = RedisBus("redis://127.0.0.1:6379/0", stream_db=13)
+    reader = redis.asyncio.Redis(host="127.0.0.1", port=6379, db=13, decode_responses=True)
+    try:
+        written = bus.xadd(request_id, {"gen": "g", "seq": "1", "text": "hi"}, int(time.time() * 1000) + 60_000)
+        assert written is not None
+        await written
+        entries = await reader.xrange(f"horde:chat:stream:{request_id}")
+        assert [fields for _, fields in entries] == [{"gen": "g", "seq": "1", "text": "hi"}]
+    finally:
+        await reader.delete(f"horde:chat:stream:{request_id}")
+        await reader.aclose()
+        await bus.close()

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import openai
@@ -183,7 +184,9 @@ def native_request(control_url: str, request_id: str) -> dict[str, Any]:
 
 def stream_entries(redis_url: str, db: int, request_id: str) -> list[dict[str, str]]:
     """Every entry the devhorde wrote to ``horde:chat:stream:<request id>``, in order."""
-    client = redis.Redis.from_url(redis_url, db=db, decode_responses=True)
+    # Read database ``db`` by host and port, not through from_url, whose URL path would override ``db``.
+    address = urlsplit(redis_url)
+    client = redis.Redis(host=address.hostname, port=address.port or 6379, db=db, decode_responses=True)
     try:
         return [fields for _, fields in client.xrange(f"horde:chat:stream:{request_id}")]
     finally:

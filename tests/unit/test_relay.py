@@ -514,3 +514,19 @@ async def test_signal_listener_reconnects_when_ping_goes_unanswered(
     finally:
         await listener.aclose()
         await client.aclose()
+
+
+@pytest.mark.asyncio
+async def test_streams_are_read_on_the_stream_database_even_when_the_url_names_another() -> None:
+    """``HORDE_OAI_STREAM_REDIS_DB`` decides where the streams are read, not a database in ``HORDE_OAI_REDIS_URL``'s
+    path. ref: redis-reads-and-recovery.1"""
+    request = unique("db")
+    writer = redis.asyncio.Redis(host="127.0.0.1", port=6379, db=TEST_DB)
+    reader = DeltaStreamReader(f"{SHARED_URL}/0", TEST_DB)
+    try:
+        await writer.xadd(stream_key(request), delta("g", 1, "on the stream database"))
+        assert texts(await take(reader.register(request), 1)) == ["on the stream database"]
+    finally:
+        await reader.aclose()
+        await writer.delete(stream_key(request))
+        await writer.aclose()
