@@ -188,6 +188,14 @@ class PostGapEstimator:
         return min(max(self._average, MIN_WINDOW_SECONDS), self.max_window_seconds)
 
 
+class _Slot(NamedTuple):
+    """A scheduled piece: due at ``when`` (clock seconds); ``paced`` pieces merge with a later delta."""
+
+    when: float
+    piece: Piece
+    paced: bool
+
+
 class DeltaPacer:
     """Schedules the pieces of one request's relayed deltas; owns no task and never sleeps.
 
@@ -198,9 +206,11 @@ class DeltaPacer:
     - Each later delta is cut by :func:`plan_pieces` over the current window of :attr:`estimator` and its pieces are
       due evenly over that window from its arrival: piece ``i`` of ``n`` at ``arrival + i * window / n``, so the first
       piece goes at once and the next delta is expected when the last piece's slot ends (``pacing.2``, ``pacing.3``).
-    - A delta arriving while pieces are still scheduled after its arrival is merged with them, reasoning with reasoning
-      and content with content, and the merged text is planned over a new window starting at its arrival
-      (``pacing.14``, ``pacing.15``). Pieces already due but not yet taken stay due.
+    - A delta arriving while paced pieces are pending (not taken yet, whether due or not) is merged with them,
+      reasoning with reasoning and content with content, and the merged text is planned over a new window starting at
+      its arrival (``pacing.14``, ``pacing.15``). So several deltas added at one ``now`` (one read batch) leave one
+      paced piece due at ``now``, never one per delta; only the first exposed delta's whole pieces (and unpaced ones)
+      are never merged, they are due as they were (``pacing.1``, ``pacing.18``).
     - :meth:`flush` hands over everything pending at once (the request finished or the relay broke, before the
       reconciliation) (``pacing.16``); :meth:`drop` discards it (the client disconnected) (``pacing.17``).
     - With ``max_window_seconds`` 0 every delta is due whole at its arrival (``pacing.18``).
@@ -234,7 +244,7 @@ class DeltaPacer:
         self.max_chunks_per_second = max_chunks_per_second
         self.estimator = PostGapEstimator(self.max_window_seconds)
         self._clock = clock
-        self._scheduled: deque[tuple[float, Piece]] = deque()
+        self._scheduled: deque[_Slot] = deque()
         self._exposed = False
 
     @property
@@ -264,15 +274,17 @@ class DeltaPacer:
             return
         if not self._exposed or self.max_window_seconds <= 0:
             self._exposed = True
-            self._scheduled.extend((now, piece) for piece in _whole(reasoning, content))
+            self._scheduled.extend(_Slot(now, piece, paced=False) for piece in _whole(reasoning, content))
             return
-        due: list[tuple[float, Piece]] = []
-        merged = {REASONING: [], CONTENT: []}
-        for when, piece in self._scheduled:
-            if when <= now:
-                due.append((when, piece))
+        # Every paced piece not taken yet, due or not, merges with the new delta (pacing.14); whole pieces stay as
+        # they are. They come first in the schedule, so keeping them ahead of the new plan keeps the text's order.
+        kept: list[_Slot] = []
+        merged: dict[str, list[str]] = {REASONING: [], CONTENT: []}
+        for slot in self._scheduled:
+            if slot.paced:
+                merged[slot.piece.field].append(slot.piece.text)
             else:
-                merged[piece.field].append(piece.text)
+                kept.append(slot)
         window = self.estimator.window
         pieces = plan_pieces(
             "".join(merged[REASONING]) + reasoning,
@@ -281,12 +293,12 @@ class DeltaPacer:
             self.max_chunks_per_second,
         )
         step = window / len(pieces)
-        self._scheduled = deque(due)
-        self._scheduled.extend((now + index * step, piece) for index, piece in enumerate(pieces))
+        self._scheduled = deque(kept)
+        self._scheduled.extend(_Slot(now + index * step, piece, paced=True) for index, piece in enumerate(pieces))
 
     def next_due(self) -> float | None:
         """Return the clock time at which the next piece is due, or ``None`` when nothing is pending."""
-        return self._scheduled[0][0] if self._scheduled else None
+        return self._scheduled[0].when if self._scheduled else None
 
     def seconds_until_due(self, now: float | None = None) -> float | None:
         """Return the seconds until the next piece is due (0 when one is due now), ``None`` when nothing is pending."""
@@ -302,13 +314,13 @@ class DeltaPacer:
         if now is None:
             now = self._clock()
         taken: list[Piece] = []
-        while self._scheduled and self._scheduled[0][0] <= now:
-            taken.append(self._scheduled.popleft()[1])
+        while self._scheduled and self._scheduled[0].when <= now:
+            taken.append(self._scheduled.popleft().piece)
         return taken
 
     def flush(self) -> list[Piece]:
         """Remove and return every pending piece at once, consecutive pieces of one field joined (``pacing.16``)."""
-        pieces = _coalesce(piece for _, piece in self._scheduled)
+        pieces = _coalesce(slot.piece for slot in self._scheduled)
         self._scheduled.clear()
         return pieces
 

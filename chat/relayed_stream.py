@@ -153,7 +153,10 @@ class DeltaRelay:
         """Apply one read batch (entries in stream order) at ``now``; return the chunks to send at once.
 
         The chunks are the role chunk and the exposing delta's chunks when the batch exposes the stream, and the
-        flushed pending pieces when it breaks the relay; paced pieces are taken with :meth:`take_due`.
+        flushed pending pieces when it breaks the relay; paced pieces are taken with :meth:`take_due`. Every accepted
+        delta of the batch arrives at the same ``now``, so the pacer merges them, with any piece still pending, into
+        one plan over one window from ``now``: one piece is due at once, not one per delta (``pacing.14``,
+        ``pacing.15``).
         """
         if now is None:
             now = self.clock()

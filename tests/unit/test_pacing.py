@@ -321,18 +321,117 @@ def test_paced_reasoning_precedes_content() -> None:
 
 
 def test_delta_arriving_while_pieces_are_pending_is_merged_over_a_new_window() -> None:
-    """Pending pieces merge with the new delta, field by field, over a window starting at its arrival; pieces already
-    due stay due. ref: pacing.14, pacing.15"""
+    """Every pending piece, even one already due but not taken yet, merges with the new delta, field by field, over a
+    window starting at its arrival: only the merged plan's first piece is due then. ref: pacing.3, pacing.14,
+    pacing.15"""
     pacer = DeltaPacer(2.0, 4)
     pacer.add_delta("", "start ", 0, now=0.0)
     pacer.take_due(0.0)
     pacer.add_delta("", "aaaa bbbb cccc dddd ", 1000, now=1.0)  # window 1.0: 4 pieces at 1.0, 1.25, 1.5, 1.75
     assert pacer.take_due(1.0) == [Piece("content", "aaaa ")]
-    # 0.3 s later: window 0.5 * 0.3 + 0.5 * 1.0 = 0.65, budget 2. "bbbb " was due at 1.25 and stays due.
+    # 0.3 s later: window 0.5 * 0.3 + 0.5 * 1.0 = 0.65, budget 2. "bbbb " was due at 1.25 but not taken: it merges.
     pacer.add_delta("", "eeee ffff", 1300, now=1.3)
-    assert pacer.take_due(1.3) == [Piece("content", "bbbb "), Piece("content", "cccc dddd ")]
+    assert pacer.take_due(1.3) == [Piece("content", "bbbb cccc ")]
     assert pacer.next_due() == pytest.approx(1.3 + 0.65 / 2)
-    assert pacer.take_due(1.3 + 0.65) == [Piece("content", "eeee ffff")]
+    assert pacer.take_due(1.3 + 0.65) == [Piece("content", "dddd eeee ffff")]
+    assert not pacer.pending
+
+
+def test_a_read_batch_of_six_posts_is_spread_over_one_window_not_sent_as_a_burst() -> None:
+    """Six deltas added at one ``now`` (one read batch, as after a slow read) are merged into one plan over the window:
+    one piece is due at once and the rest evenly after it, within the per-second cap, instead of one piece per delta
+    at once. ref: pacing.3, pacing.7, pacing.14, pacing.15"""
+    pacer = DeltaPacer(2.0, 20)
+    pacer.add_delta("", "Once ", 0, now=0.0)
+    assert pacer.take_due(0.0) == [Piece("content", "Once ")]
+    posts = [f"post {index} says a few words here, " for index in range(1, 7)]
+    for index, post in enumerate(posts, start=1):
+        pacer.add_delta("", post, index * 2000, now=12.0)  # posts 2 s apart: window 2 s, budget 20 * 2 = 40 pieces
+    plan = plan_pieces("", "".join(posts), 2.0, 20)
+    assert len(plan) == 40
+    assert pacer.take_due(12.0) == [plan[0]]
+    schedule = []
+    while (due := pacer.next_due()) is not None:
+        schedule.extend((due, piece) for piece in pacer.take_due(due))
+    assert [piece for _, piece in schedule] == plan[1:]
+    assert [due for due, _ in schedule] == pytest.approx([12.0 + index * 2.0 / 40 for index in range(1, 40)])
+
+
+def test_a_read_batch_of_ten_quick_posts_leaves_one_piece_due_at_once() -> None:
+    """Posts 0.1 s apart at 20 pieces per second give a budget of 2 per window: a batch of the first exposed delta
+    and ten more, added at one ``now``, has the first delta whole and the merged plan's first piece due at once and
+    its second piece half a window later. ref: pacing.1, pacing.7, pacing.14, pacing.15"""
+    pacer = DeltaPacer(2.0, 20)
+    for index in range(11):
+        pacer.add_delta("", f"w{index} ", index * 100, now=5.0)
+    assert pacer.estimator.window == pytest.approx(0.1)
+    later = "".join(f"w{index} " for index in range(1, 11))
+    plan = plan_pieces("", later, 0.1, 20)
+    assert len(plan) == 2
+    assert pacer.take_due(5.0) == [Piece("content", "w0 "), plan[0]]
+    assert pacer.next_due() == pytest.approx(5.05)
+    assert pacer.take_due(5.05) == [plan[1]]
+    assert not pacer.pending
+
+
+def test_the_first_exposed_delta_stays_whole_when_another_delta_arrives_before_it_is_taken() -> None:
+    """The first exposed delta's pieces are never merged: a second delta at the same ``now`` is paced after them.
+    ref: pacing.1, pacing.2"""
+    pacer = DeltaPacer(1.0, 4)
+    pacer.add_delta("mull it", "First words", 0, now=3.0)
+    pacer.add_delta("", "then more words", 1000, now=3.0)
+    plan = plan_pieces("", "then more words", 1.0, 4)
+    assert pacer.take_due(3.0) == [Piece("reasoning", "mull it"), Piece("content", "First words"), plan[0]]
+    assert pacer.flush() == [Piece("content", "".join(piece.text for piece in plan[1:]))]
+
+
+@given(
+    first=st.tuples(st.text(max_size=20), st.text(min_size=1, max_size=20)),
+    batch=st.lists(st.tuples(st.text(max_size=30), st.text(max_size=30)), min_size=1, max_size=12),
+    gap_ms=st.integers(min_value=0, max_value=3000),
+    max_window=st.sampled_from([0.05, 0.5, 2.0]),
+    per_second=st.sampled_from([1.0, 4.0, 20.0, 50.0]),
+    exposed_before=st.booleans(),
+)
+def test_deltas_added_at_one_now_leave_at_most_one_window_budget_due_and_lose_nothing(
+    first: tuple[str, str],
+    batch: list[tuple[str, str]],
+    gap_ms: int,
+    max_window: float,
+    per_second: float,
+    exposed_before: bool,
+) -> None:
+    """k deltas added at one ``now`` leave at most ``piece_budget(window) + 1`` pieces due at ``now`` (the merged
+    plan's first piece; with a first exposed delta of reasoning and content in the same batch, its two whole pieces),
+    and everything sent, taken as due and then flushed, is exactly everything added, per field, in order.
+    ref: pacing.1, pacing.3, pacing.7, pacing.14, pacing.15, pacing.16"""
+    pacer = DeltaPacer(max_window, per_second)
+    sent = {"reasoning": "", "content": ""}
+    added = {"reasoning": "", "content": ""}
+    now = 100.0
+    deltas = [first, *batch]
+    ms = 0
+    if exposed_before:  # the first delta went out alone earlier; the batch arrives later
+        pacer.add_delta(first[0], first[1], ms, now=now - 10)
+        for piece in pacer.take_due(now - 10):
+            sent[piece.field] += piece.text
+        added["reasoning"], added["content"] = first
+        deltas = batch
+    for reasoning, content in deltas:
+        ms += gap_ms
+        pacer.add_delta(reasoning, content, ms, now=now)
+        added["reasoning"] += reasoning
+        added["content"] += content
+    due_now = pacer.take_due(now)
+    whole_first = 0 if exposed_before else len([text for text in first if text])
+    assert len(due_now) <= whole_first + 1
+    if whole_first <= 1:
+        assert len(due_now) <= piece_budget(pacer.estimator.window, per_second) + 1
+    for piece in due_now:
+        sent[piece.field] += piece.text
+    for piece in pacer.flush():
+        sent[piece.field] += piece.text
+    assert sent == added
 
 
 def test_merge_keeps_reasoning_with_reasoning_and_bounds_latency() -> None:

@@ -540,6 +540,30 @@ async def test_a_later_delta_is_paced_and_its_pending_pieces_flush_at_once_when_
     ]
 
 
+async def test_a_read_batch_of_several_deltas_is_paced_as_one_merged_plan_not_sent_as_a_burst() -> None:
+    """Deltas read in one batch (after a slow or failed read) arrive together: their text is merged and spread over
+    one window from the arrival, so one piece goes at once, not one per delta; the rest flush at the finish.
+    ref: pacing.3, pacing.14, pacing.15, pacing.16"""
+    run = Run(request(), **PACED)
+    await run.feed(delta("A", 1, "Hello", ms=1_000_000))
+    batch = [" alpha beta", " gamma delta", " epsilon zeta", " eta theta"]
+    await run.feed(*(delta("A", seq, text, ms=1_000_000 + (seq - 1) * 50_000) for seq, text in enumerate(batch, 2)))
+    plan = [piece.text for piece in plan_pieces("", "".join(batch), 50.0, 0.2)]
+    assert len(plan) == 10
+    await wait_for_events(run, 3)
+    await settle()
+    assert deltas(run.events) == [{"role": "assistant"}, {"content": "Hello"}, {"content": plan[0]}]
+    events = await run.finish(final("Hello" + "".join(batch)))
+    assert deltas(events) == [
+        {"role": "assistant"},
+        {"content": "Hello"},
+        {"content": plan[0]},
+        {"content": "".join(plan[1:])},
+        "finish:stop",
+        "[DONE]",
+    ]
+
+
 async def test_a_restart_flushes_the_pending_pieces_at_once_before_reconciliation() -> None:
     """ref: pacing.16, final-reply-reconciliation.5"""
     run = Run(request(), **PACED)
