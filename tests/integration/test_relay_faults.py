@@ -70,6 +70,10 @@ abandoned and made again on a fresh connection."""
 FAULT_AT_CONTENT_CHUNK = 2
 """The fault starts once the client has read this many content chunks, so the relay is exposed when it hits."""
 
+LIVE_AFTER_SHARE = 0.25
+"""The content chunks read after the fault ended, while the request was still processing, hold at least this share
+of the reply (the scenario leaves about half of it to be generated after the longer fault)."""
+
 LAST_CHUNK_SHARE = 0.1
 """The last content chunk holds less than this share of the reply: the relay recovered and kept up until the end."""
 
@@ -296,12 +300,14 @@ def assert_recovered_with_exactly_the_final_reply(stack: FaultStack, result: Any
     kinds = result.kinds()
     assert kinds[0] == "role" and kinds[-1] == "finish:stop"
     assert set(kinds[1:-1]) == {"content"}
-    # Relayed live after the fault: several content chunks arrived while the request was still being generated.
-    live_after = [seen for seen, state in observed.states_after_fault.items() if state == "processing"]
+    # Relayed live after the fault: content chunks holding a good part of the reply arrived while the request was
+    # still being generated (more than the few paced pieces of posts read before the fault could hold).
+    contents = result.contents()
+    live_after = [contents[seen - 1] for seen, state in observed.states_after_fault.items() if state == "processing"]
     assert len(live_after) >= 3, observed.states_after_fault
+    assert len("".join(live_after)) >= LIVE_AFTER_SHARE * len(final), (live_after, len(final))
     # The final reply only filled in a little: a relay that stopped at the fault would leave the rest of the reply
     # (most of it) to one last chunk.
-    contents = result.contents()
     assert len(contents[-1]) < LAST_CHUNK_SHARE * len(final), (contents[-1], len(final))
     # The devhorde wrote every post (no gap for the relay to break on) and finished the request.
     entries = stream_entries(stack.redis.url, 0, result.request_id)
