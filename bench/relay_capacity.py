@@ -11,13 +11,17 @@ reply once the deltas are written. The front runs with the production defaults (
 10 s), pacing off unless ``--pacing`` (then the default 2 s window and 20 pieces per second).
 
 Per level it reports: the streams that ended with exactly the reply, ``finish_reason: stop`` and ``[DONE]``; the
-deltas seen by the client (a delta is seen when the client has its first character); the latency from issuing a
-delta's ``XADD`` to its first character on the client's wire (p50/p99/max) -- a delta the relay missed arrives only
-with the final reply, at least 2 s after the last ``XADD``, so it shows there; the CPU share of the front, the
-devhorde, Redis and this client while the streams are admitted (ramp) and while the deltas are written (relay; one
-CPU = 100); the front's resident memory.
+deltas seen by the client and the deltas missing; the latency from issuing a seen delta's ``XADD`` to its first
+character on the client's wire (p50/p99/max); the CPU share of the front, the devhorde, Redis and this client while
+the streams are admitted (ramp) and while the deltas are written (relay; one CPU = 100); the front's resident memory.
 
-A level **holds** when every stream ended with exactly the reply, every delta was seen, and the p99 latency stays
+A delta is seen when the client had its first character as a relayed delta. It is missing when that character never
+came, came in or after the finish chunk (the final reply's remainder is the content chunk sent together with the
+finish chunk: arriving less than ``FINISH_BURST_SECONDS`` before it counts as with it), or came ``MISSED_LATENCY_SECONDS``
+(2 s) or more after its ``XADD``: the devhorde makes the final reply available at least 2 s after the last ``XADD``, so
+a delta the relay missed, which only the final reply carries, arrives that late. Such a delta is not a latency sample.
+
+A level **holds** when every stream ended with exactly the reply, no delta is missing, and the p99 latency stays
 under ``--max-p99-ms`` (default 250 ms, about half a worker's post interval). A level whose streams are not all
 admitted (response headers) within ``max(5, 0.05 * N, 2 * N / open rate)`` seconds does not hold either. Levels run
 in increasing order and stop after the first that does not hold. Bounded: at most 6 levels of at most 2000 streams.
@@ -55,17 +59,54 @@ from bench.relay_latency import (
 JOIN_WAIT_SECONDS = 0.5
 """Between the last response headers and the first ``XADD``: every stream has joined the reader's ``XREAD``."""
 
+FINAL_REPLY_DELAY_SECONDS = 2.0
+"""The devhorde makes the final reply available this long after the last ``XADD`` of a level (at the least)."""
+
+MISSED_LATENCY_SECONDS = FINAL_REPLY_DELAY_SECONDS
+"""A delta first seen this long or longer after its ``XADD`` came with the final reply: the relay missed it."""
+
+FINISH_BURST_SECONDS = 0.05
+"""A content chunk arriving less than this before the finish chunk was sent with it: the final reply's remainder
+(the front writes the remainder and the finish chunk back to back; a relayed delta comes 2 s or more earlier)."""
+
 
 def own_cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 
 
-def first_visible(stream: ClientStream, offset: int) -> float | None:
-    """When the client first had the character at ``offset`` of the content, or None if it never came as a delta."""
+class TimedStream(ClientStream):
+    """A :class:`bench.relay_latency.ClientStream` that also notes when the finish chunk arrived (``finish_at``,
+    ``time.perf_counter`` seconds) and how many content chunks had arrived by then (``finish_index``)."""
+
+    finish_at: float | None = None
+    finish_index: int | None = None
+
+    @property  # type: ignore[override]
+    def finish_reason(self) -> str | None:
+        return self.__dict__.get("_finish_reason")
+
+    @finish_reason.setter
+    def finish_reason(self, value: str | None) -> None:
+        self.__dict__["_finish_reason"] = value
+        if value and self.finish_at is None:
+            self.finish_at = time.perf_counter()
+            self.finish_index = len(self.timeline)
+
+
+def first_visible(stream: TimedStream, offset: int) -> float | None:
+    """When the client first had the character at ``offset`` of the content as a relayed delta, or None when it never
+    came or came in or after the finish chunk (in the remainder chunk sent with it, see ``FINISH_BURST_SECONDS``)."""
     counts = [count for count, _ in stream.timeline]
     index = bisect_right(counts, offset)
-    return stream.timeline[index][1] if index < len(stream.timeline) else None
+    if index >= len(stream.timeline):
+        return None
+    arrived = stream.timeline[index][1]
+    if stream.finish_index is not None and index >= stream.finish_index:
+        return None  # after the finish chunk
+    if stream.finish_at is not None and arrived >= stream.finish_at - FINISH_BURST_SECONDS:
+        return None  # the final reply's remainder, written with the finish chunk
+    return arrived
 
 
 async def write_deltas(redis: Redis, key: str, gen: str, texts: list[str], start: float, interval: float,
@@ -90,7 +131,7 @@ def cpu_snapshot(stack: BenchStack) -> dict[str, float]:
             "client": own_cpu_seconds()}
 
 
-async def open_stream(client: httpx.AsyncClient, stack: BenchStack, result: ClientStream, event: asyncio.Event,
+async def open_stream(client: httpx.AsyncClient, stack: BenchStack, result: TimedStream, event: asyncio.Event,
                       delay: float) -> None:
     """Open one stream after ``delay`` seconds and read it to its end."""
     await asyncio.sleep(delay)
@@ -105,13 +146,13 @@ async def run_level(stack: BenchStack, streams: int, deltas: int, interval: floa
     ramp_budget = max(5.0, streams * 0.05, 2 * streams / open_rate)
     stack.reset()
     stack.put_scenario(bench_scenario(reply, finish_after_seconds=ramp_budget + JOIN_WAIT_SECONDS
-                                      + deltas * interval + 2.0, threads=streams))
+                                      + deltas * interval + FINAL_REPLY_DELAY_SECONDS, threads=streams))
     cpu_start = cpu_snapshot(stack)
     started = time.perf_counter()
 
     limits = httpx.Limits(max_connections=streams + 10, max_keepalive_connections=streams + 10)
     async with httpx.AsyncClient(timeout=httpx.Timeout(120.0), limits=limits) as client:
-        results = [ClientStream() for _ in range(streams)]
+        results = [TimedStream() for _ in range(streams)]
         header_events = [asyncio.Event() for _ in range(streams)]
         readers = [asyncio.ensure_future(open_stream(client, stack, result, event, index / open_rate))
                    for index, (result, event) in enumerate(zip(results, header_events, strict=True))]
@@ -161,11 +202,9 @@ async def run_level(stack: BenchStack, streams: int, deltas: int, interval: floa
         times = issued.get(result.request_id or "", [])
         for index, offset in enumerate(offsets):
             seen = first_visible(result, offset)
-            if seen is None or index >= len(times):
-                missing += 1
+            if seen is None or index >= len(times) or seen - times[index] >= MISSED_LATENCY_SECONDS:
+                missing += 1  # never came, came with the final reply, or so late that only the final reply has it
                 continue
-            # A delta the relay missed comes with the final reply, at least 2 s after the last XADD: its latency
-            # shows it.
             seen_count += 1
             latencies.append(seen - times[index])
     p99 = percentile(latencies, 0.99) * 1000 if latencies else float("inf")
