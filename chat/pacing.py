@@ -25,6 +25,7 @@ import time
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable
+from itertools import pairwise
 from typing import Final, Literal, NamedTuple
 
 import regex
@@ -98,7 +99,7 @@ def cut_pieces(text: str, count: int) -> list[str]:
         cuts.append(cut)
         previous = cut
     bounds = [0, *cuts, total]
-    return ["".join(clusters[begin:end]) for begin, end in zip(bounds, bounds[1:], strict=False)]
+    return ["".join(clusters[begin:end]) for begin, end in pairwise(bounds)]
 
 
 def piece_budget(window_seconds: float, max_chunks_per_second: float) -> int:

@@ -53,9 +53,9 @@ from chat.errors import OpenAIError
 from chat.horde_client import NativeStatus
 from chat.mapping import (
     ChunkFactory,
+    buffered_chunks,
     build_completion,
     build_system_fingerprint,
-    buffered_chunks,
     finish_chunk,
     usage_chunk,
 )

@@ -18,7 +18,7 @@ import pytest
 
 from chat.errors import OpenAIError
 from chat.horde_client import NativeStatus
-from chat.mapping import build_system_fingerprint, buffered_chunks
+from chat.mapping import buffered_chunks, build_system_fingerprint
 from chat.pacing import plan_pieces
 from chat.relay import DeltaEntry
 from chat.relayed_stream import STREAM_DIVERGED_MESSAGE, relayed_stream
