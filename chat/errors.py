@@ -213,6 +213,8 @@ model.`` (reference: Model selection)."""
 
 UNKNOWN_MODEL: Final = "UnknownModel"
 """The native rc of a ``models`` entry that is not a known text model."""
+MODEL_NOT_FOUND: Final = "model_not_found"
+"""OpenAI's 404 code for ``GET /v1/models/{model}`` of a model the model list does not hold."""
 
 
 def native_param(native_path: str, *, requested_model_key: str | None = None) -> str:

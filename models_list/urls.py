@@ -6,4 +6,6 @@ from models_list import views
 
 urlpatterns = [
     path("v1/models", views.list_models, name="models-list"),
+    # Model ids contain slashes (``org/name``): the path converter keeps them.
+    path("v1/models/<path:model>", views.retrieve_model, name="models-retrieve"),
 ]

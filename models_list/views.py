@@ -1,4 +1,4 @@
-"""``GET /v1/models``."""
+"""``GET /v1/models`` and ``GET /v1/models/{model}``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from chat import errors
-from chat.errors import json_response
+from chat.errors import OpenAIError, json_response
 from chat.horde_client import HordeRefusal, HordeUnreachable
 from chat.runtime import get_runtime
 from chat.views import method_not_allowed
@@ -31,14 +31,52 @@ async def native_text_models() -> list[dict[str, Any]]:
     return entries
 
 
+async def _served_models() -> dict[str, Any]:
+    """The model list (``{"object": "list", "data": [card, ...]}``) built from :func:`native_text_models`.
+
+    Raises:
+        OpenAIError: The Horde's refusal mapped by ``chat.errors.error_from_refusal`` (429 ``rate_limit_exceeded``
+            or its rc, 503 ``MaintenanceMode``, ...), or 502 ``HordeUnavailable`` when it cannot be reached.
+    """
+    try:
+        entries = await native_text_models()
+    except HordeRefusal as refusal:
+        raise errors.error_from_refusal(refusal) from refusal
+    except HordeUnreachable as exc:
+        raise errors.horde_unavailable(str(exc)) from exc
+    return model_list(entries)
+
+
+def model_not_found(model: str) -> OpenAIError:
+    """404 ``not_found_error`` ``model_not_found`` with param null, in OpenAI's wording (OpenAI's models retrieve)."""
+    return OpenAIError(
+        status=404,
+        message=f"The model `{model}` does not exist or you do not have access to it.",
+        code=errors.MODEL_NOT_FOUND,
+    )
+
+
 async def list_models(request: HttpRequest) -> HttpResponse:
     """OpenAI's model list, each text model with an online chat worker as an OpenRouter-shaped card."""
     if request.method != "GET":
         return method_not_allowed("GET")
     try:
-        entries = await native_text_models()
-    except HordeRefusal as refusal:
-        return errors.error_from_refusal(refusal).to_response()
-    except HordeUnreachable as exc:
-        return errors.horde_unavailable(str(exc)).to_response()
-    return json_response(model_list(entries))
+        return json_response(await _served_models())
+    except OpenAIError as error:
+        return error.to_response()
+
+
+async def retrieve_model(request: HttpRequest, model: str) -> HttpResponse:
+    """OpenAI's model retrieve: the card ``GET /v1/models`` lists for ``model`` (an id such as ``org/name``, slashes
+    included), or 404 :func:`model_not_found` when the list does not hold it (unknown to the Horde, or no online chat
+    worker). Horde failures map as for ``GET /v1/models``; other methods are 405."""
+    if request.method != "GET":
+        return method_not_allowed("GET")
+    try:
+        served = await _served_models()
+    except OpenAIError as error:
+        return error.to_response()
+    for card in served["data"]:
+        if card["id"] == model:
+            return json_response(card)
+    return model_not_found(model).to_response()

@@ -361,6 +361,19 @@ MODEL_LIST_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = MappingPro
 })
 """The error statuses of ``GET /v1/models`` with the codes each carries."""
 
+MODEL_RETRIEVE_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = MappingProxyType({
+    404: (
+        DocumentedError(
+            errors.MODEL_NOT_FOUND,
+            "`GET /v1/models` does not list the model: the Horde does not know it, or no online chat worker serves "
+            "it. OpenAI's message: ``The model `<id>` does not exist or you do not have access to it.``; `param` is "
+            "null.",
+        ),
+    ),
+    **MODEL_LIST_ERRORS,
+})
+"""The error statuses of ``GET /v1/models/{model}``: those of ``GET /v1/models`` and 404 ``model_not_found``."""
+
 RETRY_HEADER_STATUSES: Final = frozenset({408, 429, 502, 503})
 """Statuses the official OpenAI SDKs retry by default, where ``Retry-After`` and ``x-should-retry`` tune the retry."""
 
@@ -471,7 +484,8 @@ SSE_DESCRIPTION: Final = (
 
 
 def front_paths() -> dict[str, Any]:
-    """The front's documented routes: ``POST /v1/chat/completions`` and ``GET /v1/models``.
+    """The front's documented routes: ``POST /v1/chat/completions``, ``GET /v1/models`` and
+    ``GET /v1/models/{model}``.
 
     ``/healthz``, ``/``, ``/openapi.json``, ``/docs`` and ``/redoc`` are left out (reference: API documentation).
     """
@@ -493,6 +507,13 @@ def front_paths() -> dict[str, Any]:
         },
     }
     models_responses |= {str(status): error_response(status, codes) for status, codes in MODEL_LIST_ERRORS.items()}
+    model_responses: dict[str, Any] = {
+        "200": {
+            "description": "The model's card, as `GET /v1/models` lists it.",
+            "content": {"application/json": {"schema": _ref(ModelCard)}},
+        },
+    }
+    model_responses |= {str(status): error_response(status, codes) for status, codes in MODEL_RETRIEVE_ERRORS.items()}
     return {
         "/v1/chat/completions": {
             "post": {
@@ -530,6 +551,30 @@ def front_paths() -> dict[str, Any]:
                 ),
                 "security": security,
                 "responses": models_responses,
+            },
+        },
+        "/v1/models/{model}": {
+            "get": {
+                "operationId": "retrieveModel",
+                "tags": ["Models"],
+                "summary": "Retrieve a model",
+                "description": (
+                    "The card `GET /v1/models` lists for one model, or 404 `model_not_found` when the list does not "
+                    "hold it (unknown to the Horde, or no online chat worker)."
+                ),
+                "security": security,
+                "parameters": [
+                    {
+                        "name": "model",
+                        "in": "path",
+                        "required": True,
+                        "description": (
+                            "The model id, such as `example/model-7b`; its slash may be sent as is or as `%2F`."
+                        ),
+                        "schema": {"type": "string"},
+                    },
+                ],
+                "responses": model_responses,
             },
         },
     }

@@ -12,8 +12,8 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
     return OpenAIError(
         status=404,
         message=(
-            f"Unknown route: {request.method} {request.path}. The front serves POST /v1/chat/completions and "
-            "GET /v1/models; /docs describes them."
+            f"Unknown route: {request.method} {request.path}. The front serves POST /v1/chat/completions, "
+            "GET /v1/models and GET /v1/models/{model}; /docs describes them."
         ),
         code="unknown_url",
     ).to_response()

@@ -61,6 +61,30 @@ def test_models_list_through_the_sdk(stack: LiveStack) -> None:
         assert extra["x_horde"]["workers"] == served[model.id]["workers"]
 
 
+def test_models_retrieve_through_the_sdk(stack: LiveStack) -> None:
+    """``models.retrieve`` of a listed id (``org/name``, its slash sent as ``%2F``) is the list's card, field for
+    field; an unknown id is the SDK's ``NotFoundError`` with OpenAI's ``model_not_found``.
+
+    ref: model-card-fields.2"""
+    client = sync_client(stack)
+    listed = {model.id: model for model in client.models.list()}
+    model_id = served_model(stack)
+    assert "/" in model_id
+    retrieved = client.models.retrieve(model_id)
+    assert retrieved.model_dump() == listed[model_id].model_dump()
+    assert (retrieved.id, retrieved.object, retrieved.owned_by) == (model_id, "model", "aihorde")
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.models.retrieve("nobody/serves-this")
+    assert missing.value.status_code == 404
+    assert missing.value.code == "model_not_found"
+    assert missing.value.body == {
+        "message": "The model `nobody/serves-this` does not exist or you do not have access to it.",
+        "type": "not_found_error",
+        "param": None,
+        "code": "model_not_found",
+    }
+
+
 def test_plain_completion_sync(stack: LiveStack) -> None:
     """A non-streamed completion reads back with the SDK's own types, and the key reaches the Horde as apikey."""
     model = served_model(stack)

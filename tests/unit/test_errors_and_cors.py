@@ -81,7 +81,7 @@ async def test_preflight_and_cors_on_every_response() -> None:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("path", ["/v1/embeddings", "/v1/completions", "/v1/models/some-model", "/docs/"])
+@pytest.mark.parametrize("path", ["/v1/embeddings", "/v1/completions", "/v1/files", "/docs/"])
 async def test_unknown_routes_answer_in_the_openai_envelope(path: str) -> None:
     """A route the front does not serve is a JSON 404, never Django's HTML page."""
     response = await AsyncClient().get(path)
@@ -89,8 +89,8 @@ async def test_unknown_routes_answer_in_the_openai_envelope(path: str) -> None:
     assert response["Content-Type"] == "application/json"
     assert json.loads(response.content) == {
         "error": {
-            "message": f"Unknown route: GET {path}. The front serves POST /v1/chat/completions and GET /v1/models; "
-            "/docs describes them.",
+            "message": f"Unknown route: GET {path}. The front serves POST /v1/chat/completions, GET /v1/models "
+            "and GET /v1/models/{model}; /docs describes them.",
             "type": "not_found_error",
             "param": None,
             "code": "unknown_url",

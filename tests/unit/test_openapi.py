@@ -48,6 +48,7 @@ from oaifront.openapi import (
 
 CHAT = "/v1/chat/completions"
 MODELS = "/v1/models"
+MODEL = "/v1/models/{model}"
 
 
 @pytest.fixture(scope="module")
@@ -81,16 +82,27 @@ def test_document_is_a_valid_openapi_3_1_description(document: dict[str, Any]) -
     assert document["info"]["title"] == "AI Horde OpenAI-compatible chat front"
 
 
-def test_document_lists_the_two_routes_and_leaves_out_health_and_docs(document: dict[str, Any]) -> None:
+def test_document_lists_the_three_routes_and_leaves_out_health_and_docs(document: dict[str, Any]) -> None:
     """ref: api-documentation.1"""
     assert {path: sorted(operations) for path, operations in document["paths"].items()} == {
         CHAT: ["post"],
         MODELS: ["get"],
+        MODEL: ["get"],
     }
     for left_out in ("/healthz", "/", "/openapi.json", "/docs", "/redoc"):
         assert left_out not in document["paths"]
     assert document["paths"][CHAT]["post"]["operationId"] == "createChatCompletion"
     assert document["paths"][MODELS]["get"]["operationId"] == "listModels"
+    assert document["paths"][MODEL]["get"]["operationId"] == "retrieveModel"
+    assert document["paths"][MODEL]["get"]["parameters"] == [
+        {
+            "name": "model",
+            "in": "path",
+            "required": True,
+            "description": "The model id, such as `example/model-7b`; its slash may be sent as is or as `%2F`.",
+            "schema": {"type": "string"},
+        }
+    ]
 
 
 def test_root_redirects_to_docs() -> None:
@@ -408,6 +420,7 @@ def test_chat_request_body_is_the_validated_request(document: dict[str, Any]) ->
     example = body["content"]["application/json"]["example"]
     assert read_chat_request(json.dumps(example).encode()).model == "example/model-7b"
     assert "requestBody" not in document["paths"][MODELS]["get"]
+    assert "requestBody" not in document["paths"][MODEL]["get"]
 
 
 def test_horde_sdk_vocabularies_are_the_documented_enums(document: dict[str, Any]) -> None:
@@ -458,6 +471,9 @@ def test_success_responses_are_the_completion_the_event_stream_and_the_model_lis
     models_ok = document["paths"][MODELS]["get"]["responses"]["200"]
     assert models_ok["content"] == {"application/json": {"schema": ref(ModelList)}}
     assert schemas(document)["ModelList"]["properties"]["data"]["items"] == ref(ModelCard)
+    model_ok = document["paths"][MODEL]["get"]["responses"]["200"]
+    assert model_ok["content"] == {"application/json": {"schema": ref(ModelCard)}}
+    assert model_ok["description"] == "The model's card, as `GET /v1/models` lists it."
 
 
 CHAT_ERROR_CODES = {
@@ -476,10 +492,12 @@ MODEL_LIST_ERROR_CODES = {
     "502": ["HordeUnavailable"],
     "503": ["MaintenanceMode"],
 }
+MODEL_RETRIEVE_ERROR_CODES = {"404": ["model_not_found"], **MODEL_LIST_ERROR_CODES}
 
 
 @pytest.mark.parametrize(("path", "method", "expected"), [(CHAT, "post", CHAT_ERROR_CODES),
-                                                         (MODELS, "get", MODEL_LIST_ERROR_CODES)])
+                                                         (MODELS, "get", MODEL_LIST_ERROR_CODES),
+                                                         (MODEL, "get", MODEL_RETRIEVE_ERROR_CODES)])
 def test_error_responses_by_status_with_their_codes(
     document: dict[str, Any], path: str, method: str, expected: dict[str, list[str]]
 ) -> None:
@@ -516,7 +534,7 @@ def test_no_422_response_anywhere(document: dict[str, Any]) -> None:
     assert "422" not in json.dumps(document["paths"])
 
 
-@pytest.mark.parametrize(("path", "method"), [(CHAT, "post"), (MODELS, "get")])
+@pytest.mark.parametrize(("path", "method"), [(CHAT, "post"), (MODELS, "get"), (MODEL, "get")])
 def test_retry_headers_on_the_statuses_the_sdks_retry(document: dict[str, Any], path: str, method: str) -> None:
     """ref: schema-generation.2, native-admission-refusals.4, browser-access.1"""
     for status, response in document["paths"][path][method]["responses"].items():
@@ -539,7 +557,7 @@ def test_bearer_key_is_optional(document: dict[str, Any]) -> None:
             "description": "Your AI Horde API key, forwarded to the Horde. Without one, the anonymous key is used.",
         }
     }
-    for path, method in ((CHAT, "post"), (MODELS, "get")):
+    for path, method in ((CHAT, "post"), (MODELS, "get"), (MODEL, "get")):
         assert document["paths"][path][method]["security"] == [{"HordeApiKey": []}, {}]
 
 
