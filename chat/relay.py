@@ -67,6 +67,14 @@ _CLOSE_TIMEOUT_SECONDS: Final = 1.0
 _tracer = trace.get_tracer(__name__)
 
 
+async def _stop_task(task: asyncio.Task[None] | None) -> None:
+    """Cancel a background task that is still running and wait until it has stopped."""
+    if task is not None and not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 def redis_on_database(client: Redis, db: int) -> Redis:
     """Return ``client`` set to use database ``db`` for every connection it opens.
 
@@ -235,10 +243,7 @@ class DeltaStreamReader:
     async def aclose(self) -> None:
         """Stop the reader task and close its connection. Registrations stay; a later :meth:`register` restarts it."""
         task, self._task = self._task, None
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await _stop_task(task)
         await self._drop_client()
 
     def _ensure_running(self) -> None:
@@ -419,10 +424,7 @@ class SignalListener:
     async def aclose(self) -> None:
         """Stop the listener task and close its connection. A later :meth:`register` restarts it."""
         task, self._task = self._task, None
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await _stop_task(task)
 
     def _ensure_running(self) -> None:
         loop = asyncio.get_running_loop()
