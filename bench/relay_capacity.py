@@ -109,8 +109,9 @@ def first_visible(stream: TimedStream, offset: int) -> float | None:
     return arrived
 
 
-async def write_deltas(redis: Redis, key: str, gen: str, texts: list[str], start: float, interval: float,
-                       issued: list[float]) -> None:
+async def write_deltas(
+    redis: Redis, key: str, gen: str, texts: list[str], start: float, interval: float, issued: list[float]
+) -> None:
     """XADD ``texts`` to ``key`` one every ``interval`` seconds from ``start`` (perf_counter), noting issue times."""
     for seq, text in enumerate(texts, start=1):
         delay = start + (seq - 1) * interval - time.perf_counter()
@@ -127,26 +128,35 @@ def cpu_percent(before: dict[str, float], after: dict[str, float], seconds: floa
 
 def cpu_snapshot(stack: BenchStack) -> dict[str, float]:
     """CPU seconds so far of each process of the stack and of this client."""
-    return {**{name: cpu_seconds(process.pid) for name, process in stack.processes.items()},
-            "client": own_cpu_seconds()}
+    return {
+        **{name: cpu_seconds(process.pid) for name, process in stack.processes.items()},
+        "client": own_cpu_seconds(),
+    }
 
 
-async def open_stream(client: httpx.AsyncClient, stack: BenchStack, result: TimedStream, event: asyncio.Event,
-                      delay: float) -> None:
+async def open_stream(
+    client: httpx.AsyncClient, stack: BenchStack, result: TimedStream, event: asyncio.Event, delay: float
+) -> None:
     """Open one stream after ``delay`` seconds and read it to its end."""
     await asyncio.sleep(delay)
     await read_stream(client, stack.front_url, chat_body(), result, event)
 
 
-async def run_level(stack: BenchStack, streams: int, deltas: int, interval: float, max_p99_ms: float,
-                    open_rate: float) -> dict[str, Any]:
+async def run_level(
+    stack: BenchStack, streams: int, deltas: int, interval: float, max_p99_ms: float, open_rate: float
+) -> dict[str, Any]:
     texts = delta_texts(deltas)
     reply = "".join(texts)
     offsets = [sum(len(text) for text in texts[:index]) for index in range(deltas)]
     ramp_budget = max(5.0, streams * 0.05, 2 * streams / open_rate)
     stack.reset()
-    stack.put_scenario(bench_scenario(reply, finish_after_seconds=ramp_budget + JOIN_WAIT_SECONDS
-                                      + deltas * interval + FINAL_REPLY_DELAY_SECONDS, threads=streams))
+    stack.put_scenario(
+        bench_scenario(
+            reply,
+            finish_after_seconds=ramp_budget + JOIN_WAIT_SECONDS + deltas * interval + FINAL_REPLY_DELAY_SECONDS,
+            threads=streams,
+        )
+    )
     cpu_start = cpu_snapshot(stack)
     started = time.perf_counter()
 
@@ -154,8 +164,10 @@ async def run_level(stack: BenchStack, streams: int, deltas: int, interval: floa
     async with httpx.AsyncClient(timeout=httpx.Timeout(120.0), limits=limits) as client:
         results = [TimedStream() for _ in range(streams)]
         header_events = [asyncio.Event() for _ in range(streams)]
-        readers = [asyncio.ensure_future(open_stream(client, stack, result, event, index / open_rate))
-                   for index, (result, event) in enumerate(zip(results, header_events, strict=True))]
+        readers = [
+            asyncio.ensure_future(open_stream(client, stack, result, event, index / open_rate))
+            for index, (result, event) in enumerate(zip(results, header_events, strict=True))
+        ]
         try:
             await asyncio.wait_for(asyncio.gather(*(event.wait() for event in header_events)), ramp_budget)
         except TimeoutError:
@@ -164,9 +176,12 @@ async def run_level(stack: BenchStack, streams: int, deltas: int, interval: floa
             for reader in readers:
                 reader.cancel()
             await asyncio.gather(*readers, return_exceptions=True)
-            return {"streams": streams, "holds": False,
-                    "reason": f"only {opened} of {streams} streams were admitted within {ramp_budget:g} s",
-                    "ramp_cpu_percent": ramp_cpu}
+            return {
+                "streams": streams,
+                "holds": False,
+                "reason": f"only {opened} of {streams} streams were admitted within {ramp_budget:g} s",
+                "ramp_cpu_percent": ramp_cpu,
+            }
         ramp = time.perf_counter() - started
         ramp_cpu = cpu_percent(cpu_start, cpu_snapshot(stack), ramp)
         refused = [result.error for result in results if result.error is not None]
@@ -176,8 +191,15 @@ async def run_level(stack: BenchStack, streams: int, deltas: int, interval: floa
         issued: dict[str, list[float]] = {entry["id"]: [] for entry in natives}
         inject_start = time.perf_counter() + JOIN_WAIT_SECONDS
         writers = [
-            write_deltas(redis, f"horde:chat:stream:{entry['id']}", f"gen-{entry['id']}", texts,
-                         inject_start + interval * index / max(1, len(natives)), interval, issued[entry["id"]])
+            write_deltas(
+                redis,
+                f"horde:chat:stream:{entry['id']}",
+                f"gen-{entry['id']}",
+                texts,
+                inject_start + interval * index / max(1, len(natives)),
+                interval,
+                issued[entry["id"]],
+            )
             for index, entry in enumerate(natives)
         ]
         await asyncio.sleep(JOIN_WAIT_SECONDS)
@@ -231,13 +253,15 @@ async def run_level(stack: BenchStack, streams: int, deltas: int, interval: floa
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.relay_capacity", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--levels", default="100,200,400,800",
-                        help="concurrent streams per level, increasing (default 100,200,400,800)")
+    parser.add_argument(
+        "--levels", default="100,200,400,800", help="concurrent streams per level, increasing (default 100,200,400,800)"
+    )
     parser.add_argument("--deltas", type=int, default=10, help="deltas per stream (default 10)")
     parser.add_argument("--post-interval", type=float, default=0.5, help="seconds between a stream's deltas")
     parser.add_argument("--max-p99-ms", type=float, default=250.0, help="the latency a holding level stays under")
-    parser.add_argument("--open-rate", type=float, default=100.0,
-                        help="streams opened per second while a level ramps up (default 100)")
+    parser.add_argument(
+        "--open-rate", type=float, default=100.0, help="streams opened per second while a level ramps up (default 100)"
+    )
     parser.add_argument("--pacing", action="store_true", help="pace deltas with the default settings")
     parser.add_argument("--redis-url", default=None, help="use this Redis instead of a throwaway redis-server")
     parser.add_argument("--json", action="store_true", help="print the results as JSON only")
@@ -252,23 +276,30 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     with bench_stack(bench_scenario("x", 1.0, 1), front_env, args.redis_url) as stack:
         for level in levels:
-            row = asyncio.run(run_level(stack, level, args.deltas, args.post_interval, args.max_p99_ms,
-                                        args.open_rate))
+            row = asyncio.run(run_level(stack, level, args.deltas, args.post_interval, args.max_p99_ms, args.open_rate))
             rows.append(row)
             if not args.json:
                 print(json.dumps(row), flush=True)
             if not row["holds"]:
                 break
     held = [row["streams"] for row in rows if row["holds"]]
-    summary = {"machine": description, "deltas": args.deltas, "post_interval_seconds": args.post_interval,
-               "open_rate": args.open_rate,
-               "pacing": args.pacing, "max_p99_ms": args.max_p99_ms, "levels": rows,
-               "holds": max(held) if held else 0}
+    summary = {
+        "machine": description,
+        "deltas": args.deltas,
+        "post_interval_seconds": args.post_interval,
+        "open_rate": args.open_rate,
+        "pacing": args.pacing,
+        "max_p99_ms": args.max_p99_ms,
+        "levels": rows,
+        "holds": max(held) if held else 0,
+    }
     if args.json:
         print(json.dumps(summary))
     else:
-        print(f"one front process held {summary['holds']} concurrent relayed streams "
-              f"(largest level that held; {description})")
+        print(
+            f"one front process held {summary['holds']} concurrent relayed streams "
+            f"(largest level that held; {description})"
+        )
     return 0
 
 

@@ -76,8 +76,13 @@ class BenchStack:
 
     def start(self, name: str, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         log = (self.workdir / f"{name}.log").open("wb")
-        process = subprocess.Popen(args, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-                                   stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            args,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         self.processes[name] = process
         return process
 
@@ -103,9 +108,9 @@ class BenchStack:
 
 
 @contextlib.contextmanager
-def bench_stack(scenario: dict[str, Any], front_env: dict[str, str], redis_url: str | None = None) -> Iterator[
-    BenchStack
-]:
+def bench_stack(
+    scenario: dict[str, Any], front_env: dict[str, str], redis_url: str | None = None
+) -> Iterator[BenchStack]:
     """Start Redis (a throwaway ``redis-server`` unless ``redis_url``), the devhorde with ``scenario`` and one front
     with ``front_env``; stop them all on exit. Logs go to a temporary folder, printed on failure."""
     stack = BenchStack(Path(tempfile.mkdtemp(prefix="relay-bench-")))
@@ -114,15 +119,44 @@ def bench_stack(scenario: dict[str, Any], front_env: dict[str, str], redis_url: 
             if shutil.which("redis-server") is None:
                 raise SystemExit("redis-server is not installed; pass --redis-url redis://127.0.0.1:6379/0")
             port = free_port()
-            stack.start("redis", ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "",
-                                  "--appendonly", "no", "--dir", str(stack.workdir)])
+            stack.start(
+                "redis",
+                [
+                    "redis-server",
+                    "--bind",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    str(stack.workdir),
+                ],
+            )
             redis_url = f"redis://127.0.0.1:{port}/0"
             _wait_redis(port)
         stack.redis_url = redis_url
         horde_port = free_port()
-        devhorde = stack.start("devhorde", [sys.executable, "-m", "devhorde", "--host", "127.0.0.1", "--port",
-                                            str(horde_port), "--redis-url", redis_url, "--stream-redis-db",
-                                            str(STREAM_DB), "--log-level", "warning"])
+        devhorde = stack.start(
+            "devhorde",
+            [
+                sys.executable,
+                "-m",
+                "devhorde",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(horde_port),
+                "--redis-url",
+                redis_url,
+                "--stream-redis-db",
+                str(STREAM_DB),
+                "--log-level",
+                "warning",
+            ],
+        )
         stack.horde_url = f"http://127.0.0.1:{horde_port}/api"
         wait_http(f"{stack.horde_url}/v2/status/models?type=text", devhorde)
         stack.put_scenario(scenario)
@@ -133,9 +167,23 @@ def bench_stack(scenario: dict[str, Any], front_env: dict[str, str], redis_url: 
             "HORDE_OAI_STREAM_REDIS_DB": str(STREAM_DB),
             **front_env,
         }
-        front = stack.start("front", [sys.executable, "-m", "uvicorn", "oaifront.asgi:application", "--host",
-                                      "127.0.0.1", "--port", str(front_port), "--no-access-log", "--log-level",
-                                      "warning"], env)
+        front = stack.start(
+            "front",
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "oaifront.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(front_port),
+                "--no-access-log",
+                "--log-level",
+                "warning",
+            ],
+            env,
+        )
         stack.front_url = f"http://127.0.0.1:{front_port}"
         wait_http(f"{stack.front_url}/healthz", front)
         yield stack
@@ -162,12 +210,21 @@ def bench_scenario(reply: str, finish_after_seconds: float, threads: int) -> dic
     """One worker that posts no progress (this script writes it) and submits ``reply`` after the delay."""
     return {
         "name": "relay-bench",
-        "workers": [{
-            "name": "bench-1", "id": WORKER_ID, "model": MODEL, "threads": threads, "max_length": 4096,
-            "reply_style": "fixed", "fixed_reply": reply, "posts_progress": False,
-            "time_to_first_token_seconds": finish_after_seconds, "tokens_per_second": 1_000_000,
-            "post_interval_seconds": 0,
-        }],
+        "workers": [
+            {
+                "name": "bench-1",
+                "id": WORKER_ID,
+                "model": MODEL,
+                "threads": threads,
+                "max_length": 4096,
+                "reply_style": "fixed",
+                "fixed_reply": reply,
+                "posts_progress": False,
+                "time_to_first_token_seconds": finish_after_seconds,
+                "tokens_per_second": 1_000_000,
+                "post_interval_seconds": 0,
+            }
+        ],
     }
 
 
@@ -218,8 +275,10 @@ def summary_ms(values: list[float]) -> dict[str, float]:
 def machine() -> str:
     """A one-line description of the machine and its load."""
     load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else ["?"]
-    return (f"{platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-            f"load average {' '.join(load)} at start")
+    return (
+        f"{platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"load average {' '.join(load)} at start"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -242,11 +301,17 @@ class ClientStream:
     headers_at: float | None = None
 
 
-async def read_stream(client: httpx.AsyncClient, front_url: str, body: dict[str, Any], result: ClientStream,
-                      headers: asyncio.Event | None = None) -> None:
+async def read_stream(
+    client: httpx.AsyncClient,
+    front_url: str,
+    body: dict[str, Any],
+    result: ClientStream,
+    headers: asyncio.Event | None = None,
+) -> None:
     """POST the streamed request and read its events until ``[DONE]``, filling ``result``."""
-    async with client.stream("POST", f"{front_url}/v1/chat/completions", json=body,
-                             headers={"Authorization": f"Bearer {API_KEY}"}) as response:
+    async with client.stream(
+        "POST", f"{front_url}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {API_KEY}"}
+    ) as response:
         result.headers_at = time.perf_counter()
         if headers is not None:
             headers.set()
@@ -280,8 +345,12 @@ async def read_stream(client: httpx.AsyncClient, front_url: str, body: dict[str,
 
 
 def chat_body(max_tokens: int = 2048) -> dict[str, Any]:
-    return {"model": MODEL, "messages": [{"role": "user", "content": "Relay benchmark."}], "stream": True,
-            "max_tokens": max_tokens}
+    return {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "Relay benchmark."}],
+        "stream": True,
+        "max_tokens": max_tokens,
+    }
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -325,8 +394,9 @@ async def measure(stack: BenchStack, requests: int, deltas: int, interval: float
             texts = delta_texts(deltas, tag=f"r{index}")
             reply = "".join(texts)
             stack.reset()
-            stack.put_scenario(bench_scenario(reply, finish_after_seconds=join_wait + deltas * interval + 2.0,
-                                              threads=4))
+            stack.put_scenario(
+                bench_scenario(reply, finish_after_seconds=join_wait + deltas * interval + 2.0, threads=4)
+            )
             result = ClientStream()
             headers = asyncio.Event()
             reading = asyncio.ensure_future(read_stream(client, stack.front_url, chat_body(), result, headers))
@@ -378,10 +448,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.relay_latency", description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=20, help="sequential streamed requests (default 20)")
     parser.add_argument("--deltas", type=int, default=20, help="deltas per request (default 20)")
-    parser.add_argument("--interval", type=float, default=0.05,
-                        help="seconds between a delta's arrival on the client and the next XADD (default 0.05)")
-    parser.add_argument("--join-wait", type=float, default=0.3,
-                        help="seconds between the response headers and the first XADD (default 0.3)")
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=0.05,
+        help="seconds between a delta's arrival on the client and the next XADD (default 0.05)",
+    )
+    parser.add_argument(
+        "--join-wait",
+        type=float,
+        default=0.3,
+        help="seconds between the response headers and the first XADD (default 0.3)",
+    )
     parser.add_argument("--redis-url", default=None, help="use this Redis instead of a throwaway redis-server")
     parser.add_argument("--json", action="store_true", help="print the result as JSON only")
     args = parser.parse_args(argv)
@@ -391,8 +469,13 @@ def main(argv: list[str] | None = None) -> int:
     description = machine()
     with bench_stack(bench_scenario("x", 1.0, 4), front_env, args.redis_url) as stack:
         result = asyncio.run(measure(stack, args.requests, args.deltas, args.interval, args.join_wait))
-    result = {"machine": description, "requests": args.requests, "deltas": args.deltas,
-              "interval_seconds": args.interval, **result}
+    result = {
+        "machine": description,
+        "requests": args.requests,
+        "deltas": args.deltas,
+        "interval_seconds": args.interval,
+        **result,
+    }
     if args.json:
         print(json.dumps(result))
     else:

@@ -168,8 +168,10 @@ _SUBSCHEMA_VALUES: Final[tuple[str, ...]] = ("items", "not")
 
 def _is_object_schema(schema: Mapping[str, Any]) -> bool:
     schema_type = schema.get("type")
-    return schema_type == "object" or (isinstance(schema_type, list) and "object" in schema_type) or (
-        "properties" in schema
+    return (
+        schema_type == "object"
+        or (isinstance(schema_type, list) and "object" in schema_type)
+        or ("properties" in schema)
     )
 
 
@@ -220,9 +222,7 @@ def find_strict_schema_violation(response_format: object) -> ChatRuleViolation |
                 return ChatRuleViolation(
                     code=UNSUPPORTED_CHAT_PARAMETER,
                     param="response_format",
-                    message=STRICT_SCHEMA_REQUIRED_MESSAGE.format(
-                        name=name, context=repr(context), missing=missing[0]
-                    ),
+                    message=STRICT_SCHEMA_REQUIRED_MESSAGE.format(name=name, context=repr(context), missing=missing[0]),
                 )
         pending.extend(reversed(_subschemas(schema, context)))
     return None

@@ -238,9 +238,7 @@ def native_param(native_path: str, *, requested_model_key: str | None = None) ->
     return head + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in parts[1:])
 
 
-def error_from_refusal(
-    refusal: Any, *, requested_model_key: str | None = None, request: Any = None
-) -> OpenAIError:
+def error_from_refusal(refusal: Any, *, requested_model_key: str | None = None, request: Any = None) -> OpenAIError:
     """Map a native refusal (chat.horde_client.HordeRefusal) at submit or status to the OpenAI envelope.
 
     The Horde's ``rc`` passes through as the code, with its message; a 429 without an rc is
@@ -265,9 +263,7 @@ def error_from_refusal(
     if rc == NO_ELIGIBLE_WORKER_RC:
         return no_eligible_worker(message)
     if status == 429:
-        return OpenAIError(
-            status=429, message=message, code=rc or RATE_LIMIT_EXCEEDED, retry_after=retry_after
-        )
+        return OpenAIError(status=429, message=message, code=rc or RATE_LIMIT_EXCEEDED, retry_after=retry_after)
     if status >= 500 and rc != "MaintenanceMode":
         return horde_unavailable(f"{status} {rc}: {message}")
     if status == 400 and rc is None:
@@ -280,7 +276,7 @@ def error_from_refusal(
         param = "model" if requested_model_key == "model" else (match["path"] if match else None)
         if match and param != match["path"]:
             # The client sent `model`, which the front forwards as `models[0]`: name the key the client sent.
-            message = f"'{param}'" + message[match.end():]
+            message = f"'{param}'" + message[match.end() :]
         return OpenAIError(status=status, message=message, code=rc, param=param, retry_after=retry_after)
     if rc == UNSUPPORTED_CHAT_PARAMETER and isinstance(body.get("param"), str):
         from chat.screening import log_refused_parameter  # chat.screening imports this module

@@ -366,8 +366,7 @@ ToolChoice = Annotated[
 """``none``, ``auto``, ``required`` or an object naming one function."""
 
 Stop = Annotated[
-    Annotated[str, Tag("<string>")]
-    | Annotated[list[str], Field(max_length=MAX_CHAT_STOP_SEQUENCES), Tag("<array>")],
+    Annotated[str, Tag("<string>")] | Annotated[list[str], Field(max_length=MAX_CHAT_STOP_SEQUENCES), Tag("<array>")],
     _by_json_type("one of a string or array of strings"),
 ]
 """One stop sequence, or an array of at most four."""

@@ -10,4 +10,3 @@ from loguru import logger
 # horde-sdk's model reference logs its configuration at DEBUG on import; those lines are not the devhorde's.
 logger.disable("horde_model_reference")
 logger.disable("horde_sdk")
-

@@ -683,7 +683,12 @@ class DevHorde:
             return ChatFaultReason.PROMPT_OVERFLOW
         effort = params.get("reasoning_effort")
         seed = conversation_seed(
-            messages, tools, payload.get("tool_choice"), payload.get("response_format"), params.get("seed"), effort,
+            messages,
+            tools,
+            payload.get("tool_choice"),
+            payload.get("response_format"),
+            params.get("seed"),
+            effort,
         )
         reasons = worker.reasoning == "always" or (
             worker.reasoning == "auto" and ChatFeature.REASONING_EFFORT.value in worker.declared_values
@@ -727,7 +732,13 @@ class DevHorde:
         await self._await_marker(self.bus.xadd(request.id, fields, request.expires_epoch_ms))
 
     async def _post(
-        self, request: ChatRequest, worker: WorkerSpec, attempt: Attempt, seq: int, reasoning: str, text: str,
+        self,
+        request: ChatRequest,
+        worker: WorkerSpec,
+        attempt: Attempt,
+        seq: int,
+        reasoning: str,
+        text: str,
     ) -> None:
         if not attempt.streams or worker.skip_seq == seq:
             return

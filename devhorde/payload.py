@@ -177,8 +177,10 @@ def _check_tools(errors: _Errors, tools: object) -> None:
             continue
         name = function.get("name")
         if not isinstance(name, str) or not name:
-            errors.add(f"{path}.function.name", _type_error(name, "string") if not isinstance(name, str) else
-                       "'' should be non-empty")
+            errors.add(
+                f"{path}.function.name",
+                _type_error(name, "string") if not isinstance(name, str) else "'' should be non-empty",
+            )
         if "parameters" in function and not isinstance(function["parameters"], Mapping):
             errors.add(f"{path}.function.parameters", _type_error(function["parameters"], "object"))
         if "strict" in function and not isinstance(function["strict"], bool):
@@ -449,8 +451,7 @@ def request_rule_refusal(payload: Mapping[str, Any]) -> RuleRefusal | None:
     ):
         return RuleRefusal(
             "ChatRequestConflict",
-            "'messages' must contain the word 'json' in some form, to use 'response_format' of type "
-            "'json_object'.",
+            "'messages' must contain the word 'json' in some form, to use 'response_format' of type 'json_object'.",
             "messages",
         )
     return None

@@ -119,22 +119,26 @@ def _no_op_parameter_schema(default: object, description: str) -> dict[str, Any]
     return {"anyOf": [{"const": default}, {"type": "null"}], "description": description}
 
 
-NO_OP_PARAMETER_SCHEMAS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType({
-    key: _no_op_parameter_schema(parameter.default, parameter.description)
-    for key, parameter in DEFAULT_NO_OP_PARAMETERS.items()
-    if key not in REQUEST_KEYS
-})
+NO_OP_PARAMETER_SCHEMAS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType(
+    {
+        key: _no_op_parameter_schema(parameter.default, parameter.description)
+        for key, parameter in DEFAULT_NO_OP_PARAMETERS.items()
+        if key not in REQUEST_KEYS
+    }
+)
 """The request-schema property of each ``DEFAULT_NO_OP_PARAMETERS`` key that is not a ``ChatCompletionRequest``
 key (``chat.screening.REQUEST_KEYS``; reference: Schema generation): its default or null, the only values screening
 accepts (and then drops), with the table's description."""
 
 
-MODEL_SELECTION_SCHEMA: Final[Mapping[str, Any]] = MappingProxyType({
-    "oneOf": [
-        {"title": "With model", "required": ["model"], "properties": {"model": {"type": "string"}}},
-        {"title": "With models", "required": ["models"], "properties": {"models": {"type": "array"}}},
-    ],
-})
+MODEL_SELECTION_SCHEMA: Final[Mapping[str, Any]] = MappingProxyType(
+    {
+        "oneOf": [
+            {"title": "With model", "required": ["model"], "properties": {"model": {"type": "string"}}},
+            {"title": "With models", "required": ["models"], "properties": {"models": {"type": "array"}}},
+        ],
+    }
+)
 """Exactly one of ``model`` (a string) and ``models`` (an array), added to the request schema (reference: Model
 selection). ``ChatCompletionRequest`` checks it, and that ``models`` holds distinct ids (``uniqueItems``), in a model
 validator, which JSON Schema generation cannot see; the front refuses either break with 400 ``BadRequest``."""
@@ -276,130 +280,141 @@ _HORDE_UNAVAILABLE = DocumentedError(
     errors.HORDE_UNAVAILABLE, "The Horde could not be reached, or answered outside its contract."
 )
 
-CHAT_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = MappingProxyType({
-    400: (
-        DocumentedError(
-            errors.BAD_REQUEST,
-            "The body is not a JSON object (NaN and Infinity count as invalid JSON) or fails validation, or the Horde "
-            "refused the payload; `param` is the first failing field.",
+CHAT_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = MappingProxyType(
+    {
+        400: (
+            DocumentedError(
+                errors.BAD_REQUEST,
+                "The body is not a JSON object (NaN and Infinity count as invalid JSON) or fails validation, or the Horde "
+                "refused the payload; `param` is the first failing field.",
+            ),
+            DocumentedError(
+                errors.UNSUPPORTED_CHAT_PARAMETER,
+                "An unknown top-level key, a no-op parameter at another value than its default, an unsupported role or "
+                "content part type, a value outside OpenAI's range, a token limit below the Horde's floor, or a tool "
+                "history or strict schema breaking OpenAI's rules; `param` is its path.",
+            ),
+            DocumentedError(
+                errors.CHAT_REQUEST_CONFLICT,
+                "`tool_choice` or `parallel_tool_calls` without `tools`, or, under `horde.openai_guards`, a "
+                "`json_object` request whose messages do not contain the word json.",
+            ),
+            DocumentedError(
+                errors.UNKNOWN_MODEL,
+                "`model`, or an entry of `models`, is not a known text model; `param` is `model` or the entry's path.",
+            ),
+            DocumentedError(
+                errors.NO_WORKER_SUPPORTS_LIMIT,
+                "The request is over every online worker's completion limit or context length for its models; `param` "
+                "is `max_tokens` or `horde.max_context_length`. Volunteer workers come and go: retrying is up to you.",
+            ),
+            DocumentedError(
+                errors.MAX_KUDOS_EXCEEDED,
+                "The kudos estimate is above `horde.max_kudos`; `metadata` holds `rc`, `kudos_estimate` and `max_kudos`.",
+            ),
         ),
-        DocumentedError(
-            errors.UNSUPPORTED_CHAT_PARAMETER,
-            "An unknown top-level key, a no-op parameter at another value than its default, an unsupported role or "
-            "content part type, a value outside OpenAI's range, a token limit below the Horde's floor, or a tool "
-            "history or strict schema breaking OpenAI's rules; `param` is its path.",
+        401: (DocumentedError(INVALID_API_KEY, "The Horde does not know the bearer key."),),
+        403: (
+            DocumentedError(
+                KUDOS_UPFRONT,
+                "The request is over the free output allowance and the key lacks the kudos to hold upfront.",
+            ),
         ),
-        DocumentedError(
-            errors.CHAT_REQUEST_CONFLICT,
-            "`tool_choice` or `parallel_tool_calls` without `tools`, or, under `horde.openai_guards`, a "
-            "`json_object` request whose messages do not contain the word json.",
+        404: (
+            DocumentedError(
+                errors.NO_WORKER_SUPPORTS_FEATURES,
+                "No online worker serving the model declares a feature or guarantee the request needs (OpenRouter's "
+                "status for no endpoint supporting the requested features); the message lists them, and "
+                "`metadata.request_id` names the cancelled request.",
+            ),
+            DocumentedError(REQUEST_NOT_FOUND, "The Horde no longer knows the request (it expired)."),
         ),
-        DocumentedError(
-            errors.UNKNOWN_MODEL,
-            "`model`, or an entry of `models`, is not a known text model; `param` is `model` or the entry's path.",
+        408: (
+            DocumentedError(
+                errors.CHAT_REQUEST_TIMEOUT, "No reply came within the front's timeout; the request was cancelled."
+            ),
         ),
-        DocumentedError(
-            errors.NO_WORKER_SUPPORTS_LIMIT,
-            "The request is over every online worker's completion limit or context length for its models; `param` "
-            "is `max_tokens` or `horde.max_context_length`. Volunteer workers come and go: retrying is up to you.",
+        429: _RATE_LIMITS,
+        502: (
+            DocumentedError(errors.CHAT_REQUEST_FAULTED, "The worker failed the request."),
+            DocumentedError(
+                errors.CHAT_REQUEST_NO_GENERATION, "The Horde ended the request without a reply; it was cancelled."
+            ),
+            _HORDE_UNAVAILABLE,
         ),
-        DocumentedError(
-            errors.MAX_KUDOS_EXCEEDED,
-            "The kudos estimate is above `horde.max_kudos`; `metadata` holds `rc`, `kudos_estimate` and `max_kudos`.",
+        503: (
+            DocumentedError(
+                errors.NO_ELIGIBLE_WORKER,
+                f"No online worker can serve the request: at submit, or after waiting for one to appear. `Retry-After: "
+                f"{errors.NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS}` and `x-should-retry: true`.",
+            ),
+            DocumentedError(
+                errors.QUEUE_UNAVAILABLE,
+                "With `horde.availability_mode: fail_fast`, no eligible worker thread exists or the estimated wait "
+                "exceeds the front's timeout; `param` is `horde.availability_mode`.",
+            ),
+            _MAINTENANCE,
         ),
-    ),
-    401: (DocumentedError(INVALID_API_KEY, "The Horde does not know the bearer key."),),
-    403: (
-        DocumentedError(
-            KUDOS_UPFRONT, "The request is over the free output allowance and the key lacks the kudos to hold upfront."
-        ),
-    ),
-    404: (
-        DocumentedError(
-            errors.NO_WORKER_SUPPORTS_FEATURES,
-            "No online worker serving the model declares a feature or guarantee the request needs (OpenRouter's "
-            "status for no endpoint supporting the requested features); the message lists them, and "
-            "`metadata.request_id` names the cancelled request.",
-        ),
-        DocumentedError(REQUEST_NOT_FOUND, "The Horde no longer knows the request (it expired)."),
-    ),
-    408: (
-        DocumentedError(
-            errors.CHAT_REQUEST_TIMEOUT, "No reply came within the front's timeout; the request was cancelled."
-        ),
-    ),
-    429: _RATE_LIMITS,
-    502: (
-        DocumentedError(errors.CHAT_REQUEST_FAULTED, "The worker failed the request."),
-        DocumentedError(
-            errors.CHAT_REQUEST_NO_GENERATION, "The Horde ended the request without a reply; it was cancelled."
-        ),
-        _HORDE_UNAVAILABLE,
-    ),
-    503: (
-        DocumentedError(
-            errors.NO_ELIGIBLE_WORKER,
-            f"No online worker can serve the request: at submit, or after waiting for one to appear. `Retry-After: "
-            f"{errors.NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS}` and `x-should-retry: true`.",
-        ),
-        DocumentedError(
-            errors.QUEUE_UNAVAILABLE,
-            "With `horde.availability_mode: fail_fast`, no eligible worker thread exists or the estimated wait "
-            "exceeds the front's timeout; `param` is `horde.availability_mode`.",
-        ),
-        _MAINTENANCE,
-    ),
-})
+    }
+)
 """The error statuses of ``POST /v1/chat/completions`` with the codes each carries (reference: Error attributes, No
 eligible worker, Kudos cap, Refusal attributes). A streamed request gets them as plain JSON before any stream header;
 an error after the stream's headers is an SSE ``error`` event instead."""
 
-MODEL_LIST_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = MappingProxyType({
-    429: _RATE_LIMITS,
-    502: (_HORDE_UNAVAILABLE,),
-    503: (_MAINTENANCE,),
-})
+MODEL_LIST_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = MappingProxyType(
+    {
+        429: _RATE_LIMITS,
+        502: (_HORDE_UNAVAILABLE,),
+        503: (_MAINTENANCE,),
+    }
+)
 """The error statuses of ``GET /v1/models`` with the codes each carries."""
 
-MODEL_RETRIEVE_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = MappingProxyType({
-    404: (
-        DocumentedError(
-            errors.MODEL_NOT_FOUND,
-            "`GET /v1/models` does not list the model: the Horde does not know it, or no online chat worker serves "
-            "it. OpenAI's message: ``The model `<id>` does not exist or you do not have access to it.``; `param` is "
-            "null.",
+MODEL_RETRIEVE_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = MappingProxyType(
+    {
+        404: (
+            DocumentedError(
+                errors.MODEL_NOT_FOUND,
+                "`GET /v1/models` does not list the model: the Horde does not know it, or no online chat worker serves "
+                "it. OpenAI's message: ``The model `<id>` does not exist or you do not have access to it.``; `param` is "
+                "null.",
+            ),
         ),
-    ),
-    **MODEL_LIST_ERRORS,
-})
+        **MODEL_LIST_ERRORS,
+    }
+)
 """The error statuses of ``GET /v1/models/{model}``: those of ``GET /v1/models`` and 404 ``model_not_found``."""
 
 RETRY_HEADER_STATUSES: Final = frozenset({408, 429, 502, 503})
 """Statuses the official OpenAI SDKs retry by default, where ``Retry-After`` and ``x-should-retry`` tune the retry."""
 
-RETRY_HEADERS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType({
-    "Retry-After": {
-        "description": (
-            f"Whole seconds to wait before retrying: {errors.NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS} with "
-            "`no_eligible_worker`, the estimated wait (at most "
-            f"{QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS}) with `queue_unavailable`, and the Horde's own value when "
-            "it sent one."
-        ),
-        "schema": {"type": "integer", "minimum": 0},
-    },
-    "x-should-retry": {
-        "description": (
-            "Whether the official OpenAI SDKs should retry; when present it decides alone. Every "
-            "`no_eligible_worker` sends `true`."
-        ),
-        "schema": {"type": "string", "enum": ["true", "false"]},
-    },
-})
+RETRY_HEADERS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType(
+    {
+        "Retry-After": {
+            "description": (
+                f"Whole seconds to wait before retrying: {errors.NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS} with "
+                "`no_eligible_worker`, the estimated wait (at most "
+                f"{QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS}) with `queue_unavailable`, and the Horde's own value when "
+                "it sent one."
+            ),
+            "schema": {"type": "integer", "minimum": 0},
+        },
+        "x-should-retry": {
+            "description": (
+                "Whether the official OpenAI SDKs should retry; when present it decides alone. Every "
+                "`no_eligible_worker` sends `true`."
+            ),
+            "schema": {"type": "string", "enum": ["true", "false"]},
+        },
+    }
+)
 """The retry headers an error response may carry."""
 
-ERROR_CONTENT: Final[Mapping[str, Any]] = MappingProxyType({
-    "application/json": {"schema": {"$ref": SCHEMA_REF.format(model=OpenAIErrorEnvelope.__name__)}},
-})
+ERROR_CONTENT: Final[Mapping[str, Any]] = MappingProxyType(
+    {
+        "application/json": {"schema": {"$ref": SCHEMA_REF.format(model=OpenAIErrorEnvelope.__name__)}},
+    }
+)
 
 
 def error_response(status: int, documented: tuple[DocumentedError, ...]) -> dict[str, Any]:
@@ -417,14 +432,16 @@ def _ref(model: type[BaseModel]) -> dict[str, str]:
     return {"$ref": SCHEMA_REF.format(model=model.__name__)}
 
 
-CHAT_REQUEST_EXAMPLE: Final[Mapping[str, Any]] = MappingProxyType({
-    "model": "example/model-7b",
-    "messages": [
-        {"role": "system", "content": "You are a helpful assistant."},
-        {"role": "user", "content": "Say hello in one sentence."},
-    ],
-    "max_tokens": 128,
-})
+CHAT_REQUEST_EXAMPLE: Final[Mapping[str, Any]] = MappingProxyType(
+    {
+        "model": "example/model-7b",
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "Say hello in one sentence."},
+        ],
+        "max_tokens": 128,
+    }
+)
 
 STREAM_EVENT: Final = "ChatCompletionStreamEvent"
 """The component name of one server-sent event of a streamed completion."""
@@ -584,19 +601,21 @@ INFO_DESCRIPTION: Final = (
     "An OpenAI-compatible chat completions API in front of the [AI Horde](https://aihorde.net)'s volunteer text "
     "workers. Point an OpenAI SDK at this server's `/v1` with your AI Horde API key as the bearer key (none: the "
     "anonymous key).\n\n"
-    "Errors use OpenAI's envelope `{\"error\": {\"message\", \"type\", \"param\", \"code\"}}`, with `metadata` where "
+    'Errors use OpenAI\'s envelope `{"error": {"message", "type", "param", "code"}}`, with `metadata` where '
     "it helps. Each response lists the codes the front returns at that status; the Horde's own codes (`rc`) pass "
     "through as well.\n\n"
     f"Documentation: [{DOCS_URL}]({DOCS_URL})."
 )
 
-SECURITY_SCHEMES: Final[Mapping[str, Any]] = MappingProxyType({
-    "HordeApiKey": {
-        "type": "http",
-        "scheme": "bearer",
-        "description": "Your AI Horde API key, forwarded to the Horde. Without one, the anonymous key is used.",
-    },
-})
+SECURITY_SCHEMES: Final[Mapping[str, Any]] = MappingProxyType(
+    {
+        "HordeApiKey": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "Your AI Horde API key, forwarded to the Horde. Without one, the anonymous key is used.",
+        },
+    }
+)
 
 
 @cache
@@ -606,8 +625,9 @@ def _front_document() -> tuple[dict[str, Any], dict[str, Any]]:
     return front_paths(), schemas
 
 
-def add_front_paths(result: dict[str, Any], generator: Any = None, request: Any = None, public: bool = True,
-                    **kwargs: Any) -> dict[str, Any]:
+def add_front_paths(
+    result: dict[str, Any], generator: Any = None, request: Any = None, public: bool = True, **kwargs: Any
+) -> dict[str, Any]:
     """drf-spectacular postprocessing hook: the front's paths, component schemas, security scheme and info.
 
     drf-spectacular finds no operation of its own (the front has no DRF view in the description), so the paths it

@@ -80,7 +80,9 @@ def start_devhorde(tmp: Path, *, redis: bool = True, scenario: Path | str | None
     return process, api_root
 
 
-def start_front(tmp: Path, horde_url: str, *, redis: bool = True, env: dict[str, str] | None = None) -> tuple[Process, str]:
+def start_front(
+    tmp: Path, horde_url: str, *, redis: bool = True, env: dict[str, str] | None = None
+) -> tuple[Process, str]:
     """Start the front under uvicorn; return it and its base URL (``http://127.0.0.1:<port>``)."""
     port = free_port()
     front_env = {**FAST_FRONT_ENV, "HORDE_URL": horde_url, **(env or {})}
@@ -88,8 +90,15 @@ def start_front(tmp: Path, horde_url: str, *, redis: bool = True, env: dict[str,
         front_env.setdefault("HORDE_OAI_REDIS_URL", REDIS_URL)
         front_env.setdefault("HORDE_OAI_STREAM_REDIS_DB", str(STREAM_REDIS_DB))
     args = [
-        sys.executable, "-m", "uvicorn", "oaifront.asgi:application",
-        "--host", "127.0.0.1", "--port", str(port), "--no-access-log",
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "oaifront.asgi:application",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--no-access-log",
     ]
     process = start_process(args, front_env, tmp / f"front-{port}.log")
     base = f"http://127.0.0.1:{port}"

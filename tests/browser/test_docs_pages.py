@@ -43,8 +43,18 @@ def test_swagger_ui_renders_the_chat_operation_and_its_request_schema(
     model.get_by_text("ChatCompletionRequest").first.wait_for(timeout=RENDER_TIMEOUT_MS)
     schema_text = model.inner_text()
     assert "The body of POST /v1/chat/completions." in schema_text
-    for field in ("messages", "model", "models", "stream", "max_tokens", "tools", "response_format", "horde",
-                  "logprobs", "service_tier"):
+    for field in (
+        "messages",
+        "model",
+        "models",
+        "stream",
+        "max_tokens",
+        "tools",
+        "response_format",
+        "horde",
+        "logprobs",
+        "service_tier",
+    ):
         assert f"\n{field}" in schema_text, field
 
     responses = operation.locator(".responses-table").first.inner_text()
@@ -57,9 +67,7 @@ def test_swagger_ui_renders_the_chat_operation_and_its_request_schema(
     assert offline_page.errors == []
 
 
-def test_redoc_renders_the_chat_operation_and_its_request_schema(
-    offline_page: OfflinePage, docs_front: str
-) -> None:
+def test_redoc_renders_the_chat_operation_and_its_request_schema(offline_page: OfflinePage, docs_front: str) -> None:
     """ref: api-documentation.1"""
     page = offline_page.page
     response = page.goto(f"{docs_front}/redoc")
@@ -71,8 +79,18 @@ def test_redoc_renders_the_chat_operation_and_its_request_schema(
     text = operation.inner_text()
     assert text.startswith("Create a chat completion")
     assert "REQUEST BODY SCHEMA: APPLICATION/JSON" in text.upper()
-    for field in ("messages", "model", "models", "stream", "max_tokens", "tools", "response_format", "horde",
-                  "logprobs", "service_tier"):
+    for field in (
+        "messages",
+        "model",
+        "models",
+        "stream",
+        "max_tokens",
+        "tools",
+        "response_format",
+        "horde",
+        "logprobs",
+        "service_tier",
+    ):
         assert f"\n{field}" in text, field
     assert "The conversation, oldest first." in text
     assert "/v1/chat/completions" in text

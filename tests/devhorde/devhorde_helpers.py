@@ -104,7 +104,10 @@ async def submit_ok(client: httpx.AsyncClient, payload: dict[str, Any]) -> str:
 
 
 async def wait_for(
-    client: httpx.AsyncClient, request_id: str, predicate: Callable[[dict], bool], timeout: float = 5.0,
+    client: httpx.AsyncClient,
+    request_id: str,
+    predicate: Callable[[dict], bool],
+    timeout: float = 5.0,
 ) -> dict[str, Any]:
     """Poll the status every 10 ms until ``predicate`` holds; fail after ``timeout`` seconds."""
     deadline = asyncio.get_running_loop().time() + timeout

@@ -72,8 +72,9 @@ async def test_requests_expire(make_client) -> None:
 
 @pytest.mark.asyncio
 async def test_restart_starts_a_new_attempt_with_a_new_gen(make_client) -> None:
-    client = await make_client(scenario(worker("w1", restart_after_posts=2, restarts=2, post_interval_seconds=0.001,
-                                               tokens_per_second=1000)))
+    client = await make_client(
+        scenario(worker("w1", restart_after_posts=2, restarts=2, post_interval_seconds=0.001, tokens_per_second=1000))
+    )
     request_id = await submit_ok(client, chat())
     body = await wait_done(client, request_id)
     assert body["restarted"] == 2 and body["finished"] == 1
@@ -114,10 +115,24 @@ async def test_worker_goes_offline_after_n_jobs(make_client) -> None:
 async def test_models_route(make_client) -> None:
     client = await make_client(
         scenario(
-            worker("a", "m/x", threads=2, features=["seed", "prompt_overflow_refused"], max_length=512,
-                   max_context_length=4096, **SLOW),
-            worker("b", "m/x", features=["vision", "prompt_overflow_refused"], image_transports=["base64"],
-                   max_length=2048, max_context_length=8192, **SLOW),
+            worker(
+                "a",
+                "m/x",
+                threads=2,
+                features=["seed", "prompt_overflow_refused"],
+                max_length=512,
+                max_context_length=4096,
+                **SLOW,
+            ),
+            worker(
+                "b",
+                "m/x",
+                features=["vision", "prompt_overflow_refused"],
+                image_transports=["base64"],
+                max_length=2048,
+                max_context_length=8192,
+                **SLOW,
+            ),
             worker("text-only", "m/text", chat=False),
             worker("gone", "m/gone", online=False),
         ),
@@ -153,8 +168,9 @@ async def test_control_scenario_get_put_and_invalid(make_client) -> None:
     assert replaced.status_code == 200
     assert [w["name"] for w in replaced.json()["workers"]] == ["w1", "w2"]
     assert (await submit(client, chat(models=["m/new"]))).status_code == 202
-    invalid = await client.put("/_devhorde/scenario", json={"workers": [{"name": "v", "model": "m",
-                                                                         "features": ["vision"]}]})
+    invalid = await client.put(
+        "/_devhorde/scenario", json={"workers": [{"name": "v", "model": "m", "features": ["vision"]}]}
+    )
     assert invalid.status_code == 400 and invalid.json()["errors"]
     assert (await client.put("/_devhorde/scenario", json={"typo_key": 1})).status_code == 400
     also_under_api = await client.get("/api/_devhorde/scenario")
@@ -187,7 +203,9 @@ async def test_control_requests_listing_and_reset(make_client) -> None:
     request_id = await submit_ok(client, payload)
     queued = await submit_ok(client, chat())
     await client.post(
-        f"{API}/generate/chat/async", json=chat(), headers={"apikey": "someone", "Client-Agent": "test:1:me"},
+        f"{API}/generate/chat/async",
+        json=chat(),
+        headers={"apikey": "someone", "Client-Agent": "test:1:me"},
     )
     listed = await requests_by_id(client)
     assert listed[request_id]["payload"] == payload and listed[request_id]["apikey"] == "0000000000"

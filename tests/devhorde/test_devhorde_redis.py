@@ -78,7 +78,8 @@ async def test_stream_entries_concatenate_to_the_final_reply(make_client, redis_
 async def test_no_stream_without_stream_true_or_without_progress_posts(make_client, redis_db13) -> None:
     redis = redis_db13
     client = await make_client(
-        scenario(worker("w1"), worker("quiet", "m/quiet", posts_progress=False)), redis=True,
+        scenario(worker("w1"), worker("quiet", "m/quiet", posts_progress=False)),
+        redis=True,
     )
     plain = await submit_ok(client, chat())
     quiet = await submit_ok(client, chat(models=["m/quiet"], stream=True))
@@ -173,7 +174,8 @@ async def test_final_text_can_diverge_from_the_relayed_text(make_client, redis_d
 async def test_cancel_writes_an_ended_marker(make_client, redis_db13) -> None:
     redis = redis_db13
     client = await make_client(
-        scenario(worker("w1", tokens_per_second=20, post_interval_seconds=0.05)), redis=True,
+        scenario(worker("w1", tokens_per_second=20, post_interval_seconds=0.05)),
+        redis=True,
     )
     request_id = await submit_ok(client, chat(stream=True))
     await asyncio.sleep(0.12)

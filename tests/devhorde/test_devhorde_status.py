@@ -161,13 +161,18 @@ async def test_tool_result_turn_gets_a_text_answer(make_client) -> None:
     client = await make_client(scenario(worker("t", features=TOOL_FEATURES)))
     messages = [
         {"role": "user", "content": "Weather in Paris?"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}},
-        ]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}},
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_1", "content": "18 C and sunny"},
     ]
-    body = await wait_done(client, await submit_ok(client, {"messages": messages, "models": ["m/plain"],
-                                                            "tools": TOOLS}))
+    body = await wait_done(
+        client, await submit_ok(client, {"messages": messages, "models": ["m/plain"], "tools": TOOLS})
+    )
     assert "get_weather tool returned: 18 C and sunny" in body["generations"][0]["message"]["content"]
 
 
@@ -209,8 +214,9 @@ async def test_declaration_gap_is_reported_and_recomputed(make_client) -> None:
         "missing_declarations": ["reasoning_effort"],
         "exceeded_limits": [],
     }
-    patched = await client.post("/_devhorde/workers/w1", json={"features": ["reasoning_effort",
-                                                                            "prompt_overflow_refused"]})
+    patched = await client.post(
+        "/_devhorde/workers/w1", json={"features": ["reasoning_effort", "prompt_overflow_refused"]}
+    )
     assert patched.status_code == 200
     done = await wait_done(client, request_id)
     assert done["is_possible"] is True and "impossible_reason" not in done
@@ -240,8 +246,9 @@ async def test_max_context_length_gap(make_client) -> None:
 
 @pytest.mark.asyncio
 async def test_max_length_gap_after_the_workers_change(make_client) -> None:
-    client = await make_client(scenario(worker("w1", max_length=1024, **SLOW), worker("w2", max_length=1024,
-                                                                                       online=False)))
+    client = await make_client(
+        scenario(worker("w1", max_length=1024, **SLOW), worker("w2", max_length=1024, online=False))
+    )
     busy = await submit_ok(client, chat())
     request_id = await submit_ok(client, chat(params={"max_length": 1000}))
     assert (await status(client, request_id))["is_possible"] is True
@@ -321,8 +328,9 @@ async def test_faults(make_client) -> None:
     faulted = await wait_done(client, await submit_ok(client, chat(models=["m/fault"])))
     assert faulted["faulted"] is True and faulted["fault_reason"] == "generation_error"
     assert faulted["finished"] == 0 and faulted["generations"] == []
-    overflow = await wait_done(client, await submit_ok(client, chat("word " * 40, models=["m/small"],
-                                                                    params={"max_length": 16})))
+    overflow = await wait_done(
+        client, await submit_ok(client, chat("word " * 40, models=["m/small"], params={"max_length": 16}))
+    )
     assert overflow["fault_reason"] == "prompt_overflow"
 
 
@@ -358,10 +366,13 @@ async def test_vision_routing(make_client) -> None:
             worker("eyes", "m/v", features=["vision", "prompt_overflow_refused"], image_transports=["url"]),
         ),
     )
-    image_message = {"role": "user", "content": [
-        {"type": "text", "text": "What is in this picture?"},
-        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
-    ]}
+    image_message = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "What is in this picture?"},
+            {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+        ],
+    }
     request_id = await submit_ok(client, {"messages": [image_message], "models": ["m/v"]})
     assert (await status(client, request_id))["eligible_workers"] == 1
     generation = (await wait_done(client, request_id))["generations"][0]

@@ -96,9 +96,13 @@ async def test_unknown_model_message_starts_with_the_quoted_entry_path(make_clie
             {
                 "messages": [
                     {"role": "user", "content": "hi"},
-                    {"role": "assistant", "content": None, "tool_calls": [
-                        {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}},
-                    ]},
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+                        ],
+                    },
                     {"role": "user", "content": "and?"},
                 ],
                 "models": ["m/plain"],
@@ -260,8 +264,11 @@ async def test_accepted_body_and_warnings(make_client) -> None:
 @pytest.mark.asyncio
 async def test_worker_max_length_adjustment(make_client) -> None:
     client = await make_client(
-        scenario(worker("small", max_length=300), worker("big", max_length=1000), worker("off", max_length=9000,
-                 online=False)),
+        scenario(
+            worker("small", max_length=300),
+            worker("big", max_length=1000),
+            worker("off", max_length=9000, online=False),
+        ),
     )
     lowered = await submit_ok(client, chat(params={"max_length": 4096}))
     assert (await status(client, lowered))["context_adjustments"] == [

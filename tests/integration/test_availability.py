@@ -45,19 +45,46 @@ AVAILABILITY_SCENARIO: dict[str, Any] = {
     "known_models": ["avail/offline-9b"],
     "queue_position_delay_seconds": 0,
     "workers": [
-        {"name": "plain-1", "model": "avail/plain-2b", "features": [STRICT], "threads": 8, "max_length": 1024,
-         "max_context_length": 8192, "reply_style": "fixed", "fixed_reply": FIXED_REPLY, **FAST},
+        {
+            "name": "plain-1",
+            "model": "avail/plain-2b",
+            "features": [STRICT],
+            "threads": 8,
+            "max_length": 1024,
+            "max_context_length": 8192,
+            "reply_style": "fixed",
+            "fixed_reply": FIXED_REPLY,
+            **FAST,
+        },
         # Tools without the tool_choice_enforced guarantee.
         {"name": "tools-1", "model": "avail/tools-7b", "features": ["tools", STRICT], "threads": 4, **FAST},
         # Untrusted: a request with horde.trusted_workers has no candidate (is_possible false, no known cause).
-        {"name": "untrusted-1", "model": "avail/untrusted-2b", "trusted": False, "features": [STRICT],
-         "max_context_length": 16384, **FAST},
+        {
+            "name": "untrusted-1",
+            "model": "avail/untrusted-2b",
+            "trusted": False,
+            "features": [STRICT],
+            "max_context_length": 16384,
+            **FAST,
+        },
         # One stuck thread each: a first request holds it, the next one queues.
         {"name": "slow-1", "model": "avail/slow-2b", "features": [STRICT], "threads": 1, **STUCK},
-        {"name": "shrink-1", "model": "avail/shrink-2b", "features": [STRICT], "threads": 1, "max_length": 1024,
-         **STUCK},
+        {
+            "name": "shrink-1",
+            "model": "avail/shrink-2b",
+            "features": [STRICT],
+            "threads": 1,
+            "max_length": 1024,
+            **STUCK,
+        },
         {"name": "vanish-1", "model": "avail/vanish-2b", "features": [STRICT], "threads": 1, **STUCK},
-        {"name": "fault-1", "model": "avail/fault-2b", "features": [STRICT], "fault_reason": "generation_error", **FAST},
+        {
+            "name": "fault-1",
+            "model": "avail/fault-2b",
+            "features": [STRICT],
+            "fault_reason": "generation_error",
+            **FAST,
+        },
         {"name": "ghost-1", "model": "avail/ghost-2b", "features": [STRICT], "done_without_generation": True, **FAST},
     ],
 }
@@ -107,10 +134,13 @@ def marked_requests(stack: LiveStack, marker: str) -> list[dict[str, Any]]:
 
 def all_cancelled(stack: LiveStack, marker: str, count: int) -> list[dict[str, Any]]:
     """Wait until ``count`` marked requests exist and each was cancelled by a DELETE; return them."""
+
     def probe() -> list[dict[str, Any]] | None:
         found = marked_requests(stack, marker)
-        return found if len(found) == count and all(r["cancelled"] and r["state"] == "cancelled" for r in found) \
-            else None
+        return (
+            found if len(found) == count and all(r["cancelled"] and r["state"] == "cancelled" for r in found) else None
+        )
+
     return eventually(probe, what=f"{count} cancelled request(s) marked {marker}")
 
 
@@ -131,21 +161,28 @@ def sse_events(response: httpx.Response) -> list[str]:
 
 def stream_raw(base_url: str, body: dict[str, Any]) -> httpx.Response:
     """POST a streamed request with httpx and read the whole response."""
-    return httpx.post(f"{base_url}/chat/completions", json={**body, "stream": True},
-                      headers={"Authorization": "Bearer 0000000000"}, timeout=60)
+    return httpx.post(
+        f"{base_url}/chat/completions",
+        json={**body, "stream": True},
+        headers={"Authorization": "Bearer 0000000000"},
+        timeout=60,
+    )
 
 
 def native_submit(stack: LiveStack, model: str, marker: str, **extra: Any) -> str:
     """Submit straight to the devhorde (a request that holds a worker's thread); return its id."""
-    response = httpx.post(f"{stack.horde_url}/v2/generate/chat/async", headers={"apikey": "0000000000"},
-                          json={"messages": prompt(marker), "models": [model], **extra}, timeout=5)
+    response = httpx.post(
+        f"{stack.horde_url}/v2/generate/chat/async",
+        headers={"apikey": "0000000000"},
+        json={"messages": prompt(marker), "models": [model], **extra},
+        timeout=5,
+    )
     assert response.status_code == 202, response.text
     return response.json()["id"]
 
 
 def native_cancel(stack: LiveStack, request_id: str) -> None:
-    httpx.delete(f"{stack.horde_url}/v2/generate/chat/status/{request_id}", headers={"apikey": "0000000000"},
-                 timeout=5)
+    httpx.delete(f"{stack.horde_url}/v2/generate/chat/status/{request_id}", headers={"apikey": "0000000000"}, timeout=5)
 
 
 def request_state(stack: LiveStack, request_id: str) -> dict[str, Any] | None:
@@ -171,8 +208,10 @@ def with_scenario(stack: LiveStack, **changes: Any) -> None:
 def hold_the_thread(stack: LiveStack, model: str) -> str:
     """Occupy the one thread of a stuck worker; return the holding request's id once it is processing."""
     holder = native_submit(stack, model, new_marker(), params={"max_length": 64})
-    eventually(lambda: (request_state(stack, holder) or {}).get("state") == "processing",
-               what=f"the holder on {model} to be processing")
+    eventually(
+        lambda: (request_state(stack, holder) or {}).get("state") == "processing",
+        what=f"the holder on {model} to be processing",
+    )
     return holder
 
 
@@ -184,11 +223,18 @@ def test_a_model_without_an_online_worker_is_503_at_once(avail: LiveStack) -> No
     """ref: model-availability.1, model-availability.2, model-availability.3, model-availability.4,
     model-availability.5, native-admission-refusals.5, error-attributes.1"""
     for stream in (False, True):
-        error = status_error(lambda: sdk(avail.openai_base_url).chat.completions.create(
-            model="avail/offline-9b", messages=prompt(new_marker()), stream=stream))
+        error = status_error(
+            lambda: sdk(avail.openai_base_url).chat.completions.create(
+                model="avail/offline-9b", messages=prompt(new_marker()), stream=stream
+            )
+        )
         assert error.status_code == 503
-        assert error.body == {"message": OFFLINE_MESSAGE, "type": "api_error", "param": None,
-                              "code": "no_eligible_worker"}
+        assert error.body == {
+            "message": OFFLINE_MESSAGE,
+            "type": "api_error",
+            "param": None,
+            "code": "no_eligible_worker",
+        }
         assert headers_of(error) == RETRY_AFTER_30
         assert error.response.headers["content-type"] == "application/json"
 
@@ -196,8 +242,18 @@ def test_a_model_without_an_online_worker_is_503_at_once(avail: LiveStack) -> No
 def test_the_sdk_retries_a_no_eligible_worker_at_submit(avail: LiveStack) -> None:
     """ref: native-admission-refusals.5, model-availability.2"""
     marker = new_marker()
-    with_scenario(avail, submit_refusals=[{"status": 503, "rc": "NoEligibleWorker", "message": OFFLINE_MESSAGE,
-                                           "models": ["avail/plain-2b"], "times": 2}])
+    with_scenario(
+        avail,
+        submit_refusals=[
+            {
+                "status": 503,
+                "rc": "NoEligibleWorker",
+                "message": OFFLINE_MESSAGE,
+                "models": ["avail/plain-2b"],
+                "times": 2,
+            }
+        ],
+    )
     client = sdk(avail.openai_base_url, max_retries=2)
     completion = client.chat.completions.create(model="avail/plain-2b", messages=prompt(marker))
     assert completion.choices[0].message.content == FIXED_REPLY
@@ -210,14 +266,19 @@ def test_impossible_after_submit_waits_the_grace_then_503(avail: LiveStack) -> N
     error-attributes.1"""
     marker = new_marker()
     client = sdk(avail.openai_base_url)
-    error = status_error(lambda: client.chat.completions.create(
-        model="avail/untrusted-2b", messages=prompt(marker), extra_body={"horde": {"trusted_workers": True}}))
+    error = status_error(
+        lambda: client.chat.completions.create(
+            model="avail/untrusted-2b", messages=prompt(marker), extra_body={"horde": {"trusted_workers": True}}
+        )
+    )
     [native] = all_cancelled(avail, marker, 1)
     assert error.status_code == 503
     assert error.body == {
         "message": f"No online worker could serve this request for {GRACE_SECONDS:g} seconds: the workers serving the "
-                   "model went offline or are busy with other work. The request was cancelled.",
-        "type": "api_error", "param": None, "code": "no_eligible_worker",
+        "model went offline or are busy with other work. The request was cancelled.",
+        "type": "api_error",
+        "param": None,
+        "code": "no_eligible_worker",
         "metadata": {"request_id": native["id"]},
     }
     assert headers_of(error) == RETRY_AFTER_30
@@ -227,8 +288,11 @@ def test_the_sdk_retries_the_grace_refusal_and_each_attempt_is_cancelled(avail: 
     """ref: native-admission-refusals.5, model-availability.8"""
     marker = new_marker()
     client = sdk(avail.openai_base_url, max_retries=2)
-    error = status_error(lambda: client.chat.completions.create(
-        model="avail/untrusted-2b", messages=prompt(marker), extra_body={"horde": {"trusted_workers": True}}))
+    error = status_error(
+        lambda: client.chat.completions.create(
+            model="avail/untrusted-2b", messages=prompt(marker), extra_body={"horde": {"trusted_workers": True}}
+        )
+    )
     assert (error.status_code, error.body["code"]) == (503, "no_eligible_worker")
     assert client.retry_delays == [30.0, 30.0]
     natives = all_cancelled(avail, marker, 3)
@@ -240,8 +304,11 @@ def test_a_worker_going_offline_mid_stream_is_an_sse_error_after_the_grace(avail
     marker = new_marker()
     hold_the_thread(avail, "avail/vanish-2b")
     result: dict[str, httpx.Response] = {}
-    reader = threading.Thread(target=lambda: result.update(response=stream_raw(
-        avail.openai_base_url, {"model": "avail/vanish-2b", "messages": prompt(marker)})))
+    reader = threading.Thread(
+        target=lambda: result.update(
+            response=stream_raw(avail.openai_base_url, {"model": "avail/vanish-2b", "messages": prompt(marker)})
+        )
+    )
     reader.start()
     [queued] = eventually(lambda: marked_requests(avail, marker), what="the streamed request to be queued")
     assert queued["state"] == "waiting"
@@ -256,8 +323,10 @@ def test_a_worker_going_offline_mid_stream_is_an_sse_error_after_the_grace(avail
     [native] = all_cancelled(avail, marker, 1)
     assert error == {
         "message": f"No online worker could serve this request for {GRACE_SECONDS:g} seconds: the workers serving the "
-                   "model went offline or are busy with other work. The request was cancelled.",
-        "type": "api_error", "param": None, "code": "no_eligible_worker",
+        "model went offline or are busy with other work. The request was cancelled.",
+        "type": "api_error",
+        "param": None,
+        "code": "no_eligible_worker",
         "metadata": {"request_id": native["id"], "retry_after": 30},
     }
 
@@ -266,8 +335,11 @@ def test_the_sdk_raises_the_stream_error_event(avail: LiveStack) -> None:
     """ref: stream-errors.2"""
     marker = new_marker()
     stream = sdk(avail.openai_base_url).chat.completions.create(
-        model="avail/untrusted-2b", messages=prompt(marker), stream=True,
-        extra_body={"horde": {"trusted_workers": True}})
+        model="avail/untrusted-2b",
+        messages=prompt(marker),
+        stream=True,
+        extra_body={"horde": {"trusted_workers": True}},
+    )
     with pytest.raises(openai.APIError) as caught:
         list(stream)
     assert not isinstance(caught.value, openai.APIStatusError)  # the response was a 200 stream
@@ -286,15 +358,20 @@ def test_a_declaration_gap_is_404_at_once_and_cancelled(avail: LiveStack) -> Non
     for stream in (False, True):
         marker = new_marker()
         client = sdk(avail.openai_base_url, max_retries=2)
-        error = status_error(lambda: client.chat.completions.create(
-            model="avail/plain-2b", messages=prompt(marker), reasoning_effort="low", stream=stream))
+        error = status_error(
+            lambda: client.chat.completions.create(
+                model="avail/plain-2b", messages=prompt(marker), reasoning_effort="low", stream=stream
+            )
+        )
         [native] = all_cancelled(avail, marker, 1)  # not retried: one native request
         assert client.retry_delays == []
         assert error.status_code == 404
         assert error.body == {
             "message": "No worker can serve this request: no online worker serving the model declares "
-                       "reasoning_effort. The request was cancelled.",
-            "type": "not_found_error", "param": None, "code": "no_worker_supports_features",
+            "reasoning_effort. The request was cancelled.",
+            "type": "not_found_error",
+            "param": None,
+            "code": "no_worker_supports_features",
             "metadata": {"request_id": native["id"]},
         }
         assert headers_of(error) == {"Retry-After": None, "x-should-retry": None}
@@ -303,20 +380,27 @@ def test_a_declaration_gap_is_404_at_once_and_cancelled(avail: LiveStack) -> Non
 def test_a_missing_guarantee_says_best_effort_does_not_require_it(avail: LiveStack) -> None:
     """ref: declaration-gaps.2"""
     marker = new_marker()
-    tools = [{"type": "function", "function": {"name": "get_tide", "parameters": {"type": "object",
-                                                                                  "properties": {}}}}]
-    error = status_error(lambda: sdk(avail.openai_base_url).chat.completions.create(
-        model="avail/tools-7b", messages=prompt(marker), tools=tools, tool_choice="required"))
+    tools = [{"type": "function", "function": {"name": "get_tide", "parameters": {"type": "object", "properties": {}}}}]
+    error = status_error(
+        lambda: sdk(avail.openai_base_url).chat.completions.create(
+            model="avail/tools-7b", messages=prompt(marker), tools=tools, tool_choice="required"
+        )
+    )
     assert (error.status_code, error.body["code"]) == (404, "no_worker_supports_features")
     assert error.body["message"] == (
         "No worker can serve this request: no online worker serving the model declares tool_choice_enforced. "
-        'tool_choice_enforced is a guarantee, and guarantees are not required under best_effort '
-        '(horde.conformance: "best_effort"). The request was cancelled.')
+        "tool_choice_enforced is a guarantee, and guarantees are not required under best_effort "
+        '(horde.conformance: "best_effort"). The request was cancelled.'
+    )
     all_cancelled(avail, marker, 1)
     # Under best_effort the same request is served.
     completion = sdk(avail.openai_base_url).chat.completions.create(
-        model="avail/tools-7b", messages=prompt(new_marker()), tools=tools, tool_choice="required",
-        extra_body={"horde": {"conformance": "best_effort"}})
+        model="avail/tools-7b",
+        messages=prompt(new_marker()),
+        tools=tools,
+        tool_choice="required",
+        extra_body={"horde": {"conformance": "best_effort"}},
+    )
     assert completion.choices[0].finish_reason in ("tool_calls", "stop")
 
 
@@ -325,16 +409,23 @@ def test_a_context_length_over_every_worker_is_400_at_the_first_read(avail: Live
     native-admission-refusals.4"""
     for stream in (False, True):
         marker = new_marker()
-        error = status_error(lambda: sdk(avail.openai_base_url).chat.completions.create(
-            model="avail/plain-2b", messages=prompt(marker), stream=stream,
-            extra_body={"horde": {"max_context_length": 100000}}))
+        error = status_error(
+            lambda: sdk(avail.openai_base_url).chat.completions.create(
+                model="avail/plain-2b",
+                messages=prompt(marker),
+                stream=stream,
+                extra_body={"horde": {"max_context_length": 100000}},
+            )
+        )
         [native] = all_cancelled(avail, marker, 1)
         assert error.status_code == 400
         assert error.body == {
             "message": "No worker eligible for this request currently declares a context length that high. The "
-                       "largest any online worker for the model declares now is 8192 tokens. The request was "
-                       "cancelled.",
-            "type": "invalid_request_error", "param": "horde.max_context_length", "code": "no_worker_supports_limit",
+            "largest any online worker for the model declares now is 8192 tokens. The request was "
+            "cancelled.",
+            "type": "invalid_request_error",
+            "param": "horde.max_context_length",
+            "code": "no_worker_supports_limit",
             "metadata": {"request_id": native["id"]},
         }
         assert headers_of(error) == {"Retry-After": None, "x-should-retry": None}
@@ -349,8 +440,9 @@ def test_a_completion_limit_lowered_after_submit_is_400(avail: LiveStack) -> Non
 
     def call() -> None:
         try:
-            sdk(avail.openai_base_url).chat.completions.create(model="avail/shrink-2b", messages=prompt(marker),
-                                                               max_tokens=1024)
+            sdk(avail.openai_base_url).chat.completions.create(
+                model="avail/shrink-2b", messages=prompt(marker), max_tokens=1024
+            )
         except openai.APIStatusError as error:
             outcome["error"] = error
 
@@ -365,8 +457,10 @@ def test_a_completion_limit_lowered_after_submit_is_400(avail: LiveStack) -> Non
     assert error.status_code == 400
     assert error.body == {
         "message": "No worker eligible for this request currently declares a completion limit that high. The "
-                   "largest any online worker for the model declares now is 512 tokens. The request was cancelled.",
-        "type": "invalid_request_error", "param": "max_tokens", "code": "no_worker_supports_limit",
+        "largest any online worker for the model declares now is 512 tokens. The request was cancelled.",
+        "type": "invalid_request_error",
+        "param": "max_tokens",
+        "code": "no_worker_supports_limit",
         "metadata": {"request_id": native["id"]},
     }
 
@@ -374,18 +468,28 @@ def test_a_completion_limit_lowered_after_submit_is_400(avail: LiveStack) -> Non
 def test_a_size_limit_under_models_names_the_listed_models(avail: LiveStack) -> None:
     """ref: size-limit-gaps.7"""
     marker = new_marker()
-    response = httpx.post(f"{avail.openai_base_url}/chat/completions", timeout=60,
-                          headers={"Authorization": "Bearer 0000000000"},
-                          json={"models": ["avail/plain-2b", "avail/untrusted-2b"], "messages": prompt(marker),
-                                "horde": {"max_context_length": 100000}})
+    response = httpx.post(
+        f"{avail.openai_base_url}/chat/completions",
+        timeout=60,
+        headers={"Authorization": "Bearer 0000000000"},
+        json={
+            "models": ["avail/plain-2b", "avail/untrusted-2b"],
+            "messages": prompt(marker),
+            "horde": {"max_context_length": 100000},
+        },
+    )
     [native] = all_cancelled(avail, marker, 1)
     assert response.status_code == 400
-    assert response.json() == {"error": {
-        "message": "No worker eligible for this request currently declares a context length that high. The largest "
-                   "any online worker for the listed models declares now is 16384 tokens. The request was cancelled.",
-        "type": "invalid_request_error", "param": "horde.max_context_length", "code": "no_worker_supports_limit",
-        "metadata": {"request_id": native["id"]},
-    }}
+    assert response.json() == {
+        "error": {
+            "message": "No worker eligible for this request currently declares a context length that high. The largest "
+            "any online worker for the listed models declares now is 16384 tokens. The request was cancelled.",
+            "type": "invalid_request_error",
+            "param": "horde.max_context_length",
+            "code": "no_worker_supports_limit",
+            "metadata": {"request_id": native["id"]},
+        }
+    }
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -397,15 +501,24 @@ def test_a_native_403_with_a_declaration_gap_is_404_without_a_request(avail: Liv
     """ref: native-admission-refusals.1, native-admission-refusals.2, native-admission-refusals.3,
     native-admission-refusals.4, native-admission-refusals.6"""
     marker = new_marker()
-    with_scenario(avail, submit_refusals=[{"status": 403, "rc": "NoEligibleWorker", "message": "Refused for kudos.",
-                                           "impossible_reason": "auto"}])
+    with_scenario(
+        avail,
+        submit_refusals=[
+            {"status": 403, "rc": "NoEligibleWorker", "message": "Refused for kudos.", "impossible_reason": "auto"}
+        ],
+    )
     client = sdk(avail.openai_base_url, max_retries=2)
-    error = status_error(lambda: client.chat.completions.create(
-        model="avail/plain-2b", messages=prompt(marker), reasoning_effort="low", stream=stream))
+    error = status_error(
+        lambda: client.chat.completions.create(
+            model="avail/plain-2b", messages=prompt(marker), reasoning_effort="low", stream=stream
+        )
+    )
     assert error.status_code == 404
     assert error.body == {
         "message": "No worker can serve this request: no online worker serving the model declares reasoning_effort.",
-        "type": "not_found_error", "param": None, "code": "no_worker_supports_features",
+        "type": "not_found_error",
+        "param": None,
+        "code": "no_worker_supports_features",
     }
     assert headers_of(error) == {"Retry-After": None, "x-should-retry": None}
     assert client.retry_delays == []
@@ -414,29 +527,56 @@ def test_a_native_403_with_a_declaration_gap_is_404_without_a_request(avail: Liv
 
 def test_a_native_403_with_a_size_limit_is_400_with_the_model_list_value(avail: LiveStack) -> None:
     """ref: native-admission-refusals.2, native-admission-refusals.3, size-limit-gaps.6"""
-    with_scenario(avail, submit_refusals=[{
-        "status": 403, "rc": "NoEligibleWorker", "message": "Refused for kudos.",
-        "impossible_reason": {"kind": "declaration_gap", "missing_declarations": [], "exceeded_limits": ["max_length"]},
-    }])
-    error = status_error(lambda: sdk(avail.openai_base_url).chat.completions.create(
-        model="avail/plain-2b", messages=prompt(new_marker()), max_tokens=1024))
+    with_scenario(
+        avail,
+        submit_refusals=[
+            {
+                "status": 403,
+                "rc": "NoEligibleWorker",
+                "message": "Refused for kudos.",
+                "impossible_reason": {
+                    "kind": "declaration_gap",
+                    "missing_declarations": [],
+                    "exceeded_limits": ["max_length"],
+                },
+            }
+        ],
+    )
+    error = status_error(
+        lambda: sdk(avail.openai_base_url).chat.completions.create(
+            model="avail/plain-2b", messages=prompt(new_marker()), max_tokens=1024
+        )
+    )
     assert error.status_code == 400
     assert error.body == {
         "message": "No worker eligible for this request currently declares a completion limit that high. The "
-                   "largest any online worker for the model declares now is 1024 tokens.",
-        "type": "invalid_request_error", "param": "max_tokens", "code": "no_worker_supports_limit",
+        "largest any online worker for the model declares now is 1024 tokens.",
+        "type": "invalid_request_error",
+        "param": "max_tokens",
+        "code": "no_worker_supports_limit",
     }
 
 
 def test_a_native_403_without_a_reason_is_503_with_the_horde_message(avail: LiveStack) -> None:
     """ref: native-admission-refusals.2, native-admission-refusals.5"""
-    with_scenario(avail, submit_refusals=[{"status": 403, "rc": "NoEligibleWorker",
-                                           "message": "No worker can take this request for kudos now."}])
-    error = status_error(lambda: sdk(avail.openai_base_url).chat.completions.create(
-        model="avail/plain-2b", messages=prompt(new_marker())))
+    with_scenario(
+        avail,
+        submit_refusals=[
+            {"status": 403, "rc": "NoEligibleWorker", "message": "No worker can take this request for kudos now."}
+        ],
+    )
+    error = status_error(
+        lambda: sdk(avail.openai_base_url).chat.completions.create(
+            model="avail/plain-2b", messages=prompt(new_marker())
+        )
+    )
     assert error.status_code == 503
-    assert error.body == {"message": "No worker can take this request for kudos now.", "type": "api_error",
-                          "param": None, "code": "no_eligible_worker"}
+    assert error.body == {
+        "message": "No worker can take this request for kudos now.",
+        "type": "api_error",
+        "param": None,
+        "code": "no_eligible_worker",
+    }
     assert headers_of(error) == RETRY_AFTER_30
 
 
@@ -451,20 +591,34 @@ def test_fail_fast_without_eligible_threads_is_queue_unavailable(avail: LiveStac
     """ref: fail-fast-admission.1, fail-fast-admission.3, fail-fast-admission.4, fail-fast-admission.5,
     queue-position-refresh.6, stream-errors.1, error-attributes.1, error-attributes.2"""
     marker = new_marker()
-    error = status_error(lambda: sdk(avail.openai_base_url).chat.completions.create(
-        model="avail/untrusted-2b", messages=prompt(marker), stream=stream,
-        extra_body={"horde": {"availability_mode": "fail_fast", "trusted_workers": True}}))
+    error = status_error(
+        lambda: sdk(avail.openai_base_url).chat.completions.create(
+            model="avail/untrusted-2b",
+            messages=prompt(marker),
+            stream=stream,
+            extra_body={"horde": {"availability_mode": "fail_fast", "trusted_workers": True}},
+        )
+    )
     [native] = all_cancelled(avail, marker, 1)
     assert error.status_code == 503
     assert (error.body["type"], error.body["code"], error.body["param"]) == (
-        "api_error", "queue_unavailable", "horde.availability_mode")
+        "api_error",
+        "queue_unavailable",
+        "horde.availability_mode",
+    )
     assert re.fullmatch(
         r"No eligible worker thread is online for this request \(0 eligible worker threads, an estimated wait of 0 "
         r"seconds, (1[0-9]|20) seconds of budget left\) under horde.availability_mode \"fail_fast\"\. The request "
-        r"was cancelled\.", error.body["message"])
+        r"was cancelled\.",
+        error.body["message"],
+    )
     metadata = error.body["metadata"]
     assert {key: metadata[key] for key in ("request_id", "reason", "eligible_worker_threads", "wait_time")} == {
-        "request_id": native["id"], "reason": "no_eligible_threads", "eligible_worker_threads": 0, "wait_time": 0}
+        "request_id": native["id"],
+        "reason": "no_eligible_threads",
+        "eligible_worker_threads": 0,
+        "wait_time": 0,
+    }
     assert 0 < metadata["remaining_budget_seconds"] <= BUDGET_SECONDS
     assert headers_of(error) == {"Retry-After": "60", "x-should-retry": None}
 
@@ -475,25 +629,36 @@ def test_fail_fast_behind_a_slow_queue_is_wait_exceeds_budget(avail: LiveStack, 
     queue-position-refresh.3, queue-position-refresh.8, stream-errors.1"""
     marker = new_marker()
     hold_the_thread(avail, "avail/slow-2b")
-    error = status_error(lambda: sdk(avail.openai_base_url).chat.completions.create(
-        model="avail/slow-2b", messages=prompt(marker), max_tokens=40, stream=stream, extra_body=FAIL_FAST))
+    error = status_error(
+        lambda: sdk(avail.openai_base_url).chat.completions.create(
+            model="avail/slow-2b", messages=prompt(marker), max_tokens=40, stream=stream, extra_body=FAIL_FAST
+        )
+    )
     all_cancelled(avail, marker, 1)
     assert (error.status_code, error.body["code"], error.body["param"]) == (
-        503, "queue_unavailable", "horde.availability_mode")
+        503,
+        "queue_unavailable",
+        "horde.availability_mode",
+    )
     assert error.body["metadata"]["reason"] == "wait_exceeds_budget"
     assert (error.body["metadata"]["eligible_worker_threads"], error.body["metadata"]["wait_time"]) == (1, 40)
     assert re.fullmatch(
         r"The estimated queue wait exceeds this request's remaining time budget \(1 eligible worker thread, an "
         r"estimated wait of 40 seconds, (1[0-9]|20) seconds of budget left\) under horde.availability_mode "
-        r"\"fail_fast\"\. The request was cancelled\.", error.body["message"])
+        r"\"fail_fast\"\. The request was cancelled\.",
+        error.body["message"],
+    )
     assert headers_of(error) == {"Retry-After": "40", "x-should-retry": None}
 
 
 def test_fail_fast_retry_after_is_capped(avail: LiveStack) -> None:
     """ref: fail-fast-admission.3"""
     hold_the_thread(avail, "avail/slow-2b")
-    error = status_error(lambda: sdk(avail.openai_base_url).chat.completions.create(
-        model="avail/slow-2b", messages=prompt(new_marker()), max_tokens=500, extra_body=FAIL_FAST))
+    error = status_error(
+        lambda: sdk(avail.openai_base_url).chat.completions.create(
+            model="avail/slow-2b", messages=prompt(new_marker()), max_tokens=500, extra_body=FAIL_FAST
+        )
+    )
     assert error.body["metadata"]["wait_time"] == 500
     assert headers_of(error) == {"Retry-After": "60", "x-should-retry": None}
 
@@ -502,8 +667,11 @@ def test_fail_fast_rereads_until_the_queue_position_is_refreshed(avail: LiveStac
     """ref: queue-position-refresh.1, queue-position-refresh.2, queue-position-refresh.3, queue-position-refresh.4"""
     with_scenario(avail, queue_position_delay_seconds=1)
     hold_the_thread(avail, "avail/slow-2b")
-    error = status_error(lambda: sdk(avail.openai_base_url).chat.completions.create(
-        model="avail/slow-2b", messages=prompt(new_marker()), max_tokens=40, extra_body=FAIL_FAST))
+    error = status_error(
+        lambda: sdk(avail.openai_base_url).chat.completions.create(
+            model="avail/slow-2b", messages=prompt(new_marker()), max_tokens=40, extra_body=FAIL_FAST
+        )
+    )
     # The first reads said queue_position 0 and wait_time 0; the refusal comes from a refreshed read.
     assert (error.body["code"], error.body["metadata"]["wait_time"]) == ("queue_unavailable", 40)
 
@@ -513,10 +681,13 @@ def test_fail_fast_uses_the_latest_reading_at_the_positioned_deadline(avail: Liv
     marker = new_marker()
     with_scenario(avail, queue_position_delay_seconds=30)
     hold_the_thread(avail, "avail/slow-2b")
-    with httpx.stream("POST", f"{avail.openai_base_url}/chat/completions", timeout=60,
-                      headers={"Authorization": "Bearer 0000000000"},
-                      json={"model": "avail/slow-2b", "messages": prompt(marker), "max_tokens": 40, "stream": True,
-                            **FAIL_FAST}) as response:
+    with httpx.stream(
+        "POST",
+        f"{avail.openai_base_url}/chat/completions",
+        timeout=60,
+        headers={"Authorization": "Bearer 0000000000"},
+        json={"model": "avail/slow-2b", "messages": prompt(marker), "max_tokens": 40, "stream": True, **FAIL_FAST},
+    ) as response:
         # Admitted on the unrefreshed reading (wait 0): the stream opened.
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
@@ -525,14 +696,18 @@ def test_fail_fast_uses_the_latest_reading_at_the_positioned_deadline(avail: Liv
 
 def test_fail_fast_admits_a_request_that_fits(avail: LiveStack) -> None:
     completion = sdk(avail.openai_base_url).chat.completions.create(
-        model="avail/plain-2b", messages=prompt(new_marker()), extra_body=FAIL_FAST)
+        model="avail/plain-2b", messages=prompt(new_marker()), extra_body=FAIL_FAST
+    )
     assert completion.choices[0].message.content == FIXED_REPLY
 
 
 def test_fail_fast_a_declaration_gap_takes_precedence(avail: LiveStack) -> None:
     """ref: fail-fast-admission.6"""
-    error = status_error(lambda: sdk(avail.openai_base_url).chat.completions.create(
-        model="avail/plain-2b", messages=prompt(new_marker()), reasoning_effort="low", extra_body=FAIL_FAST))
+    error = status_error(
+        lambda: sdk(avail.openai_base_url).chat.completions.create(
+            model="avail/plain-2b", messages=prompt(new_marker()), reasoning_effort="low", extra_body=FAIL_FAST
+        )
+    )
     assert (error.status_code, error.body["code"]) == (404, "no_worker_supports_features")
 
 
@@ -541,16 +716,22 @@ def test_fail_fast_on_an_older_horde_never_refuses_on_threads(avail: LiveStack, 
     """ref: fail-fast-admission.7, queue-position-refresh.7, stream-errors.2"""
     marker = new_marker()
     with_scenario(avail, older_horde=True)
-    body = {"model": "avail/untrusted-2b", "messages": prompt(marker),
-            "horde": {"availability_mode": "fail_fast", "trusted_workers": True}}
+    body = {
+        "model": "avail/untrusted-2b",
+        "messages": prompt(marker),
+        "horde": {"availability_mode": "fail_fast", "trusted_workers": True},
+    }
     if stream:
         response = stream_raw(avail.openai_base_url, body)
         assert response.status_code == 200  # threads unknown: admitted, then the grace applies
         error = json.loads(sse_events(response)[-2])["error"]
         assert (error["code"], error["metadata"]["retry_after"]) == ("no_eligible_worker", 30)
     else:
-        error = status_error(lambda: sdk(avail.openai_base_url).chat.completions.create(
-            model=body["model"], messages=body["messages"], extra_body={"horde": body["horde"]}))
+        error = status_error(
+            lambda: sdk(avail.openai_base_url).chat.completions.create(
+                model=body["model"], messages=body["messages"], extra_body={"horde": body["horde"]}
+            )
+        )
         assert (error.status_code, error.body["code"]) == (503, "no_eligible_worker")
         assert headers_of(error) == RETRY_AFTER_30
     all_cancelled(avail, marker, 1)
@@ -570,8 +751,11 @@ def test_fail_fast_on_an_older_horde_never_refuses_on_threads(avail: LiveStack, 
 def test_horde_rate_limits_at_submit(avail: LiveStack, refusal: dict, code: str, retry_after: str | None) -> None:
     """ref: error-attributes.1"""
     with_scenario(avail, submit_refusals=[refusal])
-    error = status_error(lambda: sdk(avail.openai_base_url).chat.completions.create(
-        model="avail/plain-2b", messages=prompt(new_marker())))
+    error = status_error(
+        lambda: sdk(avail.openai_base_url).chat.completions.create(
+            model="avail/plain-2b", messages=prompt(new_marker())
+        )
+    )
     assert error.status_code == 429
     assert error.body == {"message": refusal["message"], "type": "rate_limit_error", "param": None, "code": code}
     assert headers_of(error) == {"Retry-After": retry_after, "x-should-retry": None}
@@ -583,18 +767,26 @@ def test_a_faulted_request_is_502_and_not_cancelled(avail: LiveStack) -> None:
     for stream in (False, True):
         if stream:
             stream_iter = sdk(avail.openai_base_url).chat.completions.create(
-                model="avail/fault-2b", messages=prompt(marker), stream=True)
+                model="avail/fault-2b", messages=prompt(marker), stream=True
+            )
             with pytest.raises(openai.APIError) as caught:
                 list(stream_iter)
             assert caught.value.code == "ChatRequestFaulted"
         else:
-            error = status_error(lambda: sdk(avail.openai_base_url).chat.completions.create(
-                model="avail/fault-2b", messages=prompt(marker)))
+            error = status_error(
+                lambda: sdk(avail.openai_base_url).chat.completions.create(
+                    model="avail/fault-2b", messages=prompt(marker)
+                )
+            )
             assert error.status_code == 502
             natives = eventually(lambda: marked_requests(avail, marker), what="the faulted request")
-            assert error.body == {"message": "The worker faulted the request (generation_error).", "type": "api_error",
-                                  "param": None, "code": "ChatRequestFaulted",
-                                  "metadata": {"request_id": natives[0]["id"], "fault_reason": "generation_error"}}
+            assert error.body == {
+                "message": "The worker faulted the request (generation_error).",
+                "type": "api_error",
+                "param": None,
+                "code": "ChatRequestFaulted",
+                "metadata": {"request_id": natives[0]["id"], "fault_reason": "generation_error"},
+            }
     natives = marked_requests(avail, marker)
     assert [(n["state"], n["cancel_requests"]) for n in natives] == [("faulted", 0), ("faulted", 0)]
 
@@ -603,18 +795,24 @@ def test_done_without_a_generation_is_502_after_the_recheck(avail: LiveStack) ->
     """ref: completion-without-a-generation.1, completion-without-a-generation.2,
     completion-without-a-generation.3, stream-errors.2"""
     marker = new_marker()
-    error = status_error(lambda: sdk(avail.openai_base_url).chat.completions.create(
-        model="avail/ghost-2b", messages=prompt(marker)))
+    error = status_error(
+        lambda: sdk(avail.openai_base_url).chat.completions.create(model="avail/ghost-2b", messages=prompt(marker))
+    )
     [native] = eventually(lambda: marked_requests(avail, marker), what="the request")
     assert error.status_code == 502
-    assert error.body == {"message": "The Horde finished the request without a generation. The request was "
-                                     "cancelled.",
-                          "type": "api_error", "param": None, "code": "ChatRequestNoGeneration",
-                          "metadata": {"request_id": native["id"]}}
-    eventually(lambda: (request_state(avail, native["id"]) or {}).get("cancel_requests", 0) >= 1,
-               what="the front's cancel")
+    assert error.body == {
+        "message": "The Horde finished the request without a generation. The request was cancelled.",
+        "type": "api_error",
+        "param": None,
+        "code": "ChatRequestNoGeneration",
+        "metadata": {"request_id": native["id"]},
+    }
+    eventually(
+        lambda: (request_state(avail, native["id"]) or {}).get("cancel_requests", 0) >= 1, what="the front's cancel"
+    )
     stream_iter = sdk(avail.openai_base_url).chat.completions.create(
-        model="avail/ghost-2b", messages=prompt(new_marker()), stream=True)
+        model="avail/ghost-2b", messages=prompt(new_marker()), stream=True
+    )
     with pytest.raises(openai.APIError) as caught:
         list(stream_iter)
     assert caught.value.code == "ChatRequestNoGeneration"
@@ -623,8 +821,11 @@ def test_done_without_a_generation_is_502_after_the_recheck(avail: LiveStack) ->
 def test_a_horde_5xx_at_submit_is_horde_unavailable(avail: LiveStack) -> None:
     """ref: error-attributes.1"""
     with_scenario(avail, submit_refusals=[{"status": 500, "message": "Internal error."}])
-    error = status_error(lambda: sdk(avail.openai_base_url).chat.completions.create(
-        model="avail/plain-2b", messages=prompt(new_marker())))
+    error = status_error(
+        lambda: sdk(avail.openai_base_url).chat.completions.create(
+            model="avail/plain-2b", messages=prompt(new_marker())
+        )
+    )
     assert (error.status_code, error.body["code"], error.body["type"]) == (502, "HordeUnavailable", "api_error")
 
 
@@ -632,8 +833,11 @@ def test_a_horde_5xx_at_submit_is_horde_unavailable(avail: LiveStack) -> None:
 def short_budget_front(live_stack: LiveStack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A front on the session devhorde with 2-second budgets. Yields its /v1 URL."""
     process: Process
-    process, base = start_front(tmp_path_factory.mktemp("short-budget"), live_stack.horde_url, env={
-        "HORDE_OAI_NONSTREAM_TIMEOUT_SECONDS": "2", "HORDE_OAI_STREAM_TIMEOUT_SECONDS": "2"})
+    process, base = start_front(
+        tmp_path_factory.mktemp("short-budget"),
+        live_stack.horde_url,
+        env={"HORDE_OAI_NONSTREAM_TIMEOUT_SECONDS": "2", "HORDE_OAI_STREAM_TIMEOUT_SECONDS": "2"},
+    )
     try:
         yield f"{base}/v1"
     finally:
@@ -643,13 +847,18 @@ def short_budget_front(live_stack: LiveStack, tmp_path_factory: pytest.TempPathF
 def test_the_budget_ends_with_408_and_a_cancel(avail: LiveStack, short_budget_front: str) -> None:
     """ref: error-attributes.1"""
     marker = new_marker()
-    error = status_error(lambda: sdk(short_budget_front).chat.completions.create(
-        model="avail/slow-2b", messages=prompt(marker)))
+    error = status_error(
+        lambda: sdk(short_budget_front).chat.completions.create(model="avail/slow-2b", messages=prompt(marker))
+    )
     [native] = all_cancelled(avail, marker, 1)
     assert error.status_code == 408
-    assert error.body == {"message": "No worker finished the request within 2 seconds. The request was cancelled.",
-                          "type": "timeout_error", "param": None, "code": "ChatRequestTimeout",
-                          "metadata": {"request_id": native["id"]}}
+    assert error.body == {
+        "message": "No worker finished the request within 2 seconds. The request was cancelled.",
+        "type": "timeout_error",
+        "param": None,
+        "code": "ChatRequestTimeout",
+        "metadata": {"request_id": native["id"]},
+    }
     # Streamed: the headers went out at the first read, so the timeout is the SSE error event.
     marker = new_marker()
     response = stream_raw(short_budget_front, {"model": "avail/slow-2b", "messages": prompt(marker)})
@@ -664,8 +873,9 @@ def test_the_budget_ends_with_408_and_a_cancel(avail: LiveStack, short_budget_fr
 def unreachable_front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A front whose HORDE_URL is a closed 127.0.0.1 port. Yields its /v1 URL."""
     process: Process
-    process, base = start_front(tmp_path_factory.mktemp("unreachable"), f"http://127.0.0.1:{free_port()}/api",
-                                redis=False)
+    process, base = start_front(
+        tmp_path_factory.mktemp("unreachable"), f"http://127.0.0.1:{free_port()}/api", redis=False
+    )
     try:
         yield f"{base}/v1"
     finally:
@@ -675,11 +885,16 @@ def unreachable_front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
 @pytest.mark.parametrize("stream", [False, True])
 def test_an_unreachable_horde_is_502_horde_unavailable(unreachable_front: str, stream: bool) -> None:
     """ref: error-attributes.1, stream-errors.1"""
-    error = status_error(lambda: sdk(unreachable_front).chat.completions.create(
-        model="avail/plain-2b", messages=prompt(new_marker()), stream=stream))
+    error = status_error(
+        lambda: sdk(unreachable_front).chat.completions.create(
+            model="avail/plain-2b", messages=prompt(new_marker()), stream=stream
+        )
+    )
     assert error.status_code == 502
     assert (error.body["type"], error.body["code"], error.body["param"]) == ("api_error", "HordeUnavailable", None)
-    assert error.body["message"].startswith("The Horde could not be reached: POST /v2/generate/chat/async: ConnectError")
+    assert error.body["message"].startswith(
+        "The Horde could not be reached: POST /v2/generate/chat/async: ConnectError"
+    )
     assert error.response.headers["content-type"] == "application/json"
 
 
@@ -697,21 +912,25 @@ def test_a_failed_cancel_is_retried_until_the_horde_answers(tmp_path_factory: py
     try:
         scenario = copy.deepcopy(AVAILABILITY_SCENARIO)
         httpx.put(f"{horde_url.removesuffix('/api')}/_devhorde/scenario", json=scenario, timeout=5).raise_for_status()
-        with httpx.stream("POST", f"{base}/v1/chat/completions", timeout=60,
-                          headers={"Authorization": "Bearer 0000000000"},
-                          json={"model": "avail/slow-2b", "messages": prompt(new_marker()), "stream": True}) as stream:
+        with httpx.stream(
+            "POST",
+            f"{base}/v1/chat/completions",
+            timeout=60,
+            headers={"Authorization": "Bearer 0000000000"},
+            json={"model": "avail/slow-2b", "messages": prompt(new_marker()), "stream": True},
+        ) as stream:
             assert stream.status_code == 200
             devhorde.stop()  # reads now fail: HordeUnavailable, and the cancel fails too
             events = [line.removeprefix("data: ") for line in stream.iter_lines() if line.startswith("data: ")]
         error = json.loads(events[-2])["error"]
         assert error["code"] == "HordeUnavailable"
         request_id = error["metadata"]["request_id"]
-        eventually(lambda: f"Cancel of chat request {request_id} ended: failed" in front.log(),
-                   what="a failed cancel")
+        eventually(lambda: f"Cancel of chat request {request_id} ended: failed" in front.log(), what="a failed cancel")
         restarted = _start_devhorde_on(tmp, port)
         # The new devhorde does not know the request: the retried cancel reads 404.
-        eventually(lambda: f"Cancel of chat request {request_id} ended: not_found" in front.log(),
-                   what="the retried cancel")
+        eventually(
+            lambda: f"Cancel of chat request {request_id} ended: not_found" in front.log(), what="the retried cancel"
+        )
     finally:
         front.stop()
         devhorde.stop()
@@ -727,17 +946,21 @@ def test_shutdown_retries_a_failed_cancel_once_more(tmp_path_factory: pytest.Tem
     front, base = start_front(tmp, horde_url, redis=False, env={"HORDE_OAI_CANCEL_RETRY_SECONDS": "600"})
     restarted: Process | None = None
     try:
-        httpx.put(f"{horde_url.removesuffix('/api')}/_devhorde/scenario", json=AVAILABILITY_SCENARIO,
-                  timeout=5).raise_for_status()
-        with httpx.stream("POST", f"{base}/v1/chat/completions", timeout=60,
-                          headers={"Authorization": "Bearer 0000000000"},
-                          json={"model": "avail/slow-2b", "messages": prompt(new_marker()), "stream": True}) as stream:
+        httpx.put(
+            f"{horde_url.removesuffix('/api')}/_devhorde/scenario", json=AVAILABILITY_SCENARIO, timeout=5
+        ).raise_for_status()
+        with httpx.stream(
+            "POST",
+            f"{base}/v1/chat/completions",
+            timeout=60,
+            headers={"Authorization": "Bearer 0000000000"},
+            json={"model": "avail/slow-2b", "messages": prompt(new_marker()), "stream": True},
+        ) as stream:
             assert stream.status_code == 200
             devhorde.stop()
             events = [line.removeprefix("data: ") for line in stream.iter_lines() if line.startswith("data: ")]
         request_id = json.loads(events[-2])["error"]["metadata"]["request_id"]
-        eventually(lambda: f"Cancel of chat request {request_id} ended: failed" in front.log(),
-                   what="a failed cancel")
+        eventually(lambda: f"Cancel of chat request {request_id} ended: failed" in front.log(), what="a failed cancel")
         restarted = _start_devhorde_on(tmp, port)
         front.popen.terminate()  # SIGTERM: uvicorn runs the lifespan shutdown
         front.popen.wait(30)
@@ -757,7 +980,10 @@ def _start_devhorde_on(tmp: Any, port: int) -> Process:
 
     from tests.conftest import start_process, wait_http
 
-    process = start_process([sys.executable, "-m", "devhorde", "--host", "127.0.0.1", "--port", str(port)], {},
-                            tmp / f"devhorde-restarted-{port}.log")
+    process = start_process(
+        [sys.executable, "-m", "devhorde", "--host", "127.0.0.1", "--port", str(port)],
+        {},
+        tmp / f"devhorde-restarted-{port}.log",
+    )
     wait_http(f"http://127.0.0.1:{port}/api/v2/status/heartbeat", process.popen)
     return process

@@ -33,9 +33,17 @@ CHAOS_SCENARIO: dict[str, Any] = {
     "description": "Two workers, three threads each, a slow first token (tests/integration/test_chaos.py).",
     "queue_position_delay_seconds": 0,
     "workers": [
-        {"name": f"steady-{index}", "model": MODEL, "features": ["prompt_overflow_refused"], "threads": 3,
-         "time_to_first_token_seconds": 2.0, "tokens_per_second": 200, "post_interval_seconds": 0.05,
-         "reply_style": "fixed", "fixed_reply": FIXED_REPLY}
+        {
+            "name": f"steady-{index}",
+            "model": MODEL,
+            "features": ["prompt_overflow_refused"],
+            "threads": 3,
+            "time_to_first_token_seconds": 2.0,
+            "tokens_per_second": 200,
+            "post_interval_seconds": 0.05,
+            "reply_style": "fixed",
+            "fixed_reply": FIXED_REPLY,
+        }
         for index in (1, 2)
     ],
 }
@@ -46,7 +54,7 @@ SETTLE_SECONDS = 60.0
 def marker_of(request: dict[str, Any]) -> str | None:
     text = json.dumps(request["payload"]["messages"])
     start = text.find("[chaos-")
-    return text[start + 1:text.index("]", start)] if start >= 0 else None
+    return text[start + 1 : text.index("]", start)] if start >= 0 else None
 
 
 async def one_request(client: openai.AsyncOpenAI, marker: str, stream: bool) -> str:
@@ -89,12 +97,14 @@ async def abandoned_request(
 async def run_clients(stack: LiveStack, plan: list[tuple[str, bool, float | None]]) -> list[Any]:
     client = openai.AsyncOpenAI(base_url=stack.openai_base_url, api_key="0000000000", max_retries=0, timeout=120)
     try:
-        return await asyncio.gather(*(
-            one_request(client, marker, stream)
-            if after is None
-            else abandoned_request(client, marker, stream, after, stack.devhorde_control)
-            for marker, stream, after in plan
-        ))
+        return await asyncio.gather(
+            *(
+                one_request(client, marker, stream)
+                if after is None
+                else abandoned_request(client, marker, stream, after, stack.devhorde_control)
+                for marker, stream, after in plan
+            )
+        )
     finally:
         await client.close()
 
@@ -149,8 +159,9 @@ def test_half_the_clients_leave_mid_wait_and_every_request_ends_done_or_cancelle
     assert natives is not None, "requests left waiting or processing at the Horde"
     assert {marker: r["state"] for marker, r in natives.items() if marker in kept} == dict.fromkeys(kept, "done")
     assert not any(natives[marker]["cancelled"] for marker in kept)
-    assert {marker: (r["state"], r["cancelled"]) for marker, r in natives.items() if marker in abandoned} == \
-        dict.fromkeys(abandoned, ("cancelled", True))
+    assert {
+        marker: (r["state"], r["cancelled"]) for marker, r in natives.items() if marker in abandoned
+    } == dict.fromkeys(abandoned, ("cancelled", True))
 
 
 def test_clients_leaving_around_the_submit_leave_nothing_running(stack: LiveStack) -> None:

@@ -144,9 +144,7 @@ def test_streamed_completion_with_usage_sync(stack: LiveStack) -> None:
 @pytest.mark.asyncio
 async def test_streamed_completion_async(stack: LiveStack) -> None:
     model = served_model(stack)
-    stream = await async_client(stack).chat.completions.create(
-        model=model, messages=PROMPT, max_tokens=32, stream=True
-    )
+    stream = await async_client(stack).chat.completions.create(model=model, messages=PROMPT, max_tokens=32, stream=True)
     pieces = [chunk async for chunk in stream]
     assert pieces[-1].choices[0].finish_reason in {"stop", "length"}
     assert all(chunk.usage is None for chunk in pieces)
@@ -156,8 +154,13 @@ def test_raw_sse_event_order_with_httpx(stack: LiveStack) -> None:
     """The wire format: data events in the reference's order, then data: [DONE]; headers for SSE and CORS.
 
     ref: buffered-stream-events.2, buffered-stream-events.13, browser-access.1"""
-    body = {"model": served_model(stack), "messages": PROMPT, "max_tokens": 32, "stream": True,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "model": served_model(stack),
+        "messages": PROMPT,
+        "max_tokens": 32,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     with httpx.stream("POST", f"{stack.openai_base_url}/chat/completions", json=body, timeout=30) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")

@@ -94,9 +94,25 @@ class ThrowawayRedis:
 
     def start(self) -> None:
         """Start the server and wait until it answers (and, as a replica, until it is in sync with its primary)."""
-        args = ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
-                "--dir", str(self.workdir), "--dbfilename", f"dump-{self.port}.rdb",
-                "--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"]
+        args = [
+            "redis-server",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.workdir),
+            "--dbfilename",
+            f"dump-{self.port}.rdb",
+            "--repl-diskless-sync",
+            "yes",
+            "--repl-diskless-sync-delay",
+            "0",
+        ]
         if self.replica_of is not None:
             args += ["--replicaof", "127.0.0.1", str(self.replica_of)]
         log = (self.workdir / f"redis-{self.port}.log").open("ab")
@@ -225,9 +241,21 @@ class FaultyStack:
         """A devhorde writing to :attr:`redis` (stream database 0) and a relaying front reading ``front_redis_url``."""
         port = free_port()
         devhorde = start_process(
-            [sys.executable, "-m", "devhorde", "--host", "127.0.0.1", "--port", str(port), "--redis-url",
-             self.redis.url, "--stream-redis-db", "0"],
-            {}, self.tmp_path / "devhorde.log",
+            [
+                sys.executable,
+                "-m",
+                "devhorde",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--redis-url",
+                self.redis.url,
+                "--stream-redis-db",
+                "0",
+            ],
+            {},
+            self.tmp_path / "devhorde.log",
         )
         self.processes.append(devhorde)
         horde_url = f"http://127.0.0.1:{port}/api"
@@ -283,8 +311,14 @@ def stream_through_fault(stack: FaultStack, fault: Callable[[], None]) -> tuple[
             (request_id,) = states
             observed.states_after_fault[seen] = states[request_id]
 
-    result = stream_chat(stack.front_url, stack.control_url, watch=FAULT_AT_CONTENT_CHUNK, on_content=on_content,
-                         model="faults/steady-7b", max_tokens=300)
+    result = stream_chat(
+        stack.front_url,
+        stack.control_url,
+        watch=FAULT_AT_CONTENT_CHUNK,
+        on_content=on_content,
+        model="faults/steady-7b",
+        max_tokens=300,
+    )
     assert observed.fault is not None
     observed.fault.join(30)
     return result, observed

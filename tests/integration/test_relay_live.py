@@ -46,35 +46,80 @@ RELAY_SCENARIO: dict[str, Any] = {
     "known_models": ["relay/first-listed"],
     "workers": [
         {"name": "plain-1", "id": PLAIN_ID, "model": "relay/plain-7b", "threads": 4, "reply_words": 24, **PACE},
-        {"name": "reasoner-1", "model": "relay/reasoner-8b", "threads": 4, "reasoning": "always",
-         "features": ["reasoning_effort", STRICT], "reply_words": 16, **PACE},
+        {
+            "name": "reasoner-1",
+            "model": "relay/reasoner-8b",
+            "threads": 4,
+            "reasoning": "always",
+            "features": ["reasoning_effort", STRICT],
+            "reply_words": 16,
+            **PACE,
+        },
         # Restarts once after two posts of reasoning (nothing to send when reasoning is hidden), then completes.
-        {"name": "rethinker-1", "model": "relay/rethink-8b", "threads": 4, "reasoning": "always",
-         "features": ["reasoning_effort", STRICT], "reply_words": 16, "restart_after_posts": 2, **PACE},
+        {
+            "name": "rethinker-1",
+            "model": "relay/rethink-8b",
+            "threads": 4,
+            "reasoning": "always",
+            "features": ["reasoning_effort", STRICT],
+            "reply_words": 16,
+            "restart_after_posts": 2,
+            **PACE,
+        },
         # Restarts once after two posts of text, then completes the same reply from its start.
-        {"name": "restarter-1", "model": "relay/restart-7b", "threads": 4, "reply_words": 24,
-         "restart_after_posts": 2, **PACE},
+        {
+            "name": "restarter-1",
+            "model": "relay/restart-7b",
+            "threads": 4,
+            "reply_words": 24,
+            "restart_after_posts": 2,
+            **PACE,
+        },
         # Goes offline on command (the test does it mid-stream); fixed-1 then serves a different reply.
         {"name": "leaving-1", "model": "relay/leave-7b", "threads": 1, "reply_words": 40, **PACE},
-        {"name": "fixed-1", "model": "relay/leave-7b", "threads": 1, "reply_style": "fixed",
-         "fixed_reply": FIXED_REPLY, **PACE},
+        {
+            "name": "fixed-1",
+            "model": "relay/leave-7b",
+            "threads": 1,
+            "reply_style": "fixed",
+            "fixed_reply": FIXED_REPLY,
+            **PACE,
+        },
         # seq 3 is never written.
         {"name": "gap-1", "model": "relay/gap-7b", "threads": 4, "reply_words": 24, "skip_seq": 3, **PACE},
         # Stream entries without a model field.
-        {"name": "anon-1", "id": ANON_ID, "model": "relay/anon-7b", "threads": 4, "reply_words": 16,
-         "omit_model_in_deltas": True, **PACE},
+        {
+            "name": "anon-1",
+            "id": ANON_ID,
+            "model": "relay/anon-7b",
+            "threads": 4,
+            "reply_words": 16,
+            "omit_model_in_deltas": True,
+            **PACE,
+        },
         # Posts no progress.
-        {"name": "silent-1", "model": "relay/silent-7b", "threads": 4, "reply_words": 16, "posts_progress": False,
-         **PACE},
+        {
+            "name": "silent-1",
+            "model": "relay/silent-7b",
+            "threads": 4,
+            "reply_words": 16,
+            "posts_progress": False,
+            **PACE,
+        },
     ],
 }
 
-def start_relay_front(tmp: Path, horde_url: str, redis_url: str, stream_db: int,
-                      env: dict[str, str] | None = None) -> tuple[Process, str]:
+
+def start_relay_front(
+    tmp: Path, horde_url: str, redis_url: str, stream_db: int, env: dict[str, str] | None = None
+) -> tuple[Process, str]:
     """Start a front (uvicorn, ``tests.conftest.start_front``) that relays deltas from ``redis_url`` (database
     ``stream_db``); return it and its base URL."""
-    return start_front(tmp, horde_url, env={"HORDE_OAI_REDIS_URL": redis_url,
-                                             "HORDE_OAI_STREAM_REDIS_DB": str(stream_db), **(env or {})})
+    return start_front(
+        tmp,
+        horde_url,
+        env={"HORDE_OAI_REDIS_URL": redis_url, "HORDE_OAI_STREAM_REDIS_DB": str(stream_db), **(env or {})},
+    )
 
 
 def fingerprint(worker_id: str, model: str) -> str:
@@ -132,8 +177,9 @@ class Streamed:
         return kinds
 
 
-def stream_chat(base_url: str, control_url: str | None = None, *, watch: int = 0, on_content: Any = None,
-                **kwargs: Any) -> Streamed:
+def stream_chat(
+    base_url: str, control_url: str | None = None, *, watch: int = 0, on_content: Any = None, **kwargs: Any
+) -> Streamed:
     """Stream one completion with the official SDK; validate each chunk against ``chat.schema.ChatCompletionChunk``.
 
     ``watch``: record the native request's state (from ``control_url``) when each of the first ``watch`` content
@@ -165,8 +211,7 @@ def stream_chat(base_url: str, control_url: str | None = None, *, watch: int = 0
 
 def native_status(horde_url: str, request_id: str) -> dict[str, Any]:
     """The devhorde's native status of a request."""
-    response = httpx.get(f"{horde_url}/v2/generate/chat/status/{request_id}", headers={"apikey": API_KEY},
-                         timeout=5)
+    response = httpx.get(f"{horde_url}/v2/generate/chat/status/{request_id}", headers={"apikey": API_KEY}, timeout=5)
     response.raise_for_status()
     return response.json()
 
@@ -218,13 +263,18 @@ def entries_of(request_id: str) -> list[dict[str, str]]:
 # Tests
 
 
-def test_text_arrives_live_in_several_chunks_and_adds_up_to_the_final_reply(relay: LiveStack,
-                                                                             relay_front: str) -> None:
+def test_text_arrives_live_in_several_chunks_and_adds_up_to_the_final_reply(relay: LiveStack, relay_front: str) -> None:
     """ref: relayed-deltas.1, relayed-deltas.3, redis-reads-and-recovery.1, delta-fields.1, delta-fields.2,
     delta-fields.3, delta-fields.6, model-and-fingerprint.7, pacing.2, final-reply-reconciliation.4,
     buffered-stream-events.12, buffered-stream-events.13"""
-    result = stream_chat(relay_front, relay.devhorde_control, watch=3, model="relay/plain-7b", max_tokens=200,
-                         stream_options={"include_usage": True})
+    result = stream_chat(
+        relay_front,
+        relay.devhorde_control,
+        watch=3,
+        model="relay/plain-7b",
+        max_tokens=200,
+        stream_options={"include_usage": True},
+    )
     assert result.error is None
     status = native_status(relay.horde_url, result.request_id)
     generation = status["generations"][0]
@@ -276,8 +326,9 @@ def test_hidden_reasoning_is_discarded_and_the_text_is_still_relayed(relay: Live
     """Reasoning-only posts advance the sequence: the text after them is relayed, never the reasoning.
 
     ref: delta-fields.4, delta-fields.5, delta-fields.2"""
-    result = stream_chat(relay_front, model="relay/reasoner-8b", max_tokens=400,
-                         extra_body={"horde": {"include_reasoning": False}})
+    result = stream_chat(
+        relay_front, model="relay/reasoner-8b", max_tokens=400, extra_body={"horde": {"include_reasoning": False}}
+    )
     message = native_status(relay.horde_url, result.request_id)["generations"][0]["message"]
     assert message["reasoning_content"]
     entries = entries_of(result.request_id)
@@ -288,13 +339,15 @@ def test_hidden_reasoning_is_discarded_and_the_text_is_still_relayed(relay: Live
     assert set(result.kinds()) == {"role", "content", "finish:stop"}
 
 
-def test_a_restart_before_exposure_is_dropped_and_the_next_attempt_is_relayed(relay: LiveStack,
-                                                                              relay_front: str) -> None:
+def test_a_restart_before_exposure_is_dropped_and_the_next_attempt_is_relayed(
+    relay: LiveStack, relay_front: str
+) -> None:
     """The first attempt posts hidden reasoning only, then restarts; the second attempt's first delta pins again.
 
     ref: final-reply-reconciliation.6, final-reply-reconciliation.7, delta-fields.1, delta-fields.4"""
-    result = stream_chat(relay_front, model="relay/rethink-8b", max_tokens=400,
-                         extra_body={"horde": {"include_reasoning": False}})
+    result = stream_chat(
+        relay_front, model="relay/rethink-8b", max_tokens=400, extra_body={"horde": {"include_reasoning": False}}
+    )
     assert result.error is None
     native = native_request(relay.devhorde_control, result.request_id)
     assert [attempt["ended"] for attempt in native["attempts"]] == ["restarted", "completed"]
@@ -325,15 +378,18 @@ def test_a_restart_after_exposure_is_not_appended_and_the_final_reply_completes_
     assert result.kinds()[-1] == "finish:stop"
 
 
-def test_a_restart_after_exposure_onto_a_different_reply_is_chatstreamdiverged(relay: LiveStack,
-                                                                               relay_front: str) -> None:
+def test_a_restart_after_exposure_onto_a_different_reply_is_chatstreamdiverged(
+    relay: LiveStack, relay_front: str
+) -> None:
     """The serving worker leaves mid-stream; another worker answers differently. The SDK raises APIError.
 
     ref: final-reply-reconciliation.5, final-reply-reconciliation.8"""
+
     def leave(seen: int) -> None:
         if seen == 2:
-            httpx.post(f"{relay.devhorde_control}/workers/leaving-1", json={"online": False},
-                       timeout=5).raise_for_status()
+            httpx.post(
+                f"{relay.devhorde_control}/workers/leaving-1", json={"online": False}, timeout=5
+            ).raise_for_status()
 
     result = stream_chat(relay_front, model="relay/leave-7b", max_tokens=200, on_content=leave)
     assert result.error is not None
@@ -341,22 +397,25 @@ def test_a_restart_after_exposure_onto_a_different_reply_is_chatstreamdiverged(r
     assert result.error.code == "ChatStreamDiverged"
     assert result.error.type == "api_error"
     assert result.error.body == {
-        "message": result.error.message, "type": "api_error", "param": None, "code": "ChatStreamDiverged",
+        "message": result.error.message,
+        "type": "api_error",
+        "param": None,
+        "code": "ChatStreamDiverged",
         "metadata": {"request_id": request_id},
     }
     native = native_request(relay.devhorde_control, request_id)
     assert [attempt["worker_name"] for attempt in native["attempts"]] == ["leaving-1", "fixed-1"]
     assert native_status(relay.horde_url, request_id)["generations"][0]["message"]["content"] == FIXED_REPLY
     first_gen = native["attempts"][0]["gen"]
-    first_text = "".join(entry["text"] for entry in entries_of(request_id)
-                         if entry["gen"] == first_gen and "ended" not in entry)
+    first_text = "".join(
+        entry["text"] for entry in entries_of(request_id) if entry["gen"] == first_gen and "ended" not in entry
+    )
     assert len(result.contents()) >= 2
     assert first_text.startswith(result.content())
     assert FIXED_REPLY not in result.content()
 
 
-def test_a_gap_after_exposure_stops_the_relay_and_the_final_reply_fills_in(relay: LiveStack,
-                                                                           relay_front: str) -> None:
+def test_a_gap_after_exposure_stops_the_relay_and_the_final_reply_fills_in(relay: LiveStack, relay_front: str) -> None:
     """ref: final-reply-reconciliation.5, redis-reads-and-recovery.6, delta-fields.1"""
     result = stream_chat(relay_front, model="relay/gap-7b", max_tokens=200)
     assert result.error is None
@@ -372,8 +431,9 @@ def test_model_less_deltas_take_the_first_listed_model_for_every_chunk(relay: Li
     """The worker serves the second listed model, but its entries carry no model.
 
     ref: delta-fields.6, delta-fields.7, model-and-fingerprint.7"""
-    result = stream_chat(relay_front, model=openai.omit, max_tokens=200,
-                         extra_body={"models": ["relay/first-listed", "relay/anon-7b"]})
+    result = stream_chat(
+        relay_front, model=openai.omit, max_tokens=200, extra_body={"models": ["relay/first-listed", "relay/anon-7b"]}
+    )
     assert result.error is None
     generation = native_status(relay.horde_url, result.request_id)["generations"][0]
     assert generation["model"] == "relay/anon-7b"

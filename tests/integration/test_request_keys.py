@@ -33,8 +33,14 @@ KEYS_SCENARIO: dict[str, Any] = {
         {
             "name": "keys-tools",
             "model": TOOLS_MODEL,
-            "features": ["tools", "tool_choice_enforced", "single_tool_call_enforced", "json_schema",
-                         "structured_output_enforced", "prompt_overflow_refused"],
+            "features": [
+                "tools",
+                "tool_choice_enforced",
+                "single_tool_call_enforced",
+                "json_schema",
+                "structured_output_enforced",
+                "prompt_overflow_refused",
+            ],
             "threads": 2,
             **FAST,
         },
@@ -107,9 +113,16 @@ def test_sdk_replays_its_own_streamed_tool_call_reply(keys: LiveStack) -> None:
 
     # Replayed both ways users do it: the SDK's message object (the SDK sends the fields it set) and its full dump.
     answer = {"role": "tool", "tool_call_id": call.id, "content": '{"temperature_c": 18, "sky": "clear"}'}
-    forwarded = {"role": "assistant", "tool_calls": [
-        {"id": call.id, "type": "function", "function": {"name": "get_weather", "arguments": call.function.arguments}}
-    ]}
+    forwarded = {
+        "role": "assistant",
+        "tool_calls": [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": call.function.arguments},
+            }
+        ],
+    }
     if reply.content is not None:
         forwarded["content"] = reply.content
     sent_bodies = []
@@ -134,7 +147,10 @@ def test_real_client_shapes_succeed(keys: LiveStack) -> None:
     ``max_completion_tokens``. ref: parameter-screening.2, parameter-screening.4, message-roles.1"""
     completion = client_for(keys).chat.completions.create(
         model=TEXT_MODEL,
-        messages=[{"role": "system", "content": "Be brief.", "name": "rules"}, {"role": "user", "content": "Hi", "name": "ann"}],
+        messages=[
+            {"role": "system", "content": "Be brief.", "name": "rules"},
+            {"role": "user", "content": "Hi", "name": "ann"},
+        ],
         stream=False,
         stop="\n\n",
         max_completion_tokens=32,
@@ -159,37 +175,54 @@ def test_real_client_shapes_succeed(keys: LiveStack) -> None:
     [
         pytest.param(
             {"extra_body": {"top_k": 40}},
-            400, "UnsupportedChatParameter", "top_k", "Unrecognized request argument supplied: top_k",
+            400,
+            "UnsupportedChatParameter",
+            "top_k",
+            "Unrecognized request argument supplied: top_k",
             id="unknown-sampler",
         ),
         pytest.param(
             {"logprobs": True},
-            400, "UnsupportedChatParameter", "logprobs",
+            400,
+            "UnsupportedChatParameter",
+            "logprobs",
             "Unsupported value: 'logprobs' does not support true on the AI Horde. Only the default (false) value is "
             "supported.",
             id="no-op-not-default",
         ),
         pytest.param(
             {"temperature": 2.5},
-            400, "UnsupportedChatParameter", "temperature",
+            400,
+            "UnsupportedChatParameter",
+            "temperature",
             "Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got 2.5 instead.",
             id="out-of-range",
         ),
         pytest.param(
             {"messages": []},
-            400, "BadRequest", "messages",
+            400,
+            "BadRequest",
+            "messages",
             "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.",
             id="empty-messages",
         ),
         pytest.param(
             {"tool_choice": "auto"},
-            400, "ChatRequestConflict", "tool_choice",
+            400,
+            "ChatRequestConflict",
+            "tool_choice",
             "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.",
             id="tool-choice-without-tools",
         ),
         pytest.param(
-            {"messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}]}]},
-            400, "UnsupportedChatParameter", "messages[0].content[0].type=input_audio",
+            {
+                "messages": [
+                    {"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}]}
+                ]
+            },
+            400,
+            "UnsupportedChatParameter",
+            "messages[0].content[0].type=input_audio",
             "Invalid value: 'input_audio'. Supported values are: 'text' and 'image_url'.",
             id="content-part-type",
         ),
@@ -206,7 +239,11 @@ def test_refusals_are_the_sdks_typed_exceptions(
         client_for(keys).chat.completions.create(**arguments)
     error = caught.value
     assert (error.status_code, error.type, error.code, error.param, error.body["message"]) == (
-        status, "invalid_request_error", code, param, message
+        status,
+        "invalid_request_error",
+        code,
+        param,
+        message,
     )
     assert keys.native_requests() == []
 
@@ -215,8 +252,13 @@ def test_unanswered_tool_call_is_refused_with_openais_message(keys: LiveStack) -
     """ref: value-and-contract-validation.8"""
     history = [
         {"role": "user", "content": "Weather in Oslo?"},
-        {"role": "assistant", "content": None,
-         "tool_calls": [{"id": "call_abc", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_abc", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+            ],
+        },
     ]
     with pytest.raises(openai.BadRequestError) as caught:
         client_for(keys).chat.completions.create(
@@ -258,6 +300,8 @@ def test_unknown_model_sent_as_model_is_reported_at_model(keys: LiveStack) -> No
     """The front sends ``model`` as a one-entry ``models``; the refusal names the key the client sent.
     ref: model-selection.2, model-selection.6"""
     with pytest.raises(openai.BadRequestError) as caught:
-        client_for(keys).chat.completions.create(model="keys/no-such-model", messages=[{"role": "user", "content": "Hi"}])
+        client_for(keys).chat.completions.create(
+            model="keys/no-such-model", messages=[{"role": "user", "content": "Hi"}]
+        )
     assert (caught.value.status_code, caught.value.code, caught.value.param) == (400, "UnknownModel", "model")
     assert caught.value.body["message"] == "'model' is not a known text model."

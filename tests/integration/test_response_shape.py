@@ -43,44 +43,98 @@ SHAPE_SCENARIO: dict[str, Any] = {
     "kudos_per_token": 0.215,
     "workers": [
         # Text only, every count reported; also the second listed model of a models request.
-        {"name": "plain-1", "id": PLAIN_ID, "model": "shape/plain-2b", "reply_style": "fixed",
-         "fixed_reply": FIXED_REPLY, "max_length": 1024, **FAST},
+        {
+            "name": "plain-1",
+            "id": PLAIN_ID,
+            "model": "shape/plain-2b",
+            "reply_style": "fixed",
+            "fixed_reply": FIXED_REPLY,
+            "max_length": 1024,
+            **FAST,
+        },
         # Reasoning and text, every count reported.
-        {"name": "reasoner-1", "id": REASONER_ID, "model": "shape/reasoner-8b", "reasoning": "always",
-         "features": ["reasoning_effort", STRICT], "reply_words": 20, "max_length": 2048, **FAST},
+        {
+            "name": "reasoner-1",
+            "id": REASONER_ID,
+            "model": "shape/reasoner-8b",
+            "reasoning": "always",
+            "features": ["reasoning_effort", STRICT],
+            "reply_words": 20,
+            "max_length": 2048,
+            **FAST,
+        },
         # Reasoning and no text (a reasoning-only reply).
-        {"name": "thinker-1", "id": THINKER_ID, "model": "shape/thinker-8b", "reasoning": "always",
-         "reasoning_only": True, "features": ["reasoning_effort", STRICT], "max_length": 2048, **FAST},
+        {
+            "name": "thinker-1",
+            "id": THINKER_ID,
+            "model": "shape/thinker-8b",
+            "reasoning": "always",
+            "reasoning_only": True,
+            "features": ["reasoning_effort", STRICT],
+            "max_length": 2048,
+            **FAST,
+        },
         # No text, no reasoning, no calls.
         {"name": "empty-1", "model": "shape/empty-2b", "empty_reply": True, **FAST},
         # Reasoning and a long reply, no counts reported, a small declared limit (the Horde lowers max_tokens).
-        {"name": "mute-1", "model": "shape/mute-2b", "reasoning": "always", "reply_words": 200, "max_length": 40,
-         "report_usage": [], **FAST},
+        {
+            "name": "mute-1",
+            "model": "shape/mute-2b",
+            "reasoning": "always",
+            "reply_words": 200,
+            "max_length": 40,
+            "report_usage": [],
+            **FAST,
+        },
         # Whitespace only: not visible text.
         {"name": "blank-1", "model": "shape/blank-2b", "reply_style": "fixed", "fixed_reply": " \n\t ", **FAST},
         # Reasoning and text; prompt and completion counts reported, the reasoning count not.
-        {"name": "half-1", "model": "shape/half-8b", "reasoning": "always", "features": ["reasoning_effort", STRICT],
-         "reply_words": 20, "report_usage": ["prompt_tokens", "completion_tokens"], **FAST},
+        {
+            "name": "half-1",
+            "model": "shape/half-8b",
+            "reasoning": "always",
+            "features": ["reasoning_effort", STRICT],
+            "reply_words": 20,
+            "report_usage": ["prompt_tokens", "completion_tokens"],
+            **FAST,
+        },
         # Tool calls (the simulator sends tool calls without text).
         {"name": "tools-1", "model": "shape/tools-7b", "features": TOOL_FEATURES, **FAST},
         # Done and not faulted without a generation.
         {"name": "ghost-1", "model": "shape/ghost-2b", **FAST, "done_without_generation": True},
         # Reads done: true with processing: 1 while it works, then finishes.
-        {"name": "flicker-1", "model": "shape/flicker-2b", "reply_style": "fixed", "fixed_reply": FIXED_REPLY,
-         "done_while_processing": True, "time_to_first_token_seconds": 1.0, "tokens_per_second": 4,
-         "post_interval_seconds": 0.5},
+        {
+            "name": "flicker-1",
+            "model": "shape/flicker-2b",
+            "reply_style": "fixed",
+            "fixed_reply": FIXED_REPLY,
+            "done_while_processing": True,
+            "time_to_first_token_seconds": 1.0,
+            "tokens_per_second": 4,
+            "post_interval_seconds": 0.5,
+        },
         # Slow enough for a native cancel while the front waits.
         {"name": "slow-1", "model": "shape/slow-2b", "time_to_first_token_seconds": 5.0, "tokens_per_second": 2},
     ],
 }
 
 WEATHER_TOOLS = [
-    {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
-                                      "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                                                     "required": ["city"]}}},
-    {"type": "function", "function": {"name": "get_time", "description": "Local time of a city",
-                                      "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                                                     "required": ["city"]}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather of a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "description": "Local time of a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    },
 ]
 PROMPT = [{"role": "user", "content": "Tell me about tides."}]
 
@@ -137,8 +191,9 @@ def stream(base_url: str, **kwargs: Any) -> list[Any]:
 def native_status(stack: LiveStack, completion_id: str) -> dict[str, Any]:
     """The devhorde's native status of the request behind an OpenAI completion id."""
     request_id = completion_id.removeprefix("chatcmpl-")
-    response = httpx.get(f"{stack.horde_url}/v2/generate/chat/status/{request_id}",
-                         headers={"apikey": "0000000000"}, timeout=5)
+    response = httpx.get(
+        f"{stack.horde_url}/v2/generate/chat/status/{request_id}", headers={"apikey": "0000000000"}, timeout=5
+    )
     response.raise_for_status()
     return response.json()
 
@@ -168,7 +223,8 @@ def test_text_completion_with_reported_counts(shape: LiveStack) -> None:
     assert choice.model_extra == {"native_finish_reason": "eos_token"}
     assert completion.usage is not None
     assert (completion.usage.prompt_tokens, completion.usage.completion_tokens, completion.usage.total_tokens) == (
-        generation["prompt_tokens"], generation["completion_tokens"],
+        generation["prompt_tokens"],
+        generation["completion_tokens"],
         generation["prompt_tokens"] + generation["completion_tokens"],
     )
     assert completion.usage.completion_tokens_details is None
@@ -193,8 +249,13 @@ def test_reasoning_and_text_completion(shape: LiveStack) -> None:
 
 def test_reasoning_hidden_keeps_the_reasoning_count(shape: LiveStack) -> None:
     """ref: reasoning-and-usage.2, reasoning-and-usage.6"""
-    completion, body = create(shape, model="shape/reasoner-8b", messages=PROMPT, max_tokens=512,
-                              extra_body={"horde": {"include_reasoning": False}})
+    completion, body = create(
+        shape,
+        model="shape/reasoner-8b",
+        messages=PROMPT,
+        max_tokens=512,
+        extra_body={"horde": {"include_reasoning": False}},
+    )
     generation = native_generation(shape, completion.id)
     assert generation["message"]["reasoning_content"]
     assert completion.choices[0].message.model_extra == {}
@@ -220,11 +281,13 @@ def test_reasoning_only_at_the_limit_has_the_length_notice(shape: LiveStack) -> 
     completion, _ = create(shape, model="shape/thinker-8b", messages=PROMPT, max_tokens=16)
     choice = completion.choices[0]
     assert (choice.message.content, choice.finish_reason, choice.model_extra["native_finish_reason"]) == (
-        "", "length", "length"
+        "",
+        "length",
+        "length",
     )
     assert completion.model_extra["x_horde"] == {
         "notice": "The reply has reasoning but no visible text and no tool calls. The worker stopped at the "
-                  "completion limit of 16 tokens; retry with a higher max_tokens or a lower reasoning_effort."
+        "completion limit of 16 tokens; retry with a higher max_tokens or a lower reasoning_effort."
     }
     assert completion.usage.completion_tokens_details.reasoning_tokens == 16
 
@@ -262,7 +325,10 @@ def test_tool_calls_without_text(shape: LiveStack) -> None:
     """ref: assistant-message-and-adjustments.1, assistant-message-and-adjustments.2,
     assistant-message-and-adjustments.3"""
     completion, body = create(
-        shape, model="shape/tools-7b", tools=WEATHER_TOOLS, tool_choice="required",
+        shape,
+        model="shape/tools-7b",
+        tools=WEATHER_TOOLS,
+        tool_choice="required",
         messages=[{"role": "user", "content": "What is the weather and the time in Oslo?"}],
     )
     generation = native_generation(shape, completion.id)
@@ -274,9 +340,7 @@ def test_tool_calls_without_text(shape: LiveStack) -> None:
     assert submitted
     assert [
         (call.id, call.type, call.function.name, call.function.arguments) for call in choice.message.tool_calls
-    ] == [
-        (call["id"], "function", call["function"]["name"], call["function"]["arguments"]) for call in submitted
-    ]
+    ] == [(call["id"], "function", call["function"]["name"], call["function"]["arguments"]) for call in submitted]
     assert body["choices"][0]["message"]["tool_calls"] == submitted
     assert "x_horde" not in body
 
@@ -284,8 +348,7 @@ def test_tool_calls_without_text(shape: LiveStack) -> None:
 def test_lowered_limit_caps_the_estimates(shape: LiveStack) -> None:
     """ref: assistant-message-and-adjustments.4, reasoning-and-usage.5, reasoning-and-usage.8, reasoning-and-usage.9,
     reasoning-and-usage.11"""
-    completion, body = create(shape, model="shape/mute-2b", messages=PROMPT, max_tokens=100,
-                              max_completion_tokens=90)
+    completion, body = create(shape, model="shape/mute-2b", messages=PROMPT, max_tokens=100, max_completion_tokens=90)
     status = native_status(shape, completion.id)
     generation = status["generations"][0]
     assert {"prompt_tokens", "completion_tokens", "reasoning_tokens"}.isdisjoint(generation)
@@ -319,8 +382,9 @@ def test_lowered_limit_with_reported_counts(shape: LiveStack) -> None:
 def test_models_request_served_by_its_second_model(shape: LiveStack) -> None:
     """ref: model-and-fingerprint.1, model-and-fingerprint.2, model-and-fingerprint.4, model-selection.2,
     model-selection.3"""
-    completion, _ = create(shape, model=openai.omit, messages=PROMPT,
-                           extra_body={"models": ["shape/first-9b", "shape/plain-2b"]})
+    completion, _ = create(
+        shape, model=openai.omit, messages=PROMPT, extra_body={"models": ["shape/first-9b", "shape/plain-2b"]}
+    )
     native = {entry["id"]: entry for entry in shape.native_requests()}[completion.id.removeprefix("chatcmpl-")]
     assert native["payload"]["models"] == ["shape/first-9b", "shape/plain-2b"]
     assert completion.model == "shape/plain-2b"
@@ -339,8 +403,13 @@ def deltas(chunks: list[Any]) -> list[dict[str, Any] | None]:
 def test_buffered_stream_reasoning_text_finish_and_usage(shape: LiveStack, buffered_front: str) -> None:
     """ref: buffered-stream-events.2, buffered-stream-events.3, buffered-stream-events.5, buffered-stream-events.7,
     buffered-stream-events.11, buffered-stream-events.12, buffered-stream-events.13, model-and-fingerprint.6"""
-    chunks = stream(buffered_front, model="shape/reasoner-8b", messages=PROMPT, max_tokens=512,
-                    stream_options={"include_usage": True})
+    chunks = stream(
+        buffered_front,
+        model="shape/reasoner-8b",
+        messages=PROMPT,
+        max_tokens=512,
+        stream_options={"include_usage": True},
+    )
     generation = native_generation(shape, chunks[0].id)
     message = generation["message"]
     assert deltas(chunks) == [
@@ -364,8 +433,13 @@ def test_buffered_stream_reasoning_text_finish_and_usage(shape: LiveStack, buffe
 
 def test_buffered_stream_hides_reasoning_and_ends_without_usage(shape: LiveStack, buffered_front: str) -> None:
     """ref: buffered-stream-events.5, buffered-stream-events.12, reasoning-and-usage.2"""
-    chunks = stream(buffered_front, model="shape/reasoner-8b", messages=PROMPT, max_tokens=512,
-                    extra_body={"horde": {"include_reasoning": False}})
+    chunks = stream(
+        buffered_front,
+        model="shape/reasoner-8b",
+        messages=PROMPT,
+        max_tokens=512,
+        extra_body={"horde": {"include_reasoning": False}},
+    )
     generation = native_generation(shape, chunks[0].id)
     assert deltas(chunks) == [{"role": "assistant"}, {"content": generation["message"]["content"]}, {}]
 
@@ -373,7 +447,10 @@ def test_buffered_stream_hides_reasoning_and_ends_without_usage(shape: LiveStack
 def test_buffered_stream_tool_calls_each_whole_with_index(shape: LiveStack, buffered_front: str) -> None:
     """ref: buffered-stream-events.9, buffered-stream-events.10, buffered-stream-events.11"""
     chunks = stream(
-        buffered_front, model="shape/tools-7b", tools=WEATHER_TOOLS, tool_choice="required",
+        buffered_front,
+        model="shape/tools-7b",
+        tools=WEATHER_TOOLS,
+        tool_choice="required",
         messages=[{"role": "user", "content": "What is the weather and the time in Oslo?"}],
         stream_options={"include_usage": True},
     )
@@ -410,8 +487,13 @@ def test_buffered_stream_reasoning_only_and_empty(shape: LiveStack, buffered_fro
 
 def test_buffered_stream_models_request_and_lowered_limit(shape: LiveStack, buffered_front: str) -> None:
     """ref: model-and-fingerprint.2, model-and-fingerprint.6, assistant-message-and-adjustments.4"""
-    chunks = stream(buffered_front, model=openai.omit, messages=PROMPT, max_tokens=2000,
-                    extra_body={"models": ["shape/first-9b", "shape/plain-2b"]})
+    chunks = stream(
+        buffered_front,
+        model=openai.omit,
+        messages=PROMPT,
+        max_tokens=2000,
+        extra_body={"models": ["shape/first-9b", "shape/plain-2b"]},
+    )
     assert {(c.model, c.system_fingerprint) for c in chunks} == {
         ("shape/plain-2b", fingerprint(PLAIN_ID, "shape/plain-2b"))
     }
@@ -445,9 +527,7 @@ def test_done_without_a_generation_is_502_and_cancelled(shape: LiveStack) -> Non
     assert error.code == "ChatRequestNoGeneration"
     assert error.type == "api_error"
     request_id = error.body["metadata"]["request_id"]
-    assert error.body["message"] == (
-        "The Horde finished the request without a generation. The request was cancelled."
-    )
+    assert error.body["message"] == ("The Horde finished the request without a generation. The request was cancelled.")
     assert native_status(shape, f"chatcmpl-{request_id}")["generations"] == []
     assert wait_for_cancel(shape, request_id)["cancel_requests"] >= 1
 
@@ -485,13 +565,16 @@ def test_native_cancel_while_waiting_is_502(shape: LiveStack) -> None:
         request_id = waiting[-1]["id"] if waiting else None
         time.sleep(0.05)
     assert request_id is not None
-    httpx.delete(f"{shape.horde_url}/v2/generate/chat/status/{request_id}", headers={"apikey": "0000000000"},
-                 timeout=5).raise_for_status()
+    httpx.delete(
+        f"{shape.horde_url}/v2/generate/chat/status/{request_id}", headers={"apikey": "0000000000"}, timeout=5
+    ).raise_for_status()
     thread.join(30)
     error = outcome["error"]
     assert isinstance(error, openai.InternalServerError)
     assert (error.status_code, error.code, error.body["metadata"]["request_id"]) == (
-        502, "ChatRequestNoGeneration", request_id
+        502,
+        "ChatRequestNoGeneration",
+        request_id,
     )
 
 
@@ -510,7 +593,7 @@ def test_kudos_cap_refusal_through_the_sdk(shape: LiveStack) -> None:
     assert (error.type, error.code, error.param) == ("invalid_request_error", "max_kudos_exceeded", "horde.max_kudos")
     assert error.body == {
         "message": "The request's kudos estimate at current pricing is 215, above its horde.max_kudos of 1. "
-                   "The estimate assumes the full max_tokens is generated.",
+        "The estimate assumes the full max_tokens is generated.",
         "type": "invalid_request_error",
         "param": "horde.max_kudos",
         "code": "max_kudos_exceeded",
@@ -532,7 +615,8 @@ def test_kudos_cap_with_fractional_values(shape: LiveStack) -> None:
 
 def test_max_kudos_is_forwarded(shape: LiveStack) -> None:
     """ref: kudos-cap.1"""
-    completion, _ = create(shape, model="shape/plain-2b", messages=PROMPT, max_tokens=64,
-                           extra_body={"horde": {"max_kudos": 500}})
+    completion, _ = create(
+        shape, model="shape/plain-2b", messages=PROMPT, max_tokens=64, extra_body={"horde": {"max_kudos": 500}}
+    )
     native = {entry["id"]: entry for entry in shape.native_requests()}[completion.id.removeprefix("chatcmpl-")]
     assert native["payload"]["max_kudos"] == 500

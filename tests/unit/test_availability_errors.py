@@ -78,27 +78,55 @@ def test_join_names(names: list[str], joined: str) -> None:
     ("reason", "listed", "cancelled", "message"),
     [
         (gap(["reasoning_effort"]), False, True, REFERENCE_EXAMPLE),
-        (gap(["reasoning_effort"]), False, False,
-         "No worker can serve this request: no online worker serving the model declares reasoning_effort."),
-        (gap(["seed", "vision"]), True, True,
-         "No worker can serve this request: no online worker serving the listed models declares seed and vision. "
-         "The request was cancelled."),
-        (gap(["tool_choice_enforced"]), False, True,
-         "No worker can serve this request: no online worker serving the model declares tool_choice_enforced. "
-         'tool_choice_enforced is a guarantee, and guarantees are not required under best_effort '
-         '(horde.conformance: "best_effort"). The request was cancelled.'),
-        (gap(["prompt_overflow_refused", "tools", "tool_choice_enforced"]), False, False,
-         "No worker can serve this request: no online worker serving the model declares prompt_overflow_refused, "
-         "tools and tool_choice_enforced. prompt_overflow_refused and tool_choice_enforced are guarantees, and "
-         'guarantees are not required under best_effort (horde.conformance: "best_effort").'),
-        (gap([], ["tools_max_temperature"]), False, True,
-         "No worker can serve this request: the request exceeds the tools_max_temperature every online worker "
-         "serving the model declares. The request was cancelled."),
-        (gap(["tools"], ["max_length"]), False, True,
-         "No worker can serve this request: no online worker serving the model declares tools; the request exceeds "
-         "the max_length every online worker serving the model declares. The request was cancelled."),
-        (gap([], []), False, False,
-         "No worker can serve this request: the online workers serving the model do not declare what it needs."),
+        (
+            gap(["reasoning_effort"]),
+            False,
+            False,
+            "No worker can serve this request: no online worker serving the model declares reasoning_effort.",
+        ),
+        (
+            gap(["seed", "vision"]),
+            True,
+            True,
+            "No worker can serve this request: no online worker serving the listed models declares seed and vision. "
+            "The request was cancelled.",
+        ),
+        (
+            gap(["tool_choice_enforced"]),
+            False,
+            True,
+            "No worker can serve this request: no online worker serving the model declares tool_choice_enforced. "
+            "tool_choice_enforced is a guarantee, and guarantees are not required under best_effort "
+            '(horde.conformance: "best_effort"). The request was cancelled.',
+        ),
+        (
+            gap(["prompt_overflow_refused", "tools", "tool_choice_enforced"]),
+            False,
+            False,
+            "No worker can serve this request: no online worker serving the model declares prompt_overflow_refused, "
+            "tools and tool_choice_enforced. prompt_overflow_refused and tool_choice_enforced are guarantees, and "
+            'guarantees are not required under best_effort (horde.conformance: "best_effort").',
+        ),
+        (
+            gap([], ["tools_max_temperature"]),
+            False,
+            True,
+            "No worker can serve this request: the request exceeds the tools_max_temperature every online worker "
+            "serving the model declares. The request was cancelled.",
+        ),
+        (
+            gap(["tools"], ["max_length"]),
+            False,
+            True,
+            "No worker can serve this request: no online worker serving the model declares tools; the request exceeds "
+            "the max_length every online worker serving the model declares. The request was cancelled.",
+        ),
+        (
+            gap([], []),
+            False,
+            False,
+            "No worker can serve this request: the online workers serving the model do not declare what it needs.",
+        ),
     ],
 )
 def test_declaration_gap_message(reason: dict, listed: bool, cancelled: bool, message: str) -> None:
@@ -109,8 +137,13 @@ def test_declaration_gap_message(reason: dict, listed: bool, cancelled: bool, me
 def test_declaration_gap_error_is_the_reference_example() -> None:
     """ref: declaration-gaps.1, declaration-gaps.3, declaration-gaps.4, declaration-gaps.5,
     native-admission-refusals.4"""
-    error = service_gap_error(gap(["reasoning_effort"]), requested_models=["m/a"], listed_models=False,
-                              model_entries=ENTRIES, request_id=REQUEST_ID)
+    error = service_gap_error(
+        gap(["reasoning_effort"]),
+        requested_models=["m/a"],
+        listed_models=False,
+        model_entries=ENTRIES,
+        request_id=REQUEST_ID,
+    )
     status, body, headers = envelope_of(error)
     assert status == 404
     assert body == {
@@ -165,22 +198,48 @@ def test_largest_declared_limit_from_the_model_list(models: list[str], limit: st
     ("exceeded", "models", "entries", "param", "message"),
     [
         (["max_length"], ["m/a"], ENTRIES, "max_tokens", COMPLETION_SENTENCE.format(value="1024 tokens")),
-        (["max_context_length"], ["m/a"], ENTRIES, "horde.max_context_length",
-         CONTEXT_SENTENCE.format(value="8192 tokens")),
-        (["max_context_length", "max_length"], ["m/a"], ENTRIES, "max_tokens",
-         COMPLETION_SENTENCE.format(value="1024 tokens") + " " + CONTEXT_SENTENCE.format(value="8192 tokens")),
-        (["max_length"], ["m/a", "m/b"], ENTRIES, "max_tokens",
-         COMPLETION_SENTENCE.format(value="2048 tokens").replace("for the model", "for the listed models")),
+        (
+            ["max_context_length"],
+            ["m/a"],
+            ENTRIES,
+            "horde.max_context_length",
+            CONTEXT_SENTENCE.format(value="8192 tokens"),
+        ),
+        (
+            ["max_context_length", "max_length"],
+            ["m/a"],
+            ENTRIES,
+            "max_tokens",
+            COMPLETION_SENTENCE.format(value="1024 tokens") + " " + CONTEXT_SENTENCE.format(value="8192 tokens"),
+        ),
+        (
+            ["max_length"],
+            ["m/a", "m/b"],
+            ENTRIES,
+            "max_tokens",
+            COMPLETION_SENTENCE.format(value="2048 tokens").replace("for the model", "for the listed models"),
+        ),
         (["max_length"], ["m/unknown"], ENTRIES, "max_tokens", COMPLETION_SENTENCE.format(value="max_length")),
-        (["max_context_length"], ["m/a"], None, "horde.max_context_length",
-         CONTEXT_SENTENCE.format(value="max_context_length")),
+        (
+            ["max_context_length"],
+            ["m/a"],
+            None,
+            "horde.max_context_length",
+            CONTEXT_SENTENCE.format(value="max_context_length"),
+        ),
     ],
 )
-def test_size_limit_gap_error(exceeded: list[str], models: list[str], entries: list | None, param: str,
-                              message: str) -> None:
+def test_size_limit_gap_error(
+    exceeded: list[str], models: list[str], entries: list | None, param: str, message: str
+) -> None:
     """ref: size-limit-gaps.4, size-limit-gaps.5, size-limit-gaps.6, size-limit-gaps.7, size-limit-gaps.8"""
-    error = service_gap_error(gap([], exceeded), requested_models=models, listed_models=len(models) > 1,
-                              model_entries=entries, request_id=REQUEST_ID)
+    error = service_gap_error(
+        gap([], exceeded),
+        requested_models=models,
+        listed_models=len(models) > 1,
+        model_entries=entries,
+        request_id=REQUEST_ID,
+    )
     status, body, headers = envelope_of(error)
     assert status == 400
     assert body == {
@@ -198,8 +257,9 @@ def test_size_limit_gap_error(exceeded: list[str], models: list[str], entries: l
 )
 def test_a_size_limit_beside_another_cause_keeps_the_404(reason: dict) -> None:
     """ref: size-limit-gaps.9"""
-    error = service_gap_error(reason, requested_models=["m/a"], listed_models=False, model_entries=ENTRIES,
-                              request_id=REQUEST_ID)
+    error = service_gap_error(
+        reason, requested_models=["m/a"], listed_models=False, model_entries=ENTRIES, request_id=REQUEST_ID
+    )
     assert (error.status, error.code, error.param) == (404, "no_worker_supports_features", None)
 
 
@@ -244,31 +304,97 @@ NATIVE_MESSAGE = "No worker is currently serving the model 'm/offline'. Retry la
 @pytest.mark.parametrize(
     ("native", "request_extra", "entries", "status", "code", "param", "message", "retry_after", "should_retry"),
     [
-        (refusal(503, "NoEligibleWorker", NATIVE_MESSAGE), {}, ENTRIES, 503, "no_eligible_worker", None,
-         NATIVE_MESSAGE, "30", "true"),
-        (refusal(403, "NoEligibleWorker", "Refused for kudos."), {}, ENTRIES, 503, "no_eligible_worker", None,
-         "Refused for kudos.", "30", "true"),
-        (refusal(403, "NoEligibleWorker", "Refused for kudos.", impossible_reason={"kind": "mystery"}), {},
-         ENTRIES, 503, "no_eligible_worker", None, "Refused for kudos.", "30", "true"),
-        (refusal(403, "NoEligibleWorker", "Refused.", impossible_reason=gap(["reasoning_effort"])), {}, ENTRIES,
-         404, "no_worker_supports_features", None,
-         "No worker can serve this request: no online worker serving the model declares reasoning_effort.",
-         None, None),
-        (refusal(403, "NoEligibleWorker", "Refused.", impossible_reason=gap([], ["max_length"])),
-         {"models": ["m/a", "m/b"]}, ENTRIES, 400, "no_worker_supports_limit", "max_tokens",
-         COMPLETION_SENTENCE.format(value="2048 tokens").replace("for the model", "for the listed models"),
-         None, None),
-        (refusal(403, "NoEligibleWorker", "Refused.", impossible_reason=gap([], ["max_context_length"])), {},
-         HordeUnreachable("down"), 400, "no_worker_supports_limit", "horde.max_context_length",
-         CONTEXT_SENTENCE.format(value="max_context_length"), None, None),
+        (
+            refusal(503, "NoEligibleWorker", NATIVE_MESSAGE),
+            {},
+            ENTRIES,
+            503,
+            "no_eligible_worker",
+            None,
+            NATIVE_MESSAGE,
+            "30",
+            "true",
+        ),
+        (
+            refusal(403, "NoEligibleWorker", "Refused for kudos."),
+            {},
+            ENTRIES,
+            503,
+            "no_eligible_worker",
+            None,
+            "Refused for kudos.",
+            "30",
+            "true",
+        ),
+        (
+            refusal(403, "NoEligibleWorker", "Refused for kudos.", impossible_reason={"kind": "mystery"}),
+            {},
+            ENTRIES,
+            503,
+            "no_eligible_worker",
+            None,
+            "Refused for kudos.",
+            "30",
+            "true",
+        ),
+        (
+            refusal(403, "NoEligibleWorker", "Refused.", impossible_reason=gap(["reasoning_effort"])),
+            {},
+            ENTRIES,
+            404,
+            "no_worker_supports_features",
+            None,
+            "No worker can serve this request: no online worker serving the model declares reasoning_effort.",
+            None,
+            None,
+        ),
+        (
+            refusal(403, "NoEligibleWorker", "Refused.", impossible_reason=gap([], ["max_length"])),
+            {"models": ["m/a", "m/b"]},
+            ENTRIES,
+            400,
+            "no_worker_supports_limit",
+            "max_tokens",
+            COMPLETION_SENTENCE.format(value="2048 tokens").replace("for the model", "for the listed models"),
+            None,
+            None,
+        ),
+        (
+            refusal(403, "NoEligibleWorker", "Refused.", impossible_reason=gap([], ["max_context_length"])),
+            {},
+            HordeUnreachable("down"),
+            400,
+            "no_worker_supports_limit",
+            "horde.max_context_length",
+            CONTEXT_SENTENCE.format(value="max_context_length"),
+            None,
+            None,
+        ),
         (refusal(429, None, "Slow down."), {}, ENTRIES, 429, "rate_limit_exceeded", None, "Slow down.", None, None),
-        (refusal(429, "TooManyPrompts", "Too many."), {}, ENTRIES, 429, "TooManyPrompts", None, "Too many.", None,
-         None),
+        (
+            refusal(429, "TooManyPrompts", "Too many."),
+            {},
+            ENTRIES,
+            429,
+            "TooManyPrompts",
+            None,
+            "Too many.",
+            None,
+            None,
+        ),
     ],
 )
-async def test_submit_refusals(native: HordeRefusal, request_extra: dict, entries: Any, status: int, code: str,
-                               param: str | None, message: str, retry_after: str | None,
-                               should_retry: str | None) -> None:
+async def test_submit_refusals(
+    native: HordeRefusal,
+    request_extra: dict,
+    entries: Any,
+    status: int,
+    code: str,
+    param: str | None,
+    message: str,
+    retry_after: str | None,
+    should_retry: str | None,
+) -> None:
     """ref: model-availability.1, model-availability.2, model-availability.3, native-admission-refusals.1,
     native-admission-refusals.2, native-admission-refusals.3, native-admission-refusals.4,
     native-admission-refusals.5, error-attributes.1"""
@@ -286,17 +412,23 @@ async def test_a_403_size_gap_without_a_model_list_entry_names_the_limit() -> No
     native = refusal(403, "NoEligibleWorker", "Refused.", impossible_reason=gap([], ["max_length"]))
     error = await submit_refusal_error(FakeHorde([]), native, chat_request())
     assert (error.status, error.code, error.param, error.message) == (
-        400, "no_worker_supports_limit", "max_tokens", COMPLETION_SENTENCE.format(value="max_length"))
+        400,
+        "no_worker_supports_limit",
+        "max_tokens",
+        COMPLETION_SENTENCE.format(value="max_length"),
+    )
 
 
 @pytest.mark.asyncio
 async def test_the_model_list_is_read_only_for_a_size_limit_gap() -> None:
     horde = FakeHorde(ENTRIES)
-    await submit_refusal_error(horde, refusal(403, "NoEligibleWorker", "x", impossible_reason=gap(["seed"])),
-                               chat_request())
+    await submit_refusal_error(
+        horde, refusal(403, "NoEligibleWorker", "x", impossible_reason=gap(["seed"])), chat_request()
+    )
     assert horde.model_reads == 0
-    await submit_refusal_error(horde, refusal(403, "NoEligibleWorker", "x", impossible_reason=gap([], ["max_length"])),
-                               chat_request())
+    await submit_refusal_error(
+        horde, refusal(403, "NoEligibleWorker", "x", impossible_reason=gap([], ["max_length"])), chat_request()
+    )
     assert horde.model_reads == 1
 
 
@@ -309,7 +441,7 @@ def test_grace_error_has_retry_after_30_and_should_retry() -> None:
     assert status == 503
     assert body == {
         "message": "No online worker could serve this request for 1.5 seconds: the workers serving the model went "
-                   "offline or are busy with other work. The request was cancelled.",
+        "offline or are busy with other work. The request was cancelled.",
         "type": "api_error",
         "param": None,
         "code": "no_eligible_worker",
@@ -318,7 +450,7 @@ def test_grace_error_has_retry_after_30_and_should_retry() -> None:
     assert (headers["Retry-After"], headers["x-should-retry"]) == ("30", "true")
     event = grace_error(1.5, REQUEST_ID).sse_event()
     assert event.startswith(b"data: ") and event.endswith(b"\n\n")
-    assert json.loads(event[len(b"data: "):])["error"]["metadata"] == {"request_id": REQUEST_ID, "retry_after": 30}
+    assert json.loads(event[len(b"data: ") :])["error"]["metadata"] == {"request_id": REQUEST_ID, "retry_after": 30}
 
 
 # --- Fail-fast admission ----------------------------------------------------------------------------------------
@@ -375,25 +507,42 @@ def test_queue_retry_after_is_capped(wait_time: int | None, retry_after: int) ->
 @pytest.mark.parametrize(
     ("reason", "threads", "wait_time", "remaining", "message"),
     [
-        (NO_ELIGIBLE_THREADS, 0, 0, 299.7,
-         'No eligible worker thread is online for this request (0 eligible worker threads, an estimated wait of 0 '
-         'seconds, 299 seconds of budget left) under horde.availability_mode "fail_fast". The request was '
-         'cancelled.'),
-        (WAIT_EXCEEDS_BUDGET, 1, 420, 20,
-         "The estimated queue wait exceeds this request's remaining time budget (1 eligible worker thread, an "
-         'estimated wait of 420 seconds, 20 seconds of budget left) under horde.availability_mode "fail_fast". '
-         "The request was cancelled."),
-        (WAIT_EXCEEDS_BUDGET, None, 1, 0.5,
-         "The estimated queue wait exceeds this request's remaining time budget (an unknown number of eligible "
-         'worker threads, an estimated wait of 1 second, 0 seconds of budget left) under horde.availability_mode '
-         '"fail_fast". The request was cancelled.'),
+        (
+            NO_ELIGIBLE_THREADS,
+            0,
+            0,
+            299.7,
+            "No eligible worker thread is online for this request (0 eligible worker threads, an estimated wait of 0 "
+            'seconds, 299 seconds of budget left) under horde.availability_mode "fail_fast". The request was '
+            "cancelled.",
+        ),
+        (
+            WAIT_EXCEEDS_BUDGET,
+            1,
+            420,
+            20,
+            "The estimated queue wait exceeds this request's remaining time budget (1 eligible worker thread, an "
+            'estimated wait of 420 seconds, 20 seconds of budget left) under horde.availability_mode "fail_fast". '
+            "The request was cancelled.",
+        ),
+        (
+            WAIT_EXCEEDS_BUDGET,
+            None,
+            1,
+            0.5,
+            "The estimated queue wait exceeds this request's remaining time budget (an unknown number of eligible "
+            "worker threads, an estimated wait of 1 second, 0 seconds of budget left) under horde.availability_mode "
+            '"fail_fast". The request was cancelled.',
+        ),
     ],
 )
-def test_queue_unavailable_message(reason: str, threads: int | None, wait_time: int, remaining: float,
-                                   message: str) -> None:
+def test_queue_unavailable_message(
+    reason: str, threads: int | None, wait_time: int, remaining: float, message: str
+) -> None:
     """ref: fail-fast-admission.5"""
-    assert queue_unavailable_message(reason, threads=threads, wait_time=wait_time,
-                                     remaining_seconds=remaining) == message
+    assert (
+        queue_unavailable_message(reason, threads=threads, wait_time=wait_time, remaining_seconds=remaining) == message
+    )
 
 
 @pytest.mark.parametrize(
@@ -408,12 +557,16 @@ def test_queue_unavailable_envelope(fields: dict, reason: str, retry_after: str)
     """ref: fail-fast-admission.3, fail-fast-admission.4, error-attributes.2"""
     status_read = native_status(**fields)
     status, body, headers = envelope_of(
-        queue_unavailable_error(reason, status_read, remaining_seconds=10.2, request_id=REQUEST_ID))
+        queue_unavailable_error(reason, status_read, remaining_seconds=10.2, request_id=REQUEST_ID)
+    )
     assert status == 503
     assert (body["type"], body["code"], body["param"]) == ("api_error", "queue_unavailable", "horde.availability_mode")
     assert body["metadata"] == {
-        "request_id": REQUEST_ID, "reason": reason, "eligible_worker_threads": fields["eligible_worker_threads"],
-        "wait_time": fields.get("wait_time", 0), "remaining_budget_seconds": 10,
+        "request_id": REQUEST_ID,
+        "reason": reason,
+        "eligible_worker_threads": fields["eligible_worker_threads"],
+        "wait_time": fields.get("wait_time", 0),
+        "remaining_budget_seconds": 10,
     }
     assert headers["Retry-After"] == retry_after
     assert "x-should-retry" not in headers

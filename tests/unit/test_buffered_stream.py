@@ -20,10 +20,21 @@ def request(**extra: object) -> ChatCompletionRequest:
 def status(message: dict, **generation: object) -> NativeStatus:
     return NativeStatus.model_validate(
         {
-            "done": True, "finished": 1,
-            "generations": [{"id": "g1", "worker_id": "w-1", "model": "org/m", "message": message,
-                             "finish_reason": "stop", "native_finish_reason": "eos_token",
-                             "prompt_tokens": 5, "completion_tokens": 7, **generation}],
+            "done": True,
+            "finished": 1,
+            "generations": [
+                {
+                    "id": "g1",
+                    "worker_id": "w-1",
+                    "model": "org/m",
+                    "message": message,
+                    "finish_reason": "stop",
+                    "native_finish_reason": "eos_token",
+                    "prompt_tokens": 5,
+                    "completion_tokens": 7,
+                    **generation,
+                }
+            ],
         }
     )
 
@@ -73,7 +84,7 @@ def test_reasoning_left_out_when_include_reasoning_is_false_and_no_usage_without
 def test_tool_calls_chunk_has_each_call_whole_with_index_and_no_content() -> None:
     """ref: buffered-stream-events.9, buffered-stream-events.10"""
     calls = [
-        {"id": "call_a", "type": "function", "function": {"name": "f", "arguments": "{\"x\":1}"}},
+        {"id": "call_a", "type": "function", "function": {"name": "f", "arguments": '{"x":1}'}},
         {"id": "call_b", "type": "function", "function": {"name": "g", "arguments": "{}"}},
     ]
     chunks = buffered_chunks(
@@ -95,11 +106,17 @@ def test_sse_framing_and_error_event() -> None:
     assert DONE_EVENT == b"data: [DONE]\n\n"
     assert KEEPALIVE_COMMENT.startswith(b":")
     assert sse_event({"a": "é"}) == 'data: {"a":"é"}\n\n'.encode()
-    error = OpenAIError(status=503, message="m", code="no_eligible_worker", retry_after=30,
-                        metadata={"request_id": "r"})
+    error = OpenAIError(
+        status=503, message="m", code="no_eligible_worker", retry_after=30, metadata={"request_id": "r"}
+    )
     event = error.sse_event()
     assert event.startswith(b"data: ") and event.endswith(b"\n\n")
     assert json.loads(event[6:]) == {
-        "error": {"message": "m", "type": "api_error", "param": None, "code": "no_eligible_worker",
-                  "metadata": {"request_id": "r", "retry_after": 30}}
+        "error": {
+            "message": "m",
+            "type": "api_error",
+            "param": None,
+            "code": "no_eligible_worker",
+            "metadata": {"request_id": "r", "retry_after": 30},
+        }
     }

@@ -220,8 +220,9 @@ async def test_a_client_leaving_during_the_submit_still_gets_the_request_cancell
 
     runtime = SimpleNamespace(
         horde=SimpleNamespace(submit=submit),
-        cancels=SimpleNamespace(cancel_soon=lambda request_id, apikey, submitted_at: cancels.append((request_id,
-                                                                                                     apikey))),
+        cancels=SimpleNamespace(
+            cancel_soon=lambda request_id, apikey, submitted_at: cancels.append((request_id, apikey))
+        ),
     )
     view = asyncio.ensure_future(submit_shielded(runtime, {}, "key"))
     await asyncio.sleep(0)

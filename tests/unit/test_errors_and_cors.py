@@ -34,12 +34,18 @@ def test_envelope_has_message_type_param_code() -> None:
     ],
 )
 def test_native_refusals_map_to_openai_envelopes(
-    status: int, rc: str | None, headers: dict, expected_status: int, expected_code: str,
-    retry_after: str | None, should_retry: str | None,
+    status: int,
+    rc: str | None,
+    headers: dict,
+    expected_status: int,
+    expected_code: str,
+    retry_after: str | None,
+    should_retry: str | None,
 ) -> None:
     """ref: model-availability.2, model-availability.3, error-attributes.1"""
-    refusal = HordeRefusal(status=status, message="native says no", rc=rc, body={"message": "native says no"},
-                           headers=headers)
+    refusal = HordeRefusal(
+        status=status, message="native says no", rc=rc, body={"message": "native says no"}, headers=headers
+    )
     response = error_from_refusal(refusal).to_response()
     body = json.loads(response.content)["error"]
     assert response.status_code == expected_status
@@ -51,8 +57,12 @@ def test_native_refusals_map_to_openai_envelopes(
 
 
 def test_native_validation_failure_is_bad_request_with_first_field() -> None:
-    refusal = HordeRefusal(status=400, message="Input payload validation failed", rc=None,
-                           body={"message": "Input payload validation failed", "errors": {"params.top_p": "x"}})
+    refusal = HordeRefusal(
+        status=400,
+        message="Input payload validation failed",
+        rc=None,
+        body={"message": "Input payload validation failed", "errors": {"params.top_p": "x"}},
+    )
     error = error_from_refusal(refusal)
     assert (error.status, error.code, error.message) == (400, "BadRequest", "Input payload validation failed")
 
@@ -63,8 +73,11 @@ async def test_preflight_and_cors_on_every_response() -> None:
     client = AsyncClient()
     preflight = await client.options(
         "/v1/chat/completions",
-        headers={"Origin": "https://lite.koboldai.net", "Access-Control-Request-Method": "POST",
-                 "Access-Control-Request-Headers": "authorization, content-type"},
+        headers={
+            "Origin": "https://lite.koboldai.net",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization, content-type",
+        },
     )
     assert preflight.status_code == 204
     assert preflight["Access-Control-Allow-Origin"] == "*"
@@ -116,7 +129,9 @@ def test_invalid_configuration_names_the_environment_variable() -> None:
 async def test_a_bearer_key_no_horde_key_can_be_is_401_before_anything_is_sent(key: str) -> None:
     """A key that cannot travel as the native ``apikey`` header is refused (never a 500), before the body is read."""
     response = await AsyncClient().post(
-        "/v1/chat/completions", data=b"{not json", content_type="application/json",
+        "/v1/chat/completions",
+        data=b"{not json",
+        content_type="application/json",
         headers={"Authorization": f"Bearer {key}"},
     )
     assert response.status_code == 401

@@ -21,8 +21,13 @@ def client_answering(status: int, content: bytes, headers: dict[str, str] | None
 @pytest.mark.asyncio
 @pytest.mark.parametrize(
     "content",
-    [b'{"done": true, "kudos": NaN}', b'{"done": true, "wait_time": Infinity}', b"<html>", b'"a string"',
-     b'{"done": "maybe"}'],
+    [
+        b'{"done": true, "kudos": NaN}',
+        b'{"done": true, "wait_time": Infinity}',
+        b"<html>",
+        b'"a string"',
+        b'{"done": "maybe"}',
+    ],
 )
 async def test_a_status_outside_the_contract_is_unreachable(content: bytes) -> None:
     with pytest.raises(HordeUnreachable):

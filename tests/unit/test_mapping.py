@@ -52,10 +52,15 @@ def request(**extra: Any) -> ChatCompletionRequest:
 def status(message: dict[str, Any] | None = None, *, adjustments: Any = None, **generation: Any) -> NativeStatus:
     """A done status with one generation; counts reported unless overridden (None removes a key)."""
     gen: dict[str, Any] = {
-        "id": "g1", "worker_id": WORKER, "worker_name": "w1", "model": "org/m",
+        "id": "g1",
+        "worker_id": WORKER,
+        "worker_name": "w1",
+        "model": "org/m",
         "message": message if message is not None else {"role": "assistant", "content": "High tide."},
-        "finish_reason": "stop", "native_finish_reason": "eos_token",
-        "prompt_tokens": 11, "completion_tokens": 7,
+        "finish_reason": "stop",
+        "native_finish_reason": "eos_token",
+        "prompt_tokens": 11,
+        "completion_tokens": 7,
     }
     gen.update(generation)
     gen = {key: value for key, value in gen.items() if value is not None}
@@ -123,8 +128,11 @@ def test_tool_calls_without_text_have_null_content_and_calls_as_submitted() -> N
     for content in (None, ""):
         completion = completion_of(
             request(tools=[{"type": "function", "function": {"name": "get_weather"}}]),
-            status({"role": "assistant", "content": content, "tool_calls": CALLS},
-                   finish_reason="tool_calls", native_finish_reason="tool_calls"),
+            status(
+                {"role": "assistant", "content": content, "tool_calls": CALLS},
+                finish_reason="tool_calls",
+                native_finish_reason="tool_calls",
+            ),
         )
         choice = completion["choices"][0]
         assert choice["message"] == {"role": "assistant", "content": None, "tool_calls": CALLS}
@@ -135,20 +143,25 @@ def test_tool_calls_without_text_have_null_content_and_calls_as_submitted() -> N
 def test_tool_calls_with_text_keep_the_text() -> None:
     """ref: assistant-message-and-adjustments.2"""
     completion = completion_of(
-        request(), status({"role": "assistant", "content": "Checking.", "tool_calls": CALLS[:1]},
-                          finish_reason="tool_calls"),
+        request(),
+        status({"role": "assistant", "content": "Checking.", "tool_calls": CALLS[:1]}, finish_reason="tool_calls"),
     )
-    assert completion["choices"][0]["message"] == {
-        "role": "assistant", "content": "Checking.", "tool_calls": CALLS[:1]
-    }
+    assert completion["choices"][0]["message"] == {"role": "assistant", "content": "Checking.", "tool_calls": CALLS[:1]}
 
 
 def test_tool_call_keeps_only_id_type_function_name_and_arguments() -> None:
     """ref: assistant-message-and-adjustments.3"""
-    submitted = [{"id": "call_x", "type": "function", "index": 3,
-                  "function": {"name": "f", "arguments": '{"a": 1}', "parsed_arguments": {"a": 1}}}]
-    completion = completion_of(request(), status({"role": "assistant", "content": None, "tool_calls": submitted},
-                                                 finish_reason="tool_calls"))
+    submitted = [
+        {
+            "id": "call_x",
+            "type": "function",
+            "index": 3,
+            "function": {"name": "f", "arguments": '{"a": 1}', "parsed_arguments": {"a": 1}},
+        }
+    ]
+    completion = completion_of(
+        request(), status({"role": "assistant", "content": None, "tool_calls": submitted}, finish_reason="tool_calls")
+    )
     assert completion["choices"][0]["message"]["tool_calls"] == [
         {"id": "call_x", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
     ]
@@ -179,8 +192,9 @@ def test_unknown_or_missing_finish_reason_becomes_stop_or_tool_calls_and_native_
     completion = completion_of(request(), status(finish_reason="eos", native_finish_reason=None))
     assert completion["choices"][0]["finish_reason"] == "stop"
     assert completion["choices"][0]["native_finish_reason"] is None
-    completion = completion_of(request(), status({"role": "assistant", "content": None, "tool_calls": CALLS},
-                                                 finish_reason=None))
+    completion = completion_of(
+        request(), status({"role": "assistant", "content": None, "tool_calls": CALLS}, finish_reason=None)
+    )
     assert completion["choices"][0]["finish_reason"] == "tool_calls"
 
 
@@ -253,12 +267,16 @@ def test_x_horde_key_order_notice_adjustments_estimated_usage() -> None:
     adjustments = [{"kind": "worker_max_length", "requested": 4096, "applied": 20}]
     completion = completion_of(
         request(max_tokens=4096),
-        status({"role": "assistant", "content": "", "reasoning_content": "r" * 400}, adjustments=adjustments,
-               finish_reason="length", completion_tokens=None),
+        status(
+            {"role": "assistant", "content": "", "reasoning_content": "r" * 400},
+            adjustments=adjustments,
+            finish_reason="length",
+            completion_tokens=None,
+        ),
     )
     assert completion["x_horde"] == {
         "notice": "The reply has reasoning but no visible text and no tool calls. The worker stopped at the "
-                  "completion limit of 20 tokens; retry with a higher max_tokens or a lower reasoning_effort.",
+        "completion limit of 20 tokens; retry with a higher max_tokens or a lower reasoning_effort.",
         "context_adjustments": adjustments,
         "estimated_usage": True,
     }
@@ -274,7 +292,9 @@ def test_reasoning_content_when_submitted() -> None:
     st = status({"role": "assistant", "content": "Answer.", "reasoning_content": "Because."}, reasoning_tokens=2)
     completion = completion_of(request(), st)
     assert completion["choices"][0]["message"] == {
-        "role": "assistant", "content": "Answer.", "reasoning_content": "Because."
+        "role": "assistant",
+        "content": "Answer.",
+        "reasoning_content": "Because.",
     }
     assert completion["usage"]["completion_tokens_details"] == {"reasoning_tokens": 2}
 
@@ -344,7 +364,10 @@ def test_fingerprint_is_null_without_a_worker_id(worker_id: str | None) -> None:
 
 def chunk(delta: dict[str, Any], *, model: str = "org/m", fp: str | None = None, **choice: Any) -> dict[str, Any]:
     return {
-        "id": "chatcmpl-r1", "object": "chat.completion.chunk", "created": CREATED, "model": model,
+        "id": "chatcmpl-r1",
+        "object": "chat.completion.chunk",
+        "created": CREATED,
+        "model": model,
         "system_fingerprint": fp if fp is not None else fingerprint(WORKER, model),
         "choices": [{"index": 0, "delta": delta, "finish_reason": None, **choice}],
     }
@@ -353,15 +376,28 @@ def chunk(delta: dict[str, Any], *, model: str = "org/m", fp: str | None = None,
 def test_buffered_events_with_reasoning_text_and_usage_are_exact() -> None:
     """ref: buffered-stream-events.2, buffered-stream-events.3, buffered-stream-events.5, buffered-stream-events.7,
     buffered-stream-events.11, buffered-stream-events.12, model-and-fingerprint.6"""
-    st = status({"role": "assistant", "content": "Answer.", "reasoning_content": "Because."}, reasoning_tokens=2,
-                adjustments=[{"kind": "worker_max_length", "requested": 2048, "applied": 1024}])
+    st = status(
+        {"role": "assistant", "content": "Answer.", "reasoning_content": "Because."},
+        reasoning_tokens=2,
+        adjustments=[{"kind": "worker_max_length", "requested": 2048, "applied": 1024}],
+    )
     chunks = chunks_of(request(stream=True, stream_options={"include_usage": True}, max_tokens=2048), st)
-    finish = chunk({}, finish_reason="stop", native_finish_reason="eos_token",
-                   x_horde={"context_adjustments": [{"kind": "worker_max_length", "requested": 2048,
-                                                     "applied": 1024}]})
-    usage = {**chunk({}), "choices": [],
-             "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18,
-                       "completion_tokens_details": {"reasoning_tokens": 2}}}
+    finish = chunk(
+        {},
+        finish_reason="stop",
+        native_finish_reason="eos_token",
+        x_horde={"context_adjustments": [{"kind": "worker_max_length", "requested": 2048, "applied": 1024}]},
+    )
+    usage = {
+        **chunk({}),
+        "choices": [],
+        "usage": {
+            "prompt_tokens": 11,
+            "completion_tokens": 7,
+            "total_tokens": 18,
+            "completion_tokens_details": {"reasoning_tokens": 2},
+        },
+    }
     assert chunks == [
         chunk({"role": "assistant"}),
         chunk({"reasoning_content": "Because."}),
@@ -374,8 +410,9 @@ def test_buffered_events_with_reasoning_text_and_usage_are_exact() -> None:
 def test_buffered_events_without_include_usage_or_hidden_reasoning() -> None:
     """ref: buffered-stream-events.5, buffered-stream-events.12, reasoning-and-usage.2"""
     st = status({"role": "assistant", "content": "Answer.", "reasoning_content": "Because."}, reasoning_tokens=2)
-    chunks = chunks_of(request(stream=True, horde={"include_reasoning": False},
-                               stream_options={"include_usage": False}), st)
+    chunks = chunks_of(
+        request(stream=True, horde={"include_reasoning": False}, stream_options={"include_usage": False}), st
+    )
     assert chunks == [
         chunk({"role": "assistant"}),
         chunk({"content": "Answer."}),
@@ -385,8 +422,11 @@ def test_buffered_events_without_include_usage_or_hidden_reasoning() -> None:
 
 def test_tool_call_chunk_has_each_call_whole_with_its_index_and_no_content() -> None:
     """ref: buffered-stream-events.9, buffered-stream-events.10, buffered-stream-events.7"""
-    st = status({"role": "assistant", "content": "Let me check.", "tool_calls": CALLS},
-                finish_reason="tool_calls", native_finish_reason="tool_calls")
+    st = status(
+        {"role": "assistant", "content": "Let me check.", "tool_calls": CALLS},
+        finish_reason="tool_calls",
+        native_finish_reason="tool_calls",
+    )
     chunks = chunks_of(request(stream=True), st)
     assert chunks == [
         chunk({"role": "assistant"}),
@@ -406,8 +446,12 @@ def test_tool_call_chunk_has_each_call_whole_with_its_index_and_no_content() -> 
 def test_reasoning_only_and_empty_replies_stream_without_a_content_chunk() -> None:
     """ref: buffered-stream-events.5, buffered-stream-events.7, buffered-stream-events.11,
     assistant-message-and-adjustments.4"""
-    st = status({"role": "assistant", "content": "", "reasoning_content": "Thinking."}, finish_reason="stop",
-                native_finish_reason=None, reasoning_tokens=2)
+    st = status(
+        {"role": "assistant", "content": "", "reasoning_content": "Thinking."},
+        finish_reason="stop",
+        native_finish_reason=None,
+        reasoning_tokens=2,
+    )
     chunks = chunks_of(request(stream=True), st)
     assert chunks == [
         chunk({"role": "assistant"}),
@@ -435,7 +479,9 @@ def test_every_chunk_shares_id_created_model_and_fingerprint_of_the_completion()
         ("chatcmpl-req-9", CREATED, "org/b", fingerprint(WORKER, "org/b"))
     }
     assert (completion["id"], completion["model"], completion["system_fingerprint"]) == (
-        "chatcmpl-req-9", "org/b", fingerprint(WORKER, "org/b")
+        "chatcmpl-req-9",
+        "org/b",
+        fingerprint(WORKER, "org/b"),
     )
     assert chunks[-1]["usage"] == completion["usage"]
     assert chunks[-2]["choices"][0]["x_horde"] == completion.get("x_horde", {})
@@ -447,8 +493,9 @@ def test_finish_chunk_and_chunk_factory_for_other_streams() -> None:
     factory = ChunkFactory("r1", CREATED, "org/m", "fp_0123456789")
     finish = finish_chunk(factory, completion)
     assert_valid_chunk(finish)
-    assert finish == chunk({}, fp="fp_0123456789", finish_reason="length", native_finish_reason="eos_token",
-                           x_horde=completion["x_horde"])
+    assert finish == chunk(
+        {}, fp="fp_0123456789", finish_reason="length", native_finish_reason="eos_token", x_horde=completion["x_horde"]
+    )
     assert_valid_chunk(factory.delta({"content": "x"}))
 
 
@@ -475,8 +522,12 @@ KUDOS_MESSAGE = (
 
 def test_kudos_cap_refusal_is_the_reference_envelope() -> None:
     """ref: kudos-cap.1, kudos-cap.2, kudos-cap.4, kudos-cap.5"""
-    refusal = HordeRefusal(status=400, message=KUDOS_MESSAGE, rc="ChatKudosCapExceeded",
-                           body={"message": KUDOS_MESSAGE, "rc": "ChatKudosCapExceeded"})
+    refusal = HordeRefusal(
+        status=400,
+        message=KUDOS_MESSAGE,
+        rc="ChatKudosCapExceeded",
+        body={"message": KUDOS_MESSAGE, "rc": "ChatKudosCapExceeded"},
+    )
     error = error_from_refusal(refusal)
     assert error.status == 400
     assert error.envelope() == {
@@ -511,8 +562,12 @@ def test_kudos_cap_values_are_read_from_the_message(estimate: str, cap: str, met
 
 def test_kudos_cap_message_that_does_not_match_leaves_the_values_out() -> None:
     """ref: kudos-cap.3"""
-    refusal = HordeRefusal(status=400, message="Too expensive.", rc="ChatKudosCapExceeded",
-                           body={"message": "Too expensive.", "rc": "ChatKudosCapExceeded"})
+    refusal = HordeRefusal(
+        status=400,
+        message="Too expensive.",
+        rc="ChatKudosCapExceeded",
+        body={"message": "Too expensive.", "rc": "ChatKudosCapExceeded"},
+    )
     assert error_from_refusal(refusal).envelope() == {
         "error": {
             "message": "Too expensive.",

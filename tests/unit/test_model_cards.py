@@ -9,9 +9,22 @@ from models_list.cards import model_card, model_list, supported_parameters
 
 def native_entry(name: str, features: list[str], **chat: object) -> dict:
     return {
-        "name": name, "count": 2, "performance": 20.0, "queued": 4096, "jobs": 3, "eta": 12, "type": "text",
-        "chat": {"workers": 2, "threads": 3, "max_length": 1024, "max_context_length": 8192,
-                 "features": features, "image_transports": [], **chat},
+        "name": name,
+        "count": 2,
+        "performance": 20.0,
+        "queued": 4096,
+        "jobs": 3,
+        "eta": 12,
+        "type": "text",
+        "chat": {
+            "workers": 2,
+            "threads": 3,
+            "max_length": 1024,
+            "max_context_length": 8192,
+            "features": features,
+            "image_transports": [],
+            **chat,
+        },
     }
 
 
@@ -21,8 +34,16 @@ def native_entry(name: str, features: list[str], **chat: object) -> dict:
         ([], ["max_tokens", "temperature", "top_p", "stop"]),
         (
             ["reasoning_effort", "presence_penalty", "seed", "frequency_penalty"],
-            ["max_tokens", "temperature", "top_p", "stop", "seed", "frequency_penalty", "presence_penalty",
-             "reasoning_effort"],
+            [
+                "max_tokens",
+                "temperature",
+                "top_p",
+                "stop",
+                "seed",
+                "frequency_penalty",
+                "presence_penalty",
+                "reasoning_effort",
+            ],
         ),
         (["tools"], ["max_tokens", "temperature", "top_p", "stop", "tools", "parallel_tool_calls"]),
         (

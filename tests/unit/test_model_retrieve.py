@@ -21,9 +21,21 @@ REASONER = "devhorde/reasoner-8b"
 
 def native_entry(name: str, workers: int) -> dict[str, Any]:
     return {
-        "name": name, "count": workers, "performance": 20.0, "queued": 4096, "jobs": 3, "eta": 12, "type": "text",
-        "chat": {"workers": workers, "threads": 3, "max_length": 1024, "max_context_length": 8192,
-                 "features": ["tools", "vision"], "image_transports": []},
+        "name": name,
+        "count": workers,
+        "performance": 20.0,
+        "queued": 4096,
+        "jobs": 3,
+        "eta": 12,
+        "type": "text",
+        "chat": {
+            "workers": workers,
+            "threads": 3,
+            "max_length": 1024,
+            "max_context_length": 8192,
+            "features": ["tools", "vision"],
+            "image_transports": [],
+        },
     }
 
 
@@ -81,8 +93,14 @@ async def test_retrieve_answers_the_listed_card(horde: StubHorde, path: str) -> 
     card = json.loads(response.content)
     assert card == next(entry for entry in listed if entry["id"] == REASONER)
     assert (card["id"], card["object"], card["owned_by"]) == (REASONER, "model", "aihorde")
-    assert card["supported_parameters"] == ["max_tokens", "temperature", "top_p", "stop", "tools",
-                                            "parallel_tool_calls"]
+    assert card["supported_parameters"] == [
+        "max_tokens",
+        "temperature",
+        "top_p",
+        "stop",
+        "tools",
+        "parallel_tool_calls",
+    ]
     assert card["architecture"]["input_modalities"] == ["text", "image"]
     assert card["x_horde"]["workers"] == 2
 
@@ -127,14 +145,18 @@ async def test_other_methods_are_405_like_the_list(horde: StubHorde, method: str
     listed = await getattr(client, method)("/v1/models")
     assert response.status_code == listed.status_code == 405
     assert response["Allow"] == "GET"
-    assert json.loads(response.content) == json.loads(listed.content) == {
-        "error": {
-            "message": "Method not allowed. Use GET.",
-            "type": "invalid_request_error",
-            "param": None,
-            "code": "method_not_allowed",
+    assert (
+        json.loads(response.content)
+        == json.loads(listed.content)
+        == {
+            "error": {
+                "message": "Method not allowed. Use GET.",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "method_not_allowed",
+            }
         }
-    }
+    )
     assert horde.calls == 0
 
 
@@ -145,8 +167,12 @@ async def test_other_methods_are_405_like_the_list(horde: StubHorde, method: str
         (
             HordeRefusal(503, "The Horde is in maintenance mode.", "MaintenanceMode"),
             503,
-            {"message": "The Horde is in maintenance mode.", "type": "api_error", "param": None,
-             "code": "MaintenanceMode"},
+            {
+                "message": "The Horde is in maintenance mode.",
+                "type": "api_error",
+                "param": None,
+                "code": "MaintenanceMode",
+            },
             None,
         ),
         (
@@ -158,8 +184,12 @@ async def test_other_methods_are_405_like_the_list(horde: StubHorde, method: str
         (
             HordeUnreachable("models: the answer is not a list"),
             502,
-            {"message": "The Horde could not be reached: models: the answer is not a list", "type": "api_error",
-             "param": None, "code": "HordeUnavailable"},
+            {
+                "message": "The Horde could not be reached: models: the answer is not a list",
+                "type": "api_error",
+                "param": None,
+                "code": "HordeUnavailable",
+            },
             None,
         ),
     ],

@@ -178,7 +178,8 @@ def plain_walk(value: Any) -> Any:
     """A pydantic schema as the document shows it: descriptions through plain_description."""
     if isinstance(value, dict):
         return {
-            key: plain_description(item) if key == "description" and isinstance(item, str)
+            key: plain_description(item)
+            if key == "description" and isinstance(item, str)
             else (item if key in {"const", "default", "enum", "examples"} else plain_walk(item))
             for key, item in value.items()
         }
@@ -287,9 +288,20 @@ def test_key_dropping_objects_allow_other_keys_and_the_rest_refuse_them(document
     components = schemas(document)
     dropping = {model.__name__ for model in KEY_DROPPING_MODELS}
     assert dropping == {
-        "SystemMessage", "DeveloperMessage", "UserMessage", "AssistantMessage", "ToolMessage",
-        "TextContentPart", "ImageContentPart", "ImageUrl", "ToolCall", "FunctionCall",
-        "ToolDefinition", "FunctionDefinition", "NamedToolChoice", "ToolChoiceFunction",
+        "SystemMessage",
+        "DeveloperMessage",
+        "UserMessage",
+        "AssistantMessage",
+        "ToolMessage",
+        "TextContentPart",
+        "ImageContentPart",
+        "ImageUrl",
+        "ToolCall",
+        "FunctionCall",
+        "ToolDefinition",
+        "FunctionDefinition",
+        "NamedToolChoice",
+        "ToolChoiceFunction",
     }
     request_objects = dict(object_schemas(components, reachable(components, "ChatCompletionRequest")))
     assert dropping <= set(request_objects)
@@ -308,15 +320,25 @@ def body_with_unknown_key(where: str) -> tuple[dict[str, Any], str]:
     call = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
     body: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}
     path = {
-        "SystemMessage": "messages[0]", "DeveloperMessage": "messages[0]", "UserMessage": "messages[0]",
-        "TextContentPart": "messages[0].content[0]", "ImageContentPart": "messages[0].content[1]",
+        "SystemMessage": "messages[0]",
+        "DeveloperMessage": "messages[0]",
+        "UserMessage": "messages[0]",
+        "TextContentPart": "messages[0].content[0]",
+        "ImageContentPart": "messages[0].content[1]",
         "ImageUrl": "messages[0].content[1].image_url",
-        "AssistantMessage": "messages[1]", "ToolCall": "messages[1].tool_calls[0]",
-        "FunctionCall": "messages[1].tool_calls[0].function", "ToolMessage": "messages[2]",
-        "ToolDefinition": "tools[0]", "FunctionDefinition": "tools[0].function",
-        "NamedToolChoice": "tool_choice", "ToolChoiceFunction": "tool_choice.function",
-        "ChatCompletionRequest": "", "StreamOptions": "stream_options", "HordeOptions": "horde",
-        "ResponseFormat": "response_format", "JsonSchemaFormat": "response_format.json_schema",
+        "AssistantMessage": "messages[1]",
+        "ToolCall": "messages[1].tool_calls[0]",
+        "FunctionCall": "messages[1].tool_calls[0].function",
+        "ToolMessage": "messages[2]",
+        "ToolDefinition": "tools[0]",
+        "FunctionDefinition": "tools[0].function",
+        "NamedToolChoice": "tool_choice",
+        "ToolChoiceFunction": "tool_choice.function",
+        "ChatCompletionRequest": "",
+        "StreamOptions": "stream_options",
+        "HordeOptions": "horde",
+        "ResponseFormat": "response_format",
+        "JsonSchemaFormat": "response_format.json_schema",
     }[where]
     if where == "SystemMessage":
         body["messages"].insert(0, {"role": "system", "content": "Be brief."})
@@ -377,7 +399,14 @@ def test_request_schema_lists_the_no_op_parameters_at_their_defaults(document: d
     fields = {field.alias or name for name, field in ChatCompletionRequest.model_fields.items()}
     expected = {key: parameter for key, parameter in DEFAULT_NO_OP_PARAMETERS.items() if key not in fields}
     assert sorted(expected) == [
-        "audio", "logprobs", "modalities", "prediction", "service_tier", "store", "top_logprobs", "verbosity",
+        "audio",
+        "logprobs",
+        "modalities",
+        "prediction",
+        "service_tier",
+        "store",
+        "top_logprobs",
+        "verbosity",
         "web_search_options",
     ]
     assert sorted(NO_OP_PARAMETER_SCHEMAS) == sorted(expected)
@@ -400,8 +429,9 @@ def test_no_op_parameters_behave_as_documented(key: str) -> None:
     base = {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}
     default = DEFAULT_NO_OP_PARAMETERS[key].default
     for accepted in (default, None):
-        assert read_chat_request(json.dumps({**base, key: accepted}).encode()).model_dump(exclude_unset=True) == \
-            ChatCompletionRequest.model_validate(base).model_dump(exclude_unset=True)
+        assert read_chat_request(json.dumps({**base, key: accepted}).encode()).model_dump(
+            exclude_unset=True
+        ) == ChatCompletionRequest.model_validate(base).model_dump(exclude_unset=True)
     with pytest.raises(OpenAIError) as refused:
         read_chat_request(json.dumps({**base, key: "not the default"}).encode())
     assert (refused.value.status, refused.value.code, refused.value.param) == (400, "UnsupportedChatParameter", key)
@@ -435,8 +465,10 @@ def test_horde_sdk_vocabularies_are_the_documented_enums(document: dict[str, Any
 
     format_types = ["text", *(format_type.value for format_type in ChatResponseFormatType)]
     assert format_types == ["text", "json_object", "json_schema"]
-    formats = [schemas(document)[branch["$ref"].rsplit("/", 1)[1]] for branch in
-               request["response_format"]["anyOf"][0]["oneOf"]]
+    formats = [
+        schemas(document)[branch["$ref"].rsplit("/", 1)[1]]
+        for branch in request["response_format"]["anyOf"][0]["oneOf"]
+    ]
     assert [response_format["properties"]["type"]["const"] for response_format in formats] == format_types
 
     finish_reasons = [reason.value for reason in ChatFinishReason]
@@ -477,8 +509,14 @@ def test_success_responses_are_the_completion_the_event_stream_and_the_model_lis
 
 
 CHAT_ERROR_CODES = {
-    "400": ["BadRequest", "UnsupportedChatParameter", "ChatRequestConflict", "UnknownModel",
-            "no_worker_supports_limit", "max_kudos_exceeded"],
+    "400": [
+        "BadRequest",
+        "UnsupportedChatParameter",
+        "ChatRequestConflict",
+        "UnknownModel",
+        "no_worker_supports_limit",
+        "max_kudos_exceeded",
+    ],
     "401": ["InvalidAPIKey"],
     "403": ["KudosUpfront"],
     "404": ["no_worker_supports_features", "RequestNotFound"],
@@ -495,9 +533,14 @@ MODEL_LIST_ERROR_CODES = {
 MODEL_RETRIEVE_ERROR_CODES = {"404": ["model_not_found"], **MODEL_LIST_ERROR_CODES}
 
 
-@pytest.mark.parametrize(("path", "method", "expected"), [(CHAT, "post", CHAT_ERROR_CODES),
-                                                         (MODELS, "get", MODEL_LIST_ERROR_CODES),
-                                                         (MODEL, "get", MODEL_RETRIEVE_ERROR_CODES)])
+@pytest.mark.parametrize(
+    ("path", "method", "expected"),
+    [
+        (CHAT, "post", CHAT_ERROR_CODES),
+        (MODELS, "get", MODEL_LIST_ERROR_CODES),
+        (MODEL, "get", MODEL_RETRIEVE_ERROR_CODES),
+    ],
+)
 def test_error_responses_by_status_with_their_codes(
     document: dict[str, Any], path: str, method: str, expected: dict[str, list[str]]
 ) -> None:
@@ -608,13 +651,20 @@ def test_info_description_links_to_the_documentation(document: dict[str, Any]) -
 @pytest.mark.parametrize(
     ("docstring", "plain"),
     [
-        ("The effective limit (see [`effective_completion_limit`][chat.mapping.effective_completion_limit]).",
-         "The effective limit."),
-        ("Relayed when [`relays_deltas`][chat.mapping.relays_deltas] selects the request.",
-         "Relayed when `relays_deltas` selects the request."),
+        (
+            "The effective limit (see [`effective_completion_limit`][chat.mapping.effective_completion_limit]).",
+            "The effective limit.",
+        ),
+        (
+            "Relayed when [`relays_deltas`][chat.mapping.relays_deltas] selects the request.",
+            "Relayed when `relays_deltas` selects the request.",
+        ),
         ("An autorefs shorthand: [`ChatConformance`][].", "An autorefs shorthand: `ChatConformance`."),
         ("Both [`a`][x.a] and [`b`][x.b] (see [`c`][x.c]), then more.", "Both `a` and `b`, then more."),
-        ("Plain ``code`` and a [link](https://example.com) stay.", "Plain ``code`` and a [link](https://example.com) stay."),
+        (
+            "Plain ``code`` and a [link](https://example.com) stay.",
+            "Plain ``code`` and a [link](https://example.com) stay.",
+        ),
         ("A parenthetical (see the README) stays.", "A parenthetical (see the README) stays."),
     ],
 )
@@ -701,9 +751,22 @@ def test_wrap_serialized_models_are_documented_by_their_fields() -> None:
 
 def native_entry(name: str, features: list[str], **chat_entry: Any) -> dict[str, Any]:
     return {
-        "name": name, "count": 2, "performance": 21.5, "queued": 4096, "jobs": 3.0, "eta": 12, "type": "text",
-        "chat": {"workers": 2, "threads": 3, "max_length": 1024, "max_context_length": 8192,
-                 "features": features, "image_transports": [], **chat_entry},
+        "name": name,
+        "count": 2,
+        "performance": 21.5,
+        "queued": 4096,
+        "jobs": 3.0,
+        "eta": 12,
+        "type": "text",
+        "chat": {
+            "workers": 2,
+            "threads": 3,
+            "max_length": 1024,
+            "max_context_length": 8192,
+            "features": features,
+            "image_transports": [],
+            **chat_entry,
+        },
     }
 
 
@@ -721,7 +784,10 @@ def test_model_list_output_matches_its_models(document: dict[str, Any]) -> None:
     """ref: schema-generation.1, model-card-fields.2"""
     listed = model_list(NATIVE_ENTRIES)
     assert [card["id"] for card in listed["data"]] == [
-        "org/reasoner-8b", "org/sparse-1b", "org/tools-7b", "org/vision-4b"
+        "org/reasoner-8b",
+        "org/sparse-1b",
+        "org/tools-7b",
+        "org/vision-4b",
     ]
     # Every key is a field (extra keys are refused) and every field comes back unchanged.
     assert ModelList.model_validate(listed).model_dump(mode="json") == listed
@@ -746,8 +812,20 @@ def test_openapi_module_constants_come_from_chat_errors() -> None:
     from chat import errors
 
     table_codes = {error.code for codes in openapi.CHAT_COMPLETION_ERRORS.values() for error in codes}
-    for constant in ("BAD_REQUEST", "UNSUPPORTED_CHAT_PARAMETER", "CHAT_REQUEST_CONFLICT", "NO_ELIGIBLE_WORKER",
-                     "NO_WORKER_SUPPORTS_FEATURES", "NO_WORKER_SUPPORTS_LIMIT", "QUEUE_UNAVAILABLE",
-                     "RATE_LIMIT_EXCEEDED", "CHAT_REQUEST_TIMEOUT", "CHAT_REQUEST_FAULTED",
-                     "CHAT_REQUEST_NO_GENERATION", "HORDE_UNAVAILABLE", "MAX_KUDOS_EXCEEDED", "UNKNOWN_MODEL"):
+    for constant in (
+        "BAD_REQUEST",
+        "UNSUPPORTED_CHAT_PARAMETER",
+        "CHAT_REQUEST_CONFLICT",
+        "NO_ELIGIBLE_WORKER",
+        "NO_WORKER_SUPPORTS_FEATURES",
+        "NO_WORKER_SUPPORTS_LIMIT",
+        "QUEUE_UNAVAILABLE",
+        "RATE_LIMIT_EXCEEDED",
+        "CHAT_REQUEST_TIMEOUT",
+        "CHAT_REQUEST_FAULTED",
+        "CHAT_REQUEST_NO_GENERATION",
+        "HORDE_UNAVAILABLE",
+        "MAX_KUDOS_EXCEEDED",
+        "UNKNOWN_MODEL",
+    ):
         assert getattr(errors, constant) in table_codes

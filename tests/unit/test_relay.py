@@ -86,8 +86,21 @@ class ThrowawayRedis:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
-             "--dir", str(self.directory), "--dbfilename", "dump.rdb"],
+            [
+                "redis-server",
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.directory),
+                "--dbfilename",
+                "dump.rdb",
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -160,8 +173,10 @@ async def test_two_requests_are_read_in_order_with_one_xread(xread_calls: list[t
     client = await shared_client()
     reader = DeltaStreamReader(SHARED_URL, TEST_DB, tracer=provider.get_tracer("test"))
     try:
-        await client.xadd(stream_key(first), {"gen": "g1", "seq": "1", "text": "Hello", "reasoning": "hmm",
-                                              "model": "m/one", "worker": "w-1"})
+        await client.xadd(
+            stream_key(first),
+            {"gen": "g1", "seq": "1", "text": "Hello", "reasoning": "hmm", "model": "m/one", "worker": "w-1"},
+        )
         first_queue = reader.register(first)
         second_queue = reader.register(second)
         await client.xadd(stream_key(second), {"gen": "g2", "seq": "1", "text": "Hi", "reasoning": ""})
@@ -175,7 +190,13 @@ async def test_two_requests_are_read_in_order_with_one_xread(xread_calls: list[t
         assert [entry.seq for entry in got_first] == [1, 2, 3, 4]
         head = got_first[0]
         assert (head.gen, head.reasoning, head.model, head.worker, head.ended, head.reason) == (
-            "g1", "hmm", "m/one", "w-1", False, None)
+            "g1",
+            "hmm",
+            "m/one",
+            "w-1",
+            False,
+            None,
+        )
         assert head.ms == int(head.stream_id.split("-")[0])
         assert got_second[0].model is None and got_second[0].worker is None
         both = {stream_key(first).encode(), stream_key(second).encode()}
@@ -445,8 +466,15 @@ async def test_signals_are_dispatched_by_request_id() -> None:
         second_queue = listener.register(second)
         assert listener.register(first) is first_queue
         assert await listener.wait_subscribed(3)
-        for bad in ["not json", '"a string"', "[1, 2]", json.dumps({"id": 5, "event": "done"}),
-                    json.dumps({"id": first}), b"\xff\xfe\x00", "{" * 10_000]:
+        for bad in [
+            "not json",
+            '"a string"',
+            "[1, 2]",
+            json.dumps({"id": 5, "event": "done"}),
+            json.dumps({"id": first}),
+            b"\xff\xfe\x00",
+            "{" * 10_000,
+        ]:
             await client.publish(relay.SIGNAL_CHANNEL, bad)
         await client.publish(relay.SIGNAL_CHANNEL, json.dumps({"id": unique("other"), "event": "done"}))
         await client.publish(relay.SIGNAL_CHANNEL, json.dumps({"id": first, "event": "processing"}))

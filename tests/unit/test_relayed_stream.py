@@ -87,7 +87,12 @@ class Run:
         self.raw: list[bytes] = []
         runtime = SimpleNamespace(deltas=self.deltas, settings=self.waiter.settings)
         self.stream: AsyncIterator[bytes] = relayed_stream(
-            request, self.waiter, NativeStatus(), CREATED, self.on_end, runtime  # type: ignore[arg-type]
+            request,
+            self.waiter,
+            NativeStatus(),
+            CREATED,
+            self.on_end,
+            runtime,  # type: ignore[arg-type]
         )
         self.task = asyncio.ensure_future(self._consume())
 
@@ -134,6 +139,7 @@ async def settle() -> None:
 
 async def wait_for_events(run: Run, count: int) -> None:
     """Wait until the stream yielded ``count`` events."""
+
     async def reached() -> None:
         while len(run.raw) < count:
             await asyncio.sleep(0.001)
@@ -186,10 +192,21 @@ def final(content: str, reasoning: str | None = None, *, model: str = "org/m", w
         message["reasoning_content"] = reasoning
     return NativeStatus.model_validate(
         {
-            "done": True, "finished": 1, "stream_progress": True,
-            "generations": [{"id": "gen-final", "worker_id": worker, "model": model, "message": message,
-                             "finish_reason": "stop", "native_finish_reason": "eos_token",
-                             "prompt_tokens": 5, "completion_tokens": 9}],
+            "done": True,
+            "finished": 1,
+            "stream_progress": True,
+            "generations": [
+                {
+                    "id": "gen-final",
+                    "worker_id": worker,
+                    "model": model,
+                    "message": message,
+                    "finish_reason": "stop",
+                    "native_finish_reason": "eos_token",
+                    "prompt_tokens": 5,
+                    "completion_tokens": 9,
+                }
+            ],
         }
     )
 
@@ -238,8 +255,13 @@ async def test_each_delta_is_relayed_whole_then_the_remainder_finish_usage_and_d
     await run.feed(delta("A", 3, " world"))
     events = await run.finish(final("Hello wide world."))
     fingerprint = build_system_fingerprint(WORKER, "org/m")
-    common = {"id": f"chatcmpl-{REQUEST_ID}", "object": "chat.completion.chunk", "created": CREATED,
-              "model": "org/m", "system_fingerprint": fingerprint}
+    common = {
+        "id": f"chatcmpl-{REQUEST_ID}",
+        "object": "chat.completion.chunk",
+        "created": CREATED,
+        "model": "org/m",
+        "system_fingerprint": fingerprint,
+    }
 
     def chunk(delta_: dict[str, Any]) -> dict[str, Any]:
         return {**common, "choices": [{"index": 0, "delta": delta_, "finish_reason": None}]}
@@ -251,8 +273,12 @@ async def test_each_delta_is_relayed_whole_then_the_remainder_finish_usage_and_d
         chunk({"content": " wide"}),
         chunk({"content": " world"}),
         chunk({"content": "."}),
-        {**common, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop",
-                                "native_finish_reason": "eos_token", "x_horde": {}}]},
+        {
+            **common,
+            "choices": [
+                {"index": 0, "delta": {}, "finish_reason": "stop", "native_finish_reason": "eos_token", "x_horde": {}}
+            ],
+        },
         {**common, "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 9, "total_tokens": 14}},
         "[DONE]",
     ]
@@ -321,8 +347,13 @@ async def test_model_less_worker_less_deltas_use_the_first_listed_model_and_a_nu
     run = Run(request(models=["org/a", "org/b"]))
     await run.feed(delta("A", 1, "Hello", model=None, worker=None))
     events = await run.finish(final("Hello there", model="org/b", worker=WORKER))
-    assert deltas(events) == [{"role": "assistant"}, {"content": "Hello"}, {"content": " there"}, "finish:stop",
-                              "[DONE]"]
+    assert deltas(events) == [
+        {"role": "assistant"},
+        {"content": "Hello"},
+        {"content": " there"},
+        "finish:stop",
+        "[DONE]",
+    ]
     chunks = events[:-1]
     assert {chunk["model"] for chunk in chunks} == {"org/a"}
     assert {chunk["system_fingerprint"] for chunk in chunks} == {None}
@@ -361,8 +392,14 @@ async def test_a_stream_without_deltas_is_delivered_whole_like_the_buffered_stre
     status = final("The whole reply.", "Why.")
     events = await run.finish(status)
     assert events == buffered_events(req, status)
-    assert deltas(events) == [{"role": "assistant"}, {"reasoning_content": "Why."}, {"content": "The whole reply."},
-                              "finish:stop", "usage", "[DONE]"]
+    assert deltas(events) == [
+        {"role": "assistant"},
+        {"reasoning_content": "Why."},
+        {"content": "The whole reply."},
+        "finish:stop",
+        "usage",
+        "[DONE]",
+    ]
 
 
 async def test_a_delta_read_with_its_generation_s_ended_marker_is_dropped_and_the_reply_delivered_whole() -> None:
@@ -381,8 +418,14 @@ async def test_after_a_dropped_attempt_the_next_attempt_s_first_delta_pins_and_e
     await run.feed(delta("A", 1, "Hello"), ended("A", "restarted"), delta("B", 1, "Second", model="org/b"))
     await run.feed(delta("B", 2, " try"))
     events = await run.finish(final("Second try.", model="org/b"))
-    assert deltas(events) == [{"role": "assistant"}, {"content": "Second"}, {"content": " try"}, {"content": "."},
-                              "finish:stop", "[DONE]"]
+    assert deltas(events) == [
+        {"role": "assistant"},
+        {"content": "Second"},
+        {"content": " try"},
+        {"content": "."},
+        "finish:stop",
+        "[DONE]",
+    ]
     assert {chunk["model"] for chunk in events[:-1]} == {"org/b"}
 
 
@@ -411,8 +454,13 @@ async def test_a_gap_before_exposure_unpins_and_the_next_attempt_pins_again() ->
     assert run.raw == []
     await run.feed(delta("B", 1, "Fresh", worker=OTHER_WORKER))
     events = await run.finish(final("Fresh start", worker=OTHER_WORKER))
-    assert deltas(events) == [{"role": "assistant"}, {"content": "Fresh"}, {"content": " start"}, "finish:stop",
-                              "[DONE]"]
+    assert deltas(events) == [
+        {"role": "assistant"},
+        {"content": "Fresh"},
+        {"content": " start"},
+        "finish:stop",
+        "[DONE]",
+    ]
     assert {chunk["system_fingerprint"] for chunk in events[:-1]} == {build_system_fingerprint(OTHER_WORKER, "org/m")}
 
 
@@ -447,8 +495,15 @@ async def test_a_restart_after_exposure_is_not_appended_and_a_diverging_final_re
     events = await run.finish(final("Goodbye now"))
     assert deltas(events)[:2] == [{"role": "assistant"}, {"content": "Hello"}]
     assert events[2:] == [
-        {"error": {"message": STREAM_DIVERGED_MESSAGE, "type": "api_error", "param": None,
-                   "code": "ChatStreamDiverged", "metadata": {"request_id": REQUEST_ID}}},
+        {
+            "error": {
+                "message": STREAM_DIVERGED_MESSAGE,
+                "type": "api_error",
+                "param": None,
+                "code": "ChatStreamDiverged",
+                "metadata": {"request_id": REQUEST_ID},
+            }
+        },
         "[DONE]",
     ]
     assert run.ended == 1
@@ -464,8 +519,13 @@ async def test_a_restarted_marker_after_exposure_breaks_the_relay_and_a_matching
     await run.feed(delta("B", 1, "Hello", worker=OTHER_WORKER), read=False)
     await run.feed(delta("B", 2, " world", worker=OTHER_WORKER), read=False)
     events = await run.finish(final("Hello world", worker=OTHER_WORKER))
-    assert deltas(events) == [{"role": "assistant"}, {"content": "Hello"}, {"content": " world"}, "finish:stop",
-                              "[DONE]"]
+    assert deltas(events) == [
+        {"role": "assistant"},
+        {"content": "Hello"},
+        {"content": " world"},
+        "finish:stop",
+        "[DONE]",
+    ]
     assert run.deltas.unregistered.count(REQUEST_ID) >= 1
 
 
@@ -476,8 +536,13 @@ async def test_a_gap_after_exposure_breaks_the_relay_and_the_final_reply_fills_i
     await run.feed(delta("A", 3, " there"))
     await run.feed(delta("A", 4, " friend"), read=False)
     events = await run.finish(final("Hello world there friend"))
-    assert deltas(events) == [{"role": "assistant"}, {"content": "Hello"}, {"content": " world there friend"},
-                              "finish:stop", "[DONE]"]
+    assert deltas(events) == [
+        {"role": "assistant"},
+        {"content": "Hello"},
+        {"content": " world there friend"},
+        "finish:stop",
+        "[DONE]",
+    ]
 
 
 async def test_a_completed_marker_and_a_stream_that_stops_leave_the_rest_to_the_final_reply() -> None:
@@ -486,8 +551,14 @@ async def test_a_completed_marker_and_a_stream_that_stops_leave_the_rest_to_the_
     await run.feed(delta("A", 1, "Hello"), delta("A", 2, " there"))
     await run.feed(ended("A", "completed"))
     events = await run.finish(final("Hello there, friend."))
-    assert deltas(events) == [{"role": "assistant"}, {"content": "Hello"}, {"content": " there"},
-                              {"content": ", friend."}, "finish:stop", "[DONE]"]
+    assert deltas(events) == [
+        {"role": "assistant"},
+        {"content": "Hello"},
+        {"content": " there"},
+        {"content": ", friend."},
+        "finish:stop",
+        "[DONE]",
+    ]
 
 
 async def test_a_final_text_that_does_not_start_with_the_relayed_text_is_chatstreamdiverged() -> None:
@@ -505,8 +576,12 @@ async def test_a_wait_error_after_exposure_is_the_sse_error_event() -> None:
     """ref: stream-errors.2"""
     run = Run(request())
     await run.feed(delta("A", 1, "Hello"))
-    error = OpenAIError(status=502, message="The worker faulted the request (generation_error).",
-                        code="ChatRequestFaulted", metadata={"request_id": REQUEST_ID})
+    error = OpenAIError(
+        status=502,
+        message="The worker faulted the request (generation_error).",
+        code="ChatRequestFaulted",
+        metadata={"request_id": REQUEST_ID},
+    )
     events = await run.finish(error)
     assert deltas(events) == [{"role": "assistant"}, {"content": "Hello"}, "error:ChatRequestFaulted", "[DONE]"]
     assert events[2] == error.envelope()
@@ -574,8 +649,12 @@ async def test_a_restart_flushes_the_pending_pieces_at_once_before_reconciliatio
     await wait_for_events(run, 3)
     await run.feed(ended("A", "restarted"))
     await wait_for_events(run, 4)
-    assert deltas(run.events) == [{"role": "assistant"}, {"content": "Hello"}, {"content": pieces[0]},
-                                  {"content": "".join(pieces[1:])}]
+    assert deltas(run.events) == [
+        {"role": "assistant"},
+        {"content": "Hello"},
+        {"content": pieces[0]},
+        {"content": "".join(pieces[1:])},
+    ]
     events = await run.finish(final("Hello" + text))
     assert deltas(events)[4:] == ["finish:stop", "[DONE]"]
 

@@ -41,8 +41,29 @@ json_scalars = (
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=12)
     | st.sampled_from(
-        ["", " ", "user", "assistant", "tool", "system", "developer", "function", "text", "image_url", "json_schema",
-         "json_object", "auto", "none", "required", "object", "string", "call_1", "get_weather", "fail_fast", "strict"]
+        [
+            "",
+            " ",
+            "user",
+            "assistant",
+            "tool",
+            "system",
+            "developer",
+            "function",
+            "text",
+            "image_url",
+            "json_schema",
+            "json_object",
+            "auto",
+            "none",
+            "required",
+            "object",
+            "string",
+            "call_1",
+            "get_weather",
+            "fail_fast",
+            "strict",
+        ]
     )
     | st.sampled_from([0, 1, 2, 15, 16, 16384, 16385, -1, 0.5, 2.5, 1e300])
 )
@@ -124,8 +145,21 @@ SLOTS: list[tuple[tuple[Any, ...], list[str]]] = [
     (("response_format",), ["type", "json_schema"]),
     (("response_format", "json_schema"), ["name", "description", "schema", "schema_", "strict"]),
     (("stream_options",), ["include_usage", "include_obfuscation"]),
-    (("horde",), ["conformance", "openai_guards", "max_kudos", "max_context_length", "trusted_workers",
-                  "slow_workers", "workers", "worker_blacklist", "include_reasoning", "availability_mode"]),
+    (
+        ("horde",),
+        [
+            "conformance",
+            "openai_guards",
+            "max_kudos",
+            "max_context_length",
+            "trusted_workers",
+            "slow_workers",
+            "workers",
+            "worker_blacklist",
+            "include_reasoning",
+            "availability_mode",
+        ],
+    ),
 ]
 
 

@@ -148,8 +148,7 @@ def test_error_body_description_is_not_bare() -> None:
 def test_model_states_the_unknown_model_difference_from_openai() -> None:
     """ref: field-descriptions.1"""
     assert description(ChatCompletionRequest, "model").endswith(
-        "A model the Horde does not know is 400 ``UnknownModel`` at ``model`` (OpenAI answers 404 "
-        "``model_not_found``)."
+        "A model the Horde does not know is 400 ``UnknownModel`` at ``model`` (OpenAI answers 404 ``model_not_found``)."
     )
     assert errors.UNKNOWN_MODEL == "UnknownModel"
 
@@ -212,6 +211,8 @@ def test_error_metadata_description_lists_the_keys_sent() -> None:
     named = re.findall(r"``(\w+)``", description(OpenAIErrorBody, "metadata"))
     assert [name for name in named if name not in codes] == METADATA_KEYS
     assert [name for name in named if name in codes] == [
-        errors.MAX_KUDOS_EXCEEDED, errors.QUEUE_UNAVAILABLE, errors.CHAT_REQUEST_FAULTED
+        errors.MAX_KUDOS_EXCEEDED,
+        errors.QUEUE_UNAVAILABLE,
+        errors.CHAT_REQUEST_FAULTED,
     ]
     assert sent_metadata_keys() == set(METADATA_KEYS)

@@ -182,7 +182,11 @@ REFUSALS = [
         id="role-unknown",
     ),
     pytest.param(
-        body(messages=[{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}]}]),
+        body(
+            messages=[
+                {"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}]}
+            ]
+        ),
         _unsupported(
             "messages[0].content[0].type=input_audio",
             "Invalid value: 'input_audio'. Supported values are: 'text' and 'image_url'.",
@@ -197,8 +201,15 @@ REFUSALS = [
         id="part-image",
     ),
     pytest.param(
-        body(messages=[{"role": "system", "content": [{"type": "image_url", "image_url": {"url": "https://x/y.png"}}]}, USER]),
-        _unsupported("messages[0].content[0].type=image_url", "Invalid value: 'image_url'. Supported values are: 'text'."),
+        body(
+            messages=[
+                {"role": "system", "content": [{"type": "image_url", "image_url": {"url": "https://x/y.png"}}]},
+                USER,
+            ]
+        ),
+        _unsupported(
+            "messages[0].content[0].type=image_url", "Invalid value: 'image_url'. Supported values are: 'text'."
+        ),
         id="part-image-in-system",
     ),
     pytest.param(
@@ -227,7 +238,8 @@ REFUSALS = [
     pytest.param(
         body(stream=True, stream_options={"include_usage": True, "include_obfuscation": False}),
         _unsupported(
-            "stream_options.include_obfuscation", "Unrecognized request argument supplied: stream_options.include_obfuscation"
+            "stream_options.include_obfuscation",
+            "Unrecognized request argument supplied: stream_options.include_obfuscation",
         ),
         id="unknown-in-stream-options",
     ),
@@ -315,7 +327,12 @@ def test_no_op_refused_at_any_other_value(key: str) -> None:
 
 @pytest.mark.parametrize(
     ("key", "value", "shown"),
-    [("top_logprobs", False, "false"), ("logprobs", 0, "0"), ("store", "false", "'false'"), ("modalities", "text", "'text'")],
+    [
+        ("top_logprobs", False, "false"),
+        ("logprobs", 0, "0"),
+        ("store", "false", "'false'"),
+        ("modalities", "text", "'text'"),
+    ],
 )
 def test_no_op_default_compares_as_json(key: str, value: Any, shown: str) -> None:
     """``false`` is not ``0``, a string is not a boolean or a list. ref: parameter-screening.2"""
@@ -392,7 +409,11 @@ def test_drop_unknown_nested_keys_keeps_the_listed_keys_only() -> None:
                 "name": "ann",
                 "content": [
                     {"type": "text", "text": "Look", "cache_control": {"type": "ephemeral"}},
-                    {"type": "image_url", "image_url": {"url": "https://x/y.png", "detail": "low", "mime": "png"}, "x": 1},
+                    {
+                        "type": "image_url",
+                        "image_url": {"url": "https://x/y.png", "detail": "low", "mime": "png"},
+                        "x": 1,
+                    },
                 ],
             },
             {
@@ -434,7 +455,9 @@ def test_drop_unknown_nested_keys_keeps_the_listed_keys_only() -> None:
             {
                 "role": "assistant",
                 "content": None,
-                "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}],
+                "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+                ],
             },
             {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
         ],
@@ -508,7 +531,11 @@ def test_sdk_replay_fields_are_dropped_from_the_forwarded_history() -> None:
         {
             "role": "assistant",
             "tool_calls": [
-                {"id": "call_abc", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+                {
+                    "id": "call_abc",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                }
             ],
         },
         {"role": "tool", "content": "18 C", "tool_call_id": "call_abc"},
@@ -563,7 +590,9 @@ REAL_CLIENT_BODIES = [
     pytest.param(body(max_completion_tokens=256), id="max-completion-tokens"),
     pytest.param(body(stream=True, stream_options={"include_usage": True}), id="stream-options"),
     pytest.param(
-        body(user="u", safety_identifier="s", prompt_cache_key="p", metadata={"a": "b"}, store=False, logprobs=False, n=1),
+        body(
+            user="u", safety_identifier="s", prompt_cache_key="p", metadata={"a": "b"}, store=False, logprobs=False, n=1
+        ),
         id="sdk-defaults-and-identifiers",
     ),
 ]
@@ -631,7 +660,7 @@ def test_label_sets_hold_the_named_keys() -> None:
         (body(top_k=1), "Refused unsupported chat parameter: path='top_k' label=top_k"),
         (body(my_key=1), "Refused unsupported chat parameter: path='my_key' label=other"),
         (body(**{"x" * 100: 1}), f"Refused unsupported chat parameter: path='{'x' * 64}' label=other"),
-        (body(**{"a'b\nc": 1}), "Refused unsupported chat parameter: path=\"a'b\\nc\" label=other"),
+        (body(**{"a'b\nc": 1}), 'Refused unsupported chat parameter: path="a\'b\\nc" label=other'),
         (
             body(messages=[{"role": "user", "content": [{"type": "input_audio"}]}]),
             "Refused unsupported chat parameter: path='messages[0].content[0].type' label=messages",

@@ -76,8 +76,12 @@ def test_default_limit_is_the_native_default_and_other_adjustments_do_not_count(
     """ref: reasoning-and-usage.15"""
     assert DEFAULT_CHAT_MAX_TOKENS == 512
     other = NativeStatus.model_validate(
-        {"context_adjustments": [{"kind": "max_context_length", "requested": 9000, "applied": 4096},
-                                 {"kind": "worker_max_length", "requested": 4096}]}
+        {
+            "context_adjustments": [
+                {"kind": "max_context_length", "requested": 9000, "applied": 4096},
+                {"kind": "worker_max_length", "requested": 4096},
+            ]
+        }
     )
     assert effective_completion_limit(request(max_tokens=700), other) == 700
     assert effective_completion_limit(request(max_tokens=700), None) == 700
@@ -110,8 +114,9 @@ def test_estimated_completion_includes_reasoning_text_and_tool_calls() -> None:
 
 def test_estimated_tool_call_reply_without_text() -> None:
     """ref: reasoning-and-usage.8"""
-    result = completion(request(), status({"role": "assistant", "content": None, "tool_calls": [CALL, CALL]},
-                                          prompt_tokens=30))
+    result = completion(
+        request(), status({"role": "assistant", "content": None, "tool_calls": [CALL, CALL]}, prompt_tokens=30)
+    )
     assert result["usage"] == {"prompt_tokens": 30, "completion_tokens": math.ceil(52 / 4), "total_tokens": 43}
 
 
@@ -160,11 +165,16 @@ def test_reported_counts_pass_unchanged_even_above_the_limit() -> None:
 
 def test_reported_completion_with_estimated_reasoning() -> None:
     """ref: reasoning-and-usage.4, reasoning-and-usage.5, reasoning-and-usage.17"""
-    st = status({"role": "assistant", "content": "A.", "reasoning_content": "r" * 41}, prompt_tokens=4,
-                completion_tokens=20)
+    st = status(
+        {"role": "assistant", "content": "A.", "reasoning_content": "r" * 41}, prompt_tokens=4, completion_tokens=20
+    )
     usage, estimated = build_usage(request(), st, st.generations[0])
-    assert usage == {"prompt_tokens": 4, "completion_tokens": 20, "total_tokens": 24,
-                     "completion_tokens_details": {"reasoning_tokens": 11}}
+    assert usage == {
+        "prompt_tokens": 4,
+        "completion_tokens": 20,
+        "total_tokens": 24,
+        "completion_tokens_details": {"reasoning_tokens": 11},
+    }
     assert estimated is True
 
 
@@ -182,8 +192,7 @@ def test_reported_reasoning_count_without_reasoning_text_is_returned() -> None:
 
 def test_reasoning_count_omitted_without_reasoning_or_a_reported_count() -> None:
     """ref: reasoning-and-usage.7"""
-    result = completion(request(), status({"role": "assistant", "content": "A."}, prompt_tokens=4,
-                                          completion_tokens=2))
+    result = completion(request(), status({"role": "assistant", "content": "A."}, prompt_tokens=4, completion_tokens=2))
     assert result["usage"] == {"prompt_tokens": 4, "completion_tokens": 2, "total_tokens": 6}
 
 
@@ -213,11 +222,18 @@ def test_prompt_estimate_counts_message_text_history_tool_calls_and_tools() -> N
             "model": "org/m",
             "messages": [
                 {"role": "system", "content": "Be brief."},  # 9
-                {"role": "user", "content": [{"type": "text", "text": "Look "},  # 5
-                                             {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]},
-                {"role": "assistant", "content": None,
-                 "tool_calls": [{"id": "c1", "type": "function",
-                                 "function": {"name": "f", "arguments": "{}"}}]},  # 1 + 2
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "Look "},  # 5
+                        {"type": "image_url", "image_url": {"url": "https://x/y.png"}},
+                    ],
+                },
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+                },  # 1 + 2
                 {"role": "tool", "tool_call_id": "c1", "content": "sunny"},  # 5
             ],
             "tools": [{"type": "function", "function": {"name": "f"}}],
@@ -237,6 +253,10 @@ def test_estimated_prompt_count_sets_estimated_usage() -> None:
 def test_nothing_reported_everything_estimated() -> None:
     """ref: reasoning-and-usage.4, reasoning-and-usage.5, reasoning-and-usage.8"""
     result = completion(request(), status({"role": "assistant", "content": "x" * 18, "reasoning_content": "y" * 6}))
-    assert result["usage"] == {"prompt_tokens": 5, "completion_tokens": 6, "total_tokens": 11,
-                               "completion_tokens_details": {"reasoning_tokens": 2}}
+    assert result["usage"] == {
+        "prompt_tokens": 5,
+        "completion_tokens": 6,
+        "total_tokens": 11,
+        "completion_tokens_details": {"reasoning_tokens": 2},
+    }
     assert result["x_horde"] == {"estimated_usage": True}

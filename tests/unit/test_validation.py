@@ -84,91 +84,162 @@ ROWS = [
     # --- Value and contract validation: OpenAI's ranges (OPENAI_SAMPLING_RANGES) ---
     pytest.param(
         body(temperature=2.5),
-        (400, INVALID, UNSUPPORTED, "temperature",
-         "Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got 2.5 instead."),
+        (
+            400,
+            INVALID,
+            UNSUPPORTED,
+            "temperature",
+            "Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got 2.5 instead.",
+        ),
         id="temperature-above",
     ),
     pytest.param(
         body(temperature=-0.5),
-        (400, INVALID, UNSUPPORTED, "temperature",
-         "Invalid 'temperature': decimal below minimum value. Expected a value >= 0, but got -0.5 instead."),
+        (
+            400,
+            INVALID,
+            UNSUPPORTED,
+            "temperature",
+            "Invalid 'temperature': decimal below minimum value. Expected a value >= 0, but got -0.5 instead.",
+        ),
         id="temperature-below",
     ),
     pytest.param(
         body(top_p=1.5),
-        (400, INVALID, UNSUPPORTED, "top_p",
-         "Invalid 'top_p': decimal above maximum value. Expected a value <= 1, but got 1.5 instead."),
+        (
+            400,
+            INVALID,
+            UNSUPPORTED,
+            "top_p",
+            "Invalid 'top_p': decimal above maximum value. Expected a value <= 1, but got 1.5 instead.",
+        ),
         id="top-p-above",
     ),
     pytest.param(
         body(frequency_penalty=3),
-        (400, INVALID, UNSUPPORTED, "frequency_penalty",
-         "Invalid 'frequency_penalty': decimal above maximum value. Expected a value <= 2, but got 3 instead."),
+        (
+            400,
+            INVALID,
+            UNSUPPORTED,
+            "frequency_penalty",
+            "Invalid 'frequency_penalty': decimal above maximum value. Expected a value <= 2, but got 3 instead.",
+        ),
         id="frequency-penalty-above",
     ),
     pytest.param(
         body(presence_penalty=-3),
-        (400, INVALID, UNSUPPORTED, "presence_penalty",
-         "Invalid 'presence_penalty': decimal below minimum value. Expected a value >= -2, but got -3 instead."),
+        (
+            400,
+            INVALID,
+            UNSUPPORTED,
+            "presence_penalty",
+            "Invalid 'presence_penalty': decimal below minimum value. Expected a value >= -2, but got -3 instead.",
+        ),
         id="presence-penalty-below",
     ),
     # --- n and token limits below 1 (OpenAI), 1..15 (Horde floor), above the Horde cap, n other than 1 ---
     pytest.param(
         body(max_tokens=0),
-        (400, INVALID, UNSUPPORTED, "max_tokens",
-         "Invalid 'max_tokens': integer below minimum value. Expected a value >= 1, but got 0 instead."),
+        (
+            400,
+            INVALID,
+            UNSUPPORTED,
+            "max_tokens",
+            "Invalid 'max_tokens': integer below minimum value. Expected a value >= 1, but got 0 instead.",
+        ),
         id="max-tokens-below-1",
     ),
     pytest.param(
         body(max_completion_tokens=-5),
-        (400, INVALID, UNSUPPORTED, "max_completion_tokens",
-         "Invalid 'max_completion_tokens': integer below minimum value. Expected a value >= 1, but got -5 instead."),
+        (
+            400,
+            INVALID,
+            UNSUPPORTED,
+            "max_completion_tokens",
+            "Invalid 'max_completion_tokens': integer below minimum value. Expected a value >= 1, but got -5 instead.",
+        ),
         id="max-completion-tokens-below-1",
     ),
     pytest.param(
         body(n=0),
-        (400, INVALID, UNSUPPORTED, "n", "Invalid 'n': integer below minimum value. Expected a value >= 1, but got 0 instead."),
+        (
+            400,
+            INVALID,
+            UNSUPPORTED,
+            "n",
+            "Invalid 'n': integer below minimum value. Expected a value >= 1, but got 0 instead.",
+        ),
         id="n-below-1",
     ),
     pytest.param(
         body(max_tokens=15),
-        (400, INVALID, UNSUPPORTED, "max_tokens",
-         "Invalid 'max_tokens': integer below minimum value. Expected a value >= 16, the smallest completion limit "
-         "the AI Horde serves, but got 15 instead."),
+        (
+            400,
+            INVALID,
+            UNSUPPORTED,
+            "max_tokens",
+            "Invalid 'max_tokens': integer below minimum value. Expected a value >= 16, the smallest completion limit "
+            "the AI Horde serves, but got 15 instead.",
+        ),
         id="max-tokens-horde-floor",
     ),
     pytest.param(
         body(max_completion_tokens=1),
-        (400, INVALID, UNSUPPORTED, "max_completion_tokens",
-         "Invalid 'max_completion_tokens': integer below minimum value. Expected a value >= 16, the smallest "
-         "completion limit the AI Horde serves, but got 1 instead."),
+        (
+            400,
+            INVALID,
+            UNSUPPORTED,
+            "max_completion_tokens",
+            "Invalid 'max_completion_tokens': integer below minimum value. Expected a value >= 16, the smallest "
+            "completion limit the AI Horde serves, but got 1 instead.",
+        ),
         id="max-completion-tokens-horde-floor",
     ),
     pytest.param(
         body(max_tokens=16385),
-        (400, INVALID, UNSUPPORTED, "max_tokens",
-         "Invalid 'max_tokens': integer above maximum value. Expected a value <= 16384, the largest completion limit "
-         "the AI Horde serves, but got 16385 instead."),
+        (
+            400,
+            INVALID,
+            UNSUPPORTED,
+            "max_tokens",
+            "Invalid 'max_tokens': integer above maximum value. Expected a value <= 16384, the largest completion limit "
+            "the AI Horde serves, but got 16385 instead.",
+        ),
         id="max-tokens-horde-cap",
     ),
     pytest.param(
         body(n=2),
-        (400, INVALID, UNSUPPORTED, "n",
-         "Invalid 'n': integer above maximum value. Expected a value <= 1, since the AI Horde serves one choice per "
-         "request, but got 2 instead."),
+        (
+            400,
+            INVALID,
+            UNSUPPORTED,
+            "n",
+            "Invalid 'n': integer above maximum value. Expected a value <= 1, since the AI Horde serves one choice per "
+            "request, but got 2 instead.",
+        ),
         id="n-other-than-1",
     ),
     pytest.param(
         body(stop=["a", "b", "c", "d", "e"]),
-        (400, INVALID, UNSUPPORTED, "stop",
-         "Invalid 'stop': array too long. Expected an array with maximum length 4, but got an array with length 5 "
-         "instead."),
+        (
+            400,
+            INVALID,
+            UNSUPPORTED,
+            "stop",
+            "Invalid 'stop': array too long. Expected an array with maximum length 4, but got an array with length 5 "
+            "instead.",
+        ),
         id="five-stops",
     ),
     pytest.param(
         body(messages=[]),
-        (400, INVALID, BAD, "messages",
-         "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "messages",
+            "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.",
+        ),
         id="empty-messages",
     ),
     # --- Model selection ---
@@ -184,44 +255,82 @@ ROWS = [
     ),
     pytest.param(
         {"models": [], "messages": [USER]},
-        (400, INVALID, BAD, "models",
-         "Invalid 'models': empty array. Expected an array with minimum length 1, but got an empty array instead."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "models",
+            "Invalid 'models': empty array. Expected an array with minimum length 1, but got an empty array instead.",
+        ),
         id="models-empty",
     ),
     pytest.param(
         {"models": ["a", "b", "c", "d", "e", "f"], "messages": [USER]},
-        (400, INVALID, BAD, "models",
-         "Invalid 'models': array too long. Expected an array with maximum length 5, but got an array with length 6 "
-         "instead."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "models",
+            "Invalid 'models': array too long. Expected an array with maximum length 5, but got an array with length 6 "
+            "instead.",
+        ),
         id="models-six",
     ),
     pytest.param(
         {"models": ["a", ""], "messages": [USER]},
-        (400, INVALID, BAD, "models[1]",
-         "Invalid 'models[1]': string too short. Expected a string with minimum length 1, but got an empty string "
-         "instead."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "models[1]",
+            "Invalid 'models[1]': string too short. Expected a string with minimum length 1, but got an empty string "
+            "instead.",
+        ),
         id="models-empty-entry",
     ),
     pytest.param(
         {"models": ["a", "b", "a"], "messages": [USER]},
-        (400, INVALID, BAD, "models[2]",
-         "Invalid 'models[2]': duplicate value. Expected distinct model ids, but 'a' is also 'models[0]'."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "models[2]",
+            "Invalid 'models[2]': duplicate value. Expected distinct model ids, but 'a' is also 'models[0]'.",
+        ),
         id="models-duplicate",
     ),
     pytest.param(
         {"models": ["a", 5], "messages": [USER]},
-        (400, INVALID, BAD, "models[1]", "Invalid type for 'models[1]': expected a string, but got an integer instead."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "models[1]",
+            "Invalid type for 'models[1]': expected a string, but got an integer instead.",
+        ),
         id="models-entry-not-a-string",
     ),
     # --- Other validation failures: the first failing field's request path, never a union tag ---
     pytest.param(
         body(temperature="1"),
-        (400, INVALID, BAD, "temperature", "Invalid type for 'temperature': expected a decimal, but got a string instead."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "temperature",
+            "Invalid type for 'temperature': expected a decimal, but got a string instead.",
+        ),
         id="string-for-number",
     ),
     pytest.param(
         body(max_tokens=100.0),
-        (400, INVALID, BAD, "max_tokens", "Invalid type for 'max_tokens': expected an integer, but got a decimal instead."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "max_tokens",
+            "Invalid type for 'max_tokens': expected an integer, but got a decimal instead.",
+        ),
         id="decimal-for-integer",
     ),
     pytest.param(
@@ -231,8 +340,13 @@ ROWS = [
     ),
     pytest.param(
         body(stop=5),
-        (400, INVALID, BAD, "stop",
-         "Invalid type for 'stop': expected one of a string or array of strings, but got an integer instead."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "stop",
+            "Invalid type for 'stop': expected one of a string or array of strings, but got an integer instead.",
+        ),
         id="stop-union",
     ),
     pytest.param(
@@ -242,7 +356,13 @@ ROWS = [
     ),
     pytest.param(
         body(messages=["Hi"]),
-        (400, INVALID, BAD, "messages[0]", "Invalid type for 'messages[0]': expected an object, but got a string instead."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "messages[0]",
+            "Invalid type for 'messages[0]': expected an object, but got a string instead.",
+        ),
         id="message-not-object",
     ),
     pytest.param(
@@ -252,19 +372,35 @@ ROWS = [
     ),
     pytest.param(
         body(messages=[{"role": None, "content": "Hi"}]),
-        (400, INVALID, BAD, "messages[0].role", "Invalid type for 'messages[0].role': expected a string, but got null instead."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "messages[0].role",
+            "Invalid type for 'messages[0].role': expected a string, but got null instead.",
+        ),
         id="message-role-null",
     ),
     pytest.param(
         body(messages=[{"role": {"name": "user"}, "content": "Hi"}]),
-        (400, INVALID, BAD, "messages[0].role",
-         "Invalid type for 'messages[0].role': expected a string, but got an object instead."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "messages[0].role",
+            "Invalid type for 'messages[0].role': expected a string, but got an object instead.",
+        ),
         id="message-role-not-a-string",
     ),
     pytest.param(
         body(messages=[{"role": "user", "content": [{"type": ["text"], "text": "a"}]}]),
-        (400, INVALID, BAD, "messages[0].content[0].type",
-         "Invalid type for 'messages[0].content[0].type': expected a string, but got an array instead."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "messages[0].content[0].type",
+            "Invalid type for 'messages[0].content[0].type': expected a string, but got an array instead.",
+        ),
         id="part-type-not-a-string",
     ),
     pytest.param(
@@ -279,26 +415,51 @@ ROWS = [
     ),
     pytest.param(
         body(messages=[{"role": "user", "content": {"text": "Hi"}}]),
-        (400, INVALID, BAD, "messages[0].content",
-         "Invalid type for 'messages[0].content': expected one of a string or array of objects, but got an object "
-         "instead."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "messages[0].content",
+            "Invalid type for 'messages[0].content': expected one of a string or array of objects, but got an object "
+            "instead.",
+        ),
         id="content-union",
     ),
     pytest.param(
         body(messages=[{"role": "user", "content": [{"type": "text", "text": 5}]}]),
-        (400, INVALID, BAD, "messages[0].content[0].text",
-         "Invalid type for 'messages[0].content[0].text': expected a string, but got an integer instead."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "messages[0].content[0].text",
+            "Invalid type for 'messages[0].content[0].text': expected a string, but got an integer instead.",
+        ),
         id="text-part-text",
     ),
     pytest.param(
         body(messages=[{"role": "user", "content": [{"text": "a"}]}]),
-        (400, INVALID, BAD, "messages[0].content[0].type", "Missing required parameter: 'messages[0].content[0].type'."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "messages[0].content[0].type",
+            "Missing required parameter: 'messages[0].content[0].type'.",
+        ),
         id="part-without-type",
     ),
     pytest.param(
-        body(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://x", "detail": "max"}}]}]),
-        (400, INVALID, BAD, "messages[0].content[0].image_url.detail",
-         "Invalid value: 'max'. Supported values are: 'auto', 'low', and 'high'."),
+        body(
+            messages=[
+                {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://x", "detail": "max"}}]}
+            ]
+        ),
+        (
+            400,
+            INVALID,
+            BAD,
+            "messages[0].content[0].image_url.detail",
+            "Invalid value: 'max'. Supported values are: 'auto', 'low', and 'high'.",
+        ),
         id="image-detail",
     ),
     pytest.param(
@@ -307,20 +468,41 @@ ROWS = [
         id="tool-without-id",
     ),
     pytest.param(
-        body(messages=[USER, {"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f"}}]}]),
-        (400, INVALID, BAD, "messages[1].tool_calls[0].function.arguments",
-         "Missing required parameter: 'messages[1].tool_calls[0].function.arguments'."),
+        body(
+            messages=[
+                USER,
+                {"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f"}}]},
+            ]
+        ),
+        (
+            400,
+            INVALID,
+            BAD,
+            "messages[1].tool_calls[0].function.arguments",
+            "Missing required parameter: 'messages[1].tool_calls[0].function.arguments'.",
+        ),
         id="history-call-without-arguments",
     ),
     pytest.param(
         body(tools=[TOOL], tool_choice="any"),
-        (400, INVALID, BAD, "tool_choice", "Invalid value: 'any'. Supported values are: 'none', 'auto', and 'required'."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "tool_choice",
+            "Invalid value: 'any'. Supported values are: 'none', 'auto', and 'required'.",
+        ),
         id="tool-choice-string",
     ),
     pytest.param(
         body(tools=[TOOL], tool_choice=True),
-        (400, INVALID, BAD, "tool_choice",
-         "Invalid type for 'tool_choice': expected one of a string or object, but got a boolean instead."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "tool_choice",
+            "Invalid type for 'tool_choice': expected one of a string or object, but got a boolean instead.",
+        ),
         id="tool-choice-union",
     ),
     pytest.param(
@@ -330,76 +512,138 @@ ROWS = [
     ),
     pytest.param(
         body(reasoning_effort="max"),
-        (400, INVALID, BAD, "reasoning_effort",
-         "Invalid value: 'max'. Supported values are: 'none', 'minimal', 'low', 'medium', 'high', and 'xhigh'."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "reasoning_effort",
+            "Invalid value: 'max'. Supported values are: 'none', 'minimal', 'low', 'medium', 'high', and 'xhigh'.",
+        ),
         id="reasoning-effort",
     ),
     pytest.param(
         body(response_format={"type": "xml"}),
-        (400, INVALID, BAD, "response_format.type",
-         "Invalid value: 'xml'. Supported values are: 'text', 'json_object', and 'json_schema'."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "response_format.type",
+            "Invalid value: 'xml'. Supported values are: 'text', 'json_object', and 'json_schema'.",
+        ),
         id="response-format-type",
     ),
     pytest.param(
         body(response_format={"type": "json_schema"}),
-        (400, INVALID, BAD, "response_format.json_schema", "Missing required parameter: 'response_format.json_schema'."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "response_format.json_schema",
+            "Missing required parameter: 'response_format.json_schema'.",
+        ),
         id="json-schema-missing",
     ),
     pytest.param(
         body(response_format={"type": "json_schema", "json_schema": {"name": "n"}}),
-        (400, INVALID, BAD, "response_format.json_schema.schema",
-         "Missing required parameter: 'response_format.json_schema.schema'."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "response_format.json_schema.schema",
+            "Missing required parameter: 'response_format.json_schema.schema'.",
+        ),
         id="json-schema-requires-schema",
     ),
     pytest.param(
         body(metadata={f"k{i}": "v" for i in range(17)}),
-        (400, INVALID, BAD, "metadata",
-         "Invalid 'metadata': too many properties. Expected an object with at most 16 properties, but got an object "
-         "with 17 properties instead."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "metadata",
+            "Invalid 'metadata': too many properties. Expected an object with at most 16 properties, but got an object "
+            "with 17 properties instead.",
+        ),
         id="metadata-too-many",
     ),
     pytest.param(
         body(safety_identifier="s" * 129),
-        (400, INVALID, BAD, "safety_identifier",
-         "Invalid 'safety_identifier': string too long. Expected a string with maximum length 128, but got a string "
-         "with length 129 instead."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "safety_identifier",
+            "Invalid 'safety_identifier': string too long. Expected a string with maximum length 128, but got a string "
+            "with length 129 instead.",
+        ),
         id="safety-identifier-too-long",
     ),
     pytest.param(
         body(horde={"max_kudos": -1}),
-        (400, INVALID, BAD, "horde.max_kudos",
-         "Invalid 'horde.max_kudos': decimal below minimum value. Expected a value >= 0, but got -1 instead."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "horde.max_kudos",
+            "Invalid 'horde.max_kudos': decimal below minimum value. Expected a value >= 0, but got -1 instead.",
+        ),
         id="horde-bound",
     ),
     pytest.param(
         body(horde={"availability_mode": "never"}),
-        (400, INVALID, BAD, "horde.availability_mode", "Invalid value: 'never'. Supported values are: 'wait' and 'fail_fast'."),
+        (
+            400,
+            INVALID,
+            BAD,
+            "horde.availability_mode",
+            "Invalid value: 'never'. Supported values are: 'wait' and 'fail_fast'.",
+        ),
         id="horde-enum",
     ),
     # --- Contract rules (chat.contract) ---
     pytest.param(
         body(tool_choice="none"),
-        (400, INVALID, CONFLICT, "tool_choice",
-         "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified."),
+        (
+            400,
+            INVALID,
+            CONFLICT,
+            "tool_choice",
+            "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.",
+        ),
         id="tool-choice-without-tools",
     ),
     pytest.param(
         body(tools=[], tool_choice={"type": "function", "function": {"name": "get_weather"}}),
-        (400, INVALID, CONFLICT, "tool_choice",
-         "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified."),
+        (
+            400,
+            INVALID,
+            CONFLICT,
+            "tool_choice",
+            "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.",
+        ),
         id="tool-choice-with-empty-tools",
     ),
     pytest.param(
         body(parallel_tool_calls=False),
-        (400, INVALID, CONFLICT, "parallel_tool_calls",
-         "Invalid value for 'parallel_tool_calls': 'parallel_tool_calls' is only allowed when 'tools' are specified."),
+        (
+            400,
+            INVALID,
+            CONFLICT,
+            "parallel_tool_calls",
+            "Invalid value for 'parallel_tool_calls': 'parallel_tool_calls' is only allowed when 'tools' are specified.",
+        ),
         id="parallel-tool-calls-without-tools",
     ),
     pytest.param(
         body(tools=[TOOL], messages=[USER, ASSISTANT_CALLS]),
-        (400, INVALID, UNSUPPORTED, "messages",
-         "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
-         "'tool_call_id'. The following tool_call_ids did not have response messages: call_abc"),
+        (
+            400,
+            INVALID,
+            UNSUPPORTED,
+            "messages",
+            "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+            "'tool_call_id'. The following tool_call_ids did not have response messages: call_abc",
+        ),
         id="unanswered-at-end",
     ),
     pytest.param(
@@ -412,64 +656,122 @@ ROWS = [
                 USER,
             ],
         ),
-        (400, INVALID, UNSUPPORTED, "messages.[3].role",
-         "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
-         "'tool_call_id'. The following tool_call_ids did not have response messages: call_abc, call_ghi"),
+        (
+            400,
+            INVALID,
+            UNSUPPORTED,
+            "messages.[3].role",
+            "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+            "'tool_call_id'. The following tool_call_ids did not have response messages: call_abc, call_ghi",
+        ),
         id="unanswered-then-user",
     ),
     pytest.param(
         body(tools=[TOOL], messages=[USER, {"role": "assistant", "content": "Hello"}, ANSWER]),
-        (400, INVALID, UNSUPPORTED, "messages.[2].role",
-         "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."),
+        (
+            400,
+            INVALID,
+            UNSUPPORTED,
+            "messages.[2].role",
+            "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.",
+        ),
         id="orphan-tool-message",
     ),
     pytest.param(
         body(tools=[TOOL], messages=[USER, ASSISTANT_CALLS, ANSWER, USER, ANSWER]),
-        (400, INVALID, UNSUPPORTED, "messages.[4].role",
-         "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."),
+        (
+            400,
+            INVALID,
+            UNSUPPORTED,
+            "messages.[4].role",
+            "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.",
+        ),
         id="tool-message-after-user",
     ),
     pytest.param(
         body(tools=[TOOL], messages=[USER, ASSISTANT_CALLS, {**ANSWER, "tool_call_id": "call_zzz"}]),
-        (400, INVALID, UNSUPPORTED, "messages.[2].tool_call_id",
-         "Invalid parameter: 'tool_call_id' of 'call_zzz' not found in 'tool_calls' of previous message."),
+        (
+            400,
+            INVALID,
+            UNSUPPORTED,
+            "messages.[2].tool_call_id",
+            "Invalid parameter: 'tool_call_id' of 'call_zzz' not found in 'tool_calls' of previous message.",
+        ),
         id="unknown-tool-call-id",
     ),
     pytest.param(
-        body(response_format=strict_format({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]})),
-        (400, INVALID, UNSUPPORTED, "response_format",
-         "Invalid schema for response_format 'default': In context=(), 'additionalProperties' is required to be "
-         "supplied and to be false."),
+        body(
+            response_format=strict_format(
+                {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+            )
+        ),
+        (
+            400,
+            INVALID,
+            UNSUPPORTED,
+            "response_format",
+            "Invalid schema for response_format 'default': In context=(), 'additionalProperties' is required to be "
+            "supplied and to be false.",
+        ),
         id="strict-additional-properties",
     ),
     pytest.param(
         body(response_format=strict_format(ORGANIZATIONS_SCHEMA, name="response")),
-        (400, INVALID, UNSUPPORTED, "response_format",
-         "Invalid schema for response_format 'response': In context=('properties', 'organizations', 'items'), "
-         "'required' is required to be supplied and to be an array including every key in properties. Missing "
-         "'roles'."),
+        (
+            400,
+            INVALID,
+            UNSUPPORTED,
+            "response_format",
+            "Invalid schema for response_format 'response': In context=('properties', 'organizations', 'items'), "
+            "'required' is required to be supplied and to be an array including every key in properties. Missing "
+            "'roles'.",
+        ),
         id="strict-required",
     ),
     pytest.param(
         body(response_format={"type": "json_object"}, horde={"openai_guards": True}),
-        (400, INVALID, CONFLICT, "messages",
-         "'messages' must contain the word 'json' in some form, to use 'response_format' of type 'json_object'."),
+        (
+            400,
+            INVALID,
+            CONFLICT,
+            "messages",
+            "'messages' must contain the word 'json' in some form, to use 'response_format' of type 'json_object'.",
+        ),
         id="json-guard",
     ),
     pytest.param(
-        body(tools=[{"type": "function", "function": {"name": "deep", "parameters": nested_schema(MAX_CHAT_SCHEMA_NESTING + 1)}}]),
-        (400, INVALID, UNSUPPORTED, "tools[0].function.parameters",
-         "Invalid 'tools[0].function.parameters': a JSON Schema may nest at most 10 levels below its root."),
+        body(
+            tools=[
+                {
+                    "type": "function",
+                    "function": {"name": "deep", "parameters": nested_schema(MAX_CHAT_SCHEMA_NESTING + 1)},
+                }
+            ]
+        ),
+        (
+            400,
+            INVALID,
+            UNSUPPORTED,
+            "tools[0].function.parameters",
+            "Invalid 'tools[0].function.parameters': a JSON Schema may nest at most 10 levels below its root.",
+        ),
         id="tool-parameters-nesting",
     ),
     pytest.param(
         body(response_format={"type": "json_schema", "json_schema": {"name": "n", "schema": nested_schema(11)}}),
-        (400, INVALID, UNSUPPORTED, "response_format.json_schema.schema",
-         "Invalid 'response_format.json_schema.schema': a JSON Schema may nest at most 10 levels below its root."),
+        (
+            400,
+            INVALID,
+            UNSUPPORTED,
+            "response_format.json_schema.schema",
+            "Invalid 'response_format.json_schema.schema': a JSON Schema may nest at most 10 levels below its root.",
+        ),
         id="response-schema-nesting",
     ),
     pytest.param(
-        body(tools=[{**TOOL, "function": {**TOOL["function"], "name": f"f{i}"}} for i in range(MAX_CHAT_TOOL_COUNT + 1)]),
+        body(
+            tools=[{**TOOL, "function": {**TOOL["function"], "name": f"f{i}"}} for i in range(MAX_CHAT_TOOL_COUNT + 1)]
+        ),
         (400, INVALID, UNSUPPORTED, "tools", f"A chat request may define at most {MAX_CHAT_TOOL_COUNT} tools."),
         id="tool-count-limit",
     ),
@@ -478,20 +780,35 @@ ROWS = [
             tools=[TOOL],
             messages=[
                 USER,
-                {**ASSISTANT_CALLS, "tool_calls": [{**CALL, "function": {"name": "get_weather", "arguments": "x" * MAX_CHAT_TEXT_BYTES}}]},
+                {
+                    **ASSISTANT_CALLS,
+                    "tool_calls": [
+                        {**CALL, "function": {"name": "get_weather", "arguments": "x" * MAX_CHAT_TEXT_BYTES}}
+                    ],
+                },
                 ANSWER,
             ],
         ),
-        (400, INVALID, UNSUPPORTED, "messages",
-         f"The message text of a chat request, tool call names and arguments included, may be at most "
-         f"{MAX_CHAT_TEXT_BYTES} bytes."),
+        (
+            400,
+            INVALID,
+            UNSUPPORTED,
+            "messages",
+            f"The message text of a chat request, tool call names and arguments included, may be at most "
+            f"{MAX_CHAT_TEXT_BYTES} bytes.",
+        ),
         id="message-text-limit-counts-tool-calls",
     ),
     pytest.param(
         body(messages=[{"role": "user", "content": "x" * (MAX_CHAT_TEXT_BYTES + 1)}]),
-        (400, INVALID, UNSUPPORTED, "messages",
-         f"The message text of a chat request, tool call names and arguments included, may be at most "
-         f"{MAX_CHAT_TEXT_BYTES} bytes."),
+        (
+            400,
+            INVALID,
+            UNSUPPORTED,
+            "messages",
+            f"The message text of a chat request, tool call names and arguments included, may be at most "
+            f"{MAX_CHAT_TEXT_BYTES} bytes.",
+        ),
         id="message-text-limit",
     ),
 ]
@@ -514,7 +831,10 @@ def test_validation_rows(request_body: dict[str, Any], expected: tuple[Any, ...]
 def test_bounds_come_from_horde_sdk() -> None:
     """The rows above pin the SDK's values. ref: value-and-contract-validation.1, value-and-contract-validation.5"""
     assert dict(OPENAI_SAMPLING_RANGES) == {
-        "temperature": (0, 2), "top_p": (0, 1), "frequency_penalty": (-2, 2), "presence_penalty": (-2, 2)
+        "temperature": (0, 2),
+        "top_p": (0, 1),
+        "frequency_penalty": (-2, 2),
+        "presence_penalty": (-2, 2),
     }
     assert (MIN_CHAT_MAX_TOKENS, MAX_CHAT_MAX_TOKENS, MAX_CHAT_STOP_SEQUENCES) == (16, 16384, 4)
     assert (SUPPORTED_CHAT_CHOICE_COUNT, MAX_CHAT_SCHEMA_NESTING, MAX_CHAT_MODEL_COUNT) == (1, 10, 5)
@@ -530,14 +850,65 @@ def test_bounds_come_from_horde_sdk() -> None:
         pytest.param(body(temperature=2, top_p=0, max_tokens=16, max_completion_tokens=16384, n=1), id="limit-edges"),
         pytest.param(body(stop=["a", "b", "c", "d"]), id="four-stops"),
         pytest.param(body(model=""), id="empty-model-forwarded"),
-        pytest.param(body(tools=[TOOL], messages=[USER, ASSISTANT_CALLS, ANSWER, {"role": "assistant", "content": "It is sunny."}, USER]), id="answered-history"),
+        pytest.param(
+            body(
+                tools=[TOOL],
+                messages=[USER, ASSISTANT_CALLS, ANSWER, {"role": "assistant", "content": "It is sunny."}, USER],
+            ),
+            id="answered-history",
+        ),
         pytest.param(body(tools=[TOOL], tool_choice="none", parallel_tool_calls=True), id="tool-choice-with-tools"),
-        pytest.param(body(response_format={"type": "json_object"}, horde={"openai_guards": True}, messages=[{"role": "user", "content": "Reply in JSON."}]), id="json-guard-met"),
-        pytest.param(body(response_format={"type": "json_object"}, horde={"openai_guards": True}, messages=[{"role": "system", "content": [{"type": "text", "text": "Answer as a Json object"}]}, USER]), id="json-guard-met-in-part"),
+        pytest.param(
+            body(
+                response_format={"type": "json_object"},
+                horde={"openai_guards": True},
+                messages=[{"role": "user", "content": "Reply in JSON."}],
+            ),
+            id="json-guard-met",
+        ),
+        pytest.param(
+            body(
+                response_format={"type": "json_object"},
+                horde={"openai_guards": True},
+                messages=[{"role": "system", "content": [{"type": "text", "text": "Answer as a Json object"}]}, USER],
+            ),
+            id="json-guard-met-in-part",
+        ),
         pytest.param(body(response_format={"type": "json_object"}), id="json-guard-off"),
-        pytest.param(body(response_format={"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "object"}}}), id="non-strict-schema"),
-        pytest.param(body(response_format=strict_format({**ORGANIZATIONS_SCHEMA, "properties": {"organizations": {"type": "array", "items": {**ORGANIZATIONS_SCHEMA["properties"]["organizations"]["items"], "required": ["name", "roles"]}}}})), id="strict-schema-ok"),
-        pytest.param(body(tools=[{"type": "function", "function": {"name": "deep", "parameters": nested_schema(MAX_CHAT_SCHEMA_NESTING)}}]), id="nesting-at-limit"),
+        pytest.param(
+            body(response_format={"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "object"}}}),
+            id="non-strict-schema",
+        ),
+        pytest.param(
+            body(
+                response_format=strict_format(
+                    {
+                        **ORGANIZATIONS_SCHEMA,
+                        "properties": {
+                            "organizations": {
+                                "type": "array",
+                                "items": {
+                                    **ORGANIZATIONS_SCHEMA["properties"]["organizations"]["items"],
+                                    "required": ["name", "roles"],
+                                },
+                            }
+                        },
+                    }
+                )
+            ),
+            id="strict-schema-ok",
+        ),
+        pytest.param(
+            body(
+                tools=[
+                    {
+                        "type": "function",
+                        "function": {"name": "deep", "parameters": nested_schema(MAX_CHAT_SCHEMA_NESTING)},
+                    }
+                ]
+            ),
+            id="nesting-at-limit",
+        ),
     ],
 )
 def test_valid_requests_pass(request_body: dict[str, Any]) -> None:
@@ -577,7 +948,9 @@ def test_contract_functions_read_plain_json() -> None:
 def native_validation(first: str) -> HordeRefusal:
     message = "Input payload validation failed"
     return HordeRefusal(
-        status=400, message=message, rc=None,
+        status=400,
+        message=message,
+        rc=None,
         body={"message": message, "errors": {first: "is not valid", "messages.9.content": "later"}},
     )
 
@@ -606,19 +979,35 @@ def test_native_validation_failure_names_the_first_field(native: str, model_key:
     request = ChatCompletionRequest.model_validate(request_body)
     error = error_from_refusal(native_validation(native), request=request)
     assert (error.status, error.type, error.code, error.param, error.message) == (
-        400, INVALID, BAD, param, "Input payload validation failed"
+        400,
+        INVALID,
+        BAD,
+        param,
+        "Input payload validation failed",
     )
 
 
 @pytest.mark.parametrize(
     ("request_body", "message", "param", "client_message"),
     [
-        ({"models": ["a", "nope"], "messages": [USER]}, "'models[1]' is not a known text model.", "models[1]",
-         "'models[1]' is not a known text model."),
-        ({"models": ["nope"], "messages": [USER]}, "'models[0]' is not a known text model.", "models[0]",
-         "'models[0]' is not a known text model."),
-        ({"model": "nope", "messages": [USER]}, "'models[0]' is not a known text model.", "model",
-         "'model' is not a known text model."),
+        (
+            {"models": ["a", "nope"], "messages": [USER]},
+            "'models[1]' is not a known text model.",
+            "models[1]",
+            "'models[1]' is not a known text model.",
+        ),
+        (
+            {"models": ["nope"], "messages": [USER]},
+            "'models[0]' is not a known text model.",
+            "models[0]",
+            "'models[0]' is not a known text model.",
+        ),
+        (
+            {"model": "nope", "messages": [USER]},
+            "'models[0]' is not a known text model.",
+            "model",
+            "'model' is not a known text model.",
+        ),
     ],
 )
 def test_unknown_model_param_comes_from_the_native_message(
@@ -626,13 +1015,19 @@ def test_unknown_model_param_comes_from_the_native_message(
 ) -> None:
     """The param is the native message's entry path, or ``model`` (named in the message too) when the client sent
     ``model``. ref: model-selection.4, model-selection.5, model-selection.6"""
-    refusal = HordeRefusal(status=400, message=message, rc="UnknownModel", body={"message": message, "rc": "UnknownModel"})
+    refusal = HordeRefusal(
+        status=400, message=message, rc="UnknownModel", body={"message": message, "rc": "UnknownModel"}
+    )
     request = ChatCompletionRequest.model_validate(request_body)
     error = error_from_refusal(refusal, request=request)
     assert (error.status, error.type, error.code, error.param, error.message) == (
-        400, INVALID, "UnknownModel", param, client_message
+        400,
+        INVALID,
+        "UnknownModel",
+        param,
+        client_message,
     )
-    assert error_from_refusal(refusal, requested_model_key="models").param == message[1:message.index("'", 1)]
+    assert error_from_refusal(refusal, requested_model_key="models").param == message[1 : message.index("'", 1)]
 
 
 @pytest.mark.parametrize(
@@ -661,14 +1056,20 @@ def test_native_unsupported_parameter_passes_through_and_logs() -> None:
     try:
         message = "A message may carry at most 128 tool calls."
         refusal = HordeRefusal(
-            status=400, message=message, rc=UNSUPPORTED,
+            status=400,
+            message=message,
+            rc=UNSUPPORTED,
             body={"message": message, "rc": UNSUPPORTED, "param": "messages[1].tool_calls"},
         )
         error = error_from_refusal(refusal, request=ChatCompletionRequest.model_validate(BASE))
     finally:
         logger.remove(handler)
     assert (error.status, error.type, error.code, error.param, error.message) == (
-        400, INVALID, UNSUPPORTED, "messages[1].tool_calls", message
+        400,
+        INVALID,
+        UNSUPPORTED,
+        "messages[1].tool_calls",
+        message,
     )
     assert [str(line).rstrip() for line in lines] == [
         "Refused unsupported chat parameter: path='messages[1].tool_calls' label=messages"

@@ -77,8 +77,15 @@ class FakeSignals:
         pass
 
 
-def make_waiter(script: list[Any], *, mode: str | None = None, signals: bool = False, timeout: float = TIMEOUT,
-                entries: list[dict] | None = None, models: list[str] | None = None) -> tuple[ChatWaiter, FakeHorde]:
+def make_waiter(
+    script: list[Any],
+    *,
+    mode: str | None = None,
+    signals: bool = False,
+    timeout: float = TIMEOUT,
+    entries: list[dict] | None = None,
+    models: list[str] | None = None,
+) -> tuple[ChatWaiter, FakeHorde]:
     clock = FakeClock()
     horde = FakeHorde(clock, script, entries)
     settings = SimpleNamespace(signal_recheck_seconds=RECHECK, fail_fast_grace_seconds=GRACE)
@@ -91,25 +98,35 @@ def make_waiter(script: list[Any], *, mode: str | None = None, signals: bool = F
     if mode:
         body["horde"] = {"availability_mode": mode}
     request = ChatCompletionRequest.model_validate(body)
-    waiter = ChatWaiter(runtime, REQUEST_ID, "key", timeout_seconds=timeout, request=request, clock=clock,
-                        sleep=clock.sleep)
+    waiter = ChatWaiter(
+        runtime, REQUEST_ID, "key", timeout_seconds=timeout, request=request, clock=clock, sleep=clock.sleep
+    )
     return waiter, horde
 
 
 WAITING = {"waiting": 1, "is_possible": True, "eligible_workers": 1, "eligible_worker_threads": 2}
 PROCESSING = {"waiting": 0, "processing": 1, "eligible_workers": 1, "eligible_worker_threads": 2}
 FINISHED = {
-    "done": True, "waiting": 0, "finished": 1,
-    "generations": [{"id": "g1", "model": "m/a", "message": {"role": "assistant", "content": "Hi"},
-                     "finish_reason": "stop"}],
+    "done": True,
+    "waiting": 0,
+    "finished": 1,
+    "generations": [
+        {"id": "g1", "model": "m/a", "message": {"role": "assistant", "content": "Hi"}, "finish_reason": "stop"}
+    ],
 }
 NO_GENERATION = {"done": True, "waiting": 0, "processing": 0, "finished": 0}
 IMPOSSIBLE = {"waiting": 1, "is_possible": False, "eligible_workers": 0, "eligible_worker_threads": 0}
 
 
 def gap(missing: list[str] | None = None, exceeded: list[str] | None = None) -> dict[str, Any]:
-    return {**IMPOSSIBLE, "impossible_reason": {"kind": "declaration_gap", "missing_declarations": missing or [],
-                                                "exceeded_limits": exceeded or []}}
+    return {
+        **IMPOSSIBLE,
+        "impossible_reason": {
+            "kind": "declaration_gap",
+            "missing_declarations": missing or [],
+            "exceeded_limits": exceeded or [],
+        },
+    }
 
 
 async def refused(coroutine: Any) -> OpenAIError:
@@ -126,9 +143,15 @@ async def test_a_declaration_gap_refuses_at_the_first_read() -> None:
     waiter, horde = make_waiter([gap(["reasoning_effort"])])
     error = await refused(waiter.first_read())
     assert (error.status, error.code, error.type, error.param) == (
-        404, "no_worker_supports_features", "not_found_error", None)
-    assert error.message == ("No worker can serve this request: no online worker serving the model declares "
-                             "reasoning_effort. The request was cancelled.")
+        404,
+        "no_worker_supports_features",
+        "not_found_error",
+        None,
+    )
+    assert error.message == (
+        "No worker can serve this request: no online worker serving the model declares "
+        "reasoning_effort. The request was cancelled."
+    )
     assert error.metadata == {"request_id": REQUEST_ID}
     assert (error.retry_after, error.should_retry) == (None, None)
     assert horde.read_times == [0.0]
@@ -144,7 +167,8 @@ async def test_a_size_limit_gap_after_submit_is_400_with_the_model_list_value() 
     assert (error.status, error.code, error.param) == (400, "no_worker_supports_limit", "max_tokens")
     assert error.message == (
         "No worker eligible for this request currently declares a completion limit that high. The largest any "
-        "online worker for the model declares now is 1024 tokens. The request was cancelled.")
+        "online worker for the model declares now is 1024 tokens. The request was cancelled."
+    )
     assert error.metadata == {"request_id": REQUEST_ID}
     assert horde.read_times == [0.0, 1.0, 2.0]
 
@@ -189,6 +213,7 @@ async def test_an_unknown_reason_kind_is_ignored_so_the_grace_applies(impossible
 
 async def test_the_grace_restarts_when_a_worker_appears() -> None:
     """ref: model-availability.8"""
+
     def script(read: int) -> dict:
         if read <= 20 or read > 22:
             return IMPOSSIBLE
@@ -214,12 +239,17 @@ async def test_fail_fast_zero_threads_refuses_on_the_first_read() -> None:
     waiter, horde = make_waiter([{**WAITING, "eligible_worker_threads": 0}], mode="fail_fast")
     error = await refused(waiter.first_read())
     assert (error.status, error.code, error.param, error.retry_after) == (
-        503, "queue_unavailable", "horde.availability_mode", 60)
+        503,
+        "queue_unavailable",
+        "horde.availability_mode",
+        60,
+    )
     assert error.metadata["reason"] == "no_eligible_threads"
     assert error.message == (
         "No eligible worker thread is online for this request (0 eligible worker threads, an estimated wait of 0 "
         'seconds, 300 seconds of budget left) under horde.availability_mode "fail_fast". The request was '
-        "cancelled.")
+        "cancelled."
+    )
     assert horde.read_times == [0.0]
 
 
@@ -228,12 +258,12 @@ async def test_fail_fast_rereads_until_a_status_has_queue_information() -> None:
     waiter, horde = make_waiter([WAITING, {**WAITING, "queue_position": 4, "wait_time": 420}], mode="fail_fast")
     error = await refused(waiter.first_read())
     assert horde.read_times == [0.0, RECHECK]
-    assert (error.code, error.metadata["reason"], error.retry_after) == ("queue_unavailable", "wait_exceeds_budget",
-                                                                         60)
+    assert (error.code, error.metadata["reason"], error.retry_after) == ("queue_unavailable", "wait_exceeds_budget", 60)
     assert error.message == (
         "The estimated queue wait exceeds this request's remaining time budget (2 eligible worker threads, an "
         'estimated wait of 420 seconds, 299 seconds of budget left) under horde.availability_mode "fail_fast". '
-        "The request was cancelled.")
+        "The request was cancelled."
+    )
 
 
 async def test_fail_fast_uses_the_latest_reading_at_the_positioned_deadline() -> None:
@@ -255,7 +285,10 @@ async def test_fail_fast_refuses_when_the_remaining_budget_is_short() -> None:
     waiter, _ = make_waiter([{**WAITING, "queue_position": 2, "wait_time": 25}], mode="fail_fast", timeout=20)
     error = await refused(waiter.first_read())
     assert (error.metadata["reason"], error.metadata["remaining_budget_seconds"], error.retry_after) == (
-        "wait_exceeds_budget", 20, 25)
+        "wait_exceeds_budget",
+        20,
+        25,
+    )
 
 
 async def test_fail_fast_threads_dropping_to_zero_while_positioning() -> None:
@@ -370,8 +403,7 @@ async def test_a_faulted_request_is_502_and_terminal() -> None:
 
 @pytest.mark.parametrize(
     "failure",
-    [HordeUnreachable("GET status: ConnectError"),
-     HordeRefusal(status=500, message="boom", rc="InternalError")],
+    [HordeUnreachable("GET status: ConnectError"), HordeRefusal(status=500, message="boom", rc="InternalError")],
 )
 async def test_reads_that_keep_failing_are_horde_unavailable(failure: Exception) -> None:
     """ref: error-attributes.1"""
@@ -405,8 +437,9 @@ async def test_signals_wake_the_wait_early() -> None:
 async def test_a_rate_limited_status_read_is_waited_out_not_returned() -> None:
     """A 429 on a poll keeps the request: the waiter sleeps its Retry-After (7 s), then its usual recheck (1 s),
     and reads again."""
-    limited = HordeRefusal(status=429, message="Slow down.", rc=None, body={"message": "Slow down."},
-                           headers={"Retry-After": "7"})
+    limited = HordeRefusal(
+        status=429, message="Slow down.", rc=None, body={"message": "Slow down."}, headers={"Retry-After": "7"}
+    )
     waiter, horde = make_waiter([limited, limited, FINISHED])
     status = await waiter.wait_done(await waiter.first_read())
     assert status.finished_generation is not None
