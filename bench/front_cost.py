@@ -42,6 +42,7 @@ import httpx
 from bench.relay_latency import (
     API_KEY,
     MODEL,
+    STARTUP_SECONDS,
     WORKER_ID,
     BenchStack,
     bench_stack,
@@ -260,7 +261,7 @@ def passthrough(stack: BenchStack) -> Iterator[tuple[int, int]]:
         ],
         {"HORDE_URL": stack.horde_url},
     )
-    wait_http(f"http://127.0.0.1:{port}/", process)
+    wait_http(f"http://127.0.0.1:{port}/", process, STARTUP_SECONDS)
     try:
         yield port, process.pid
     finally:
@@ -331,9 +332,12 @@ async def hold_waiting(stack: BenchStack, count: int, settle: float, window: flo
     await asyncio.sleep(settle)
     pid = stack.front_pid
     load = load_average()
-    cpu_before, started = cpu_seconds(pid), time.monotonic()
+    horde_pid = stack.processes["devhorde"].pid
+    cpu_before, horde_before, started = cpu_seconds(pid), cpu_seconds(horde_pid), time.monotonic()
     await asyncio.sleep(window)
-    cpu = (cpu_seconds(pid) - cpu_before) / (time.monotonic() - started) * 100
+    elapsed = time.monotonic() - started
+    cpu = (cpu_seconds(pid) - cpu_before) / elapsed * 100
+    horde_cpu = (cpu_seconds(horde_pid) - horde_before) / elapsed * 100
     answered = sum(1 for task in tasks if task.done())
     row = {
         "waiting": count,
@@ -342,6 +346,7 @@ async def hold_waiting(stack: BenchStack, count: int, settle: float, window: flo
         "answered_early": answered,
         "front_cpu_pct": round(cpu, 1),
         "front_rss_mib": round(rss_megabytes(pid), 1),
+        "devhorde_cpu_pct": round(horde_cpu, 1),
         "load": load,
     }
     for task in tasks:
