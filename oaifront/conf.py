@@ -60,6 +60,10 @@ class FrontSettings(BaseSettings):
     horde_timeout_seconds: float = 30.0
     """``HORDE_OAI_HORDE_TIMEOUT_SECONDS``: the timeout of one native HTTP call."""
 
+    horde_connections: int = Field(default=32, ge=1)
+    """``HORDE_OAI_HORDE_CONNECTIONS``: native calls one process makes at once, and the keep-alive connections it
+    holds for them; more wait their turn (chat.horde_client.POOL_CONNECTIONS)."""
+
     cancel_retry_seconds: float = 10.0
     """``HORDE_OAI_CANCEL_RETRY_SECONDS``: the interval between retries of a failed cancel."""
 
