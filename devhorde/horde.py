@@ -472,7 +472,8 @@ class DevHorde:
 
     def status(self, request_id: str) -> HordeReply:
         """Handle ``GET /v2/generate/chat/status/{id}`` (contract: Status); 404 ``RequestNotFound`` when unknown or
-        expired."""
+        expired.
+        """
         request = self._lookup(request_id)
         if request is None:
             return _refusal(404, NOT_FOUND_MESSAGE, "RequestNotFound")
@@ -664,10 +665,14 @@ class DevHorde:
     def _job_finished(self, worker_name: str) -> None:
         self._jobs_done[worker_name] += 1
         worker = self.scenario.worker(worker_name)
-        if worker is not None and worker.offline_after_jobs is not None:
-            if self._jobs_done[worker_name] >= worker.offline_after_jobs and worker.online:
-                self.patch_worker(worker_name, {"online": False})
-                return
+        if (
+            worker is not None
+            and worker.offline_after_jobs is not None
+            and self._jobs_done[worker_name] >= worker.offline_after_jobs
+            and worker.online
+        ):
+            self.patch_worker(worker_name, {"online": False})
+            return
         self._dispatch()
 
     def _plan(self, request: ChatRequest, worker: WorkerSpec) -> ReplyPlan | ChatFaultReason:
@@ -838,9 +843,7 @@ class DevHorde:
             ChatToolChoiceMode.REQUIRED,
             ChatToolChoiceMode.FUNCTION,
         )
-        if forced and not calls:
-            return False
-        return True
+        return not (forced and not calls)
 
     async def _complete(self, request: ChatRequest, worker: WorkerSpec, attempt: Attempt, plan: ReplyPlan) -> None:
         message: dict[str, Any] = {"content": plan.content}
@@ -890,7 +893,8 @@ class DevHorde:
 
     def models_status(self, model_type: str) -> list[dict[str, Any]]:
         """Handle ``GET /v2/status/models?type=text`` (contract: Models): one entry per model with an online worker,
-        with a ``chat`` object when an online chat worker serves it."""
+        with a ``chat`` object when an online chat worker serves it.
+        """
         if model_type not in ("text", "all", ""):
             return []
         entries: list[dict[str, Any]] = []
@@ -980,7 +984,8 @@ class DevHorde:
 
     def describe_requests(self) -> list[dict[str, Any]]:
         """Every request for ``GET /_devhorde/requests``: id, state, cancelled, the native payload as received,
-        the ``apikey`` header, and the attempts."""
+        the ``apikey`` header, and the attempts.
+        """
         now = self._now()
         self._expire_due()
         return [
