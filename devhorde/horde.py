@@ -19,7 +19,7 @@ import logging
 import math
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -79,6 +79,8 @@ STREAM_WRITE_WAIT_SECONDS: Final[float] = 0.5
 CONTROL_INVALID_KEY_MESSAGE: Final[str] = "No user matching sent API Key. Have you remembered to register?"
 MAINTENANCE_MESSAGE: Final[str] = "The Horde is in maintenance mode and accepts no new work. Please try again later."
 NOT_FOUND_MESSAGE: Final[str] = "Request Not found"
+SUBMIT_LOG_LENGTH: Final[int] = 1000
+"""How many of the latest submits ``GET /_devhorde/submits`` keeps (older ones are dropped, so load stays bounded)."""
 DIVERGED_PREFIX: Final[str] = "Correction: "
 """Prefix of the submitted content of a worker whose ``final_text_diverges``."""
 
@@ -197,6 +199,8 @@ class DevHorde:
         self._next_seq = 0
         self._jobs_done: Counter[str] = Counter()
         self._refusal_uses: Counter[int] = Counter()
+        self.submits: deque[dict[str, Any]] = deque(maxlen=SUBMIT_LOG_LENGTH)
+        """The latest submits received, accepted or refused, oldest first (``GET /_devhorde/submits``)."""
         self._wake: asyncio.Event | None = None
         self._dispatcher: asyncio.Task[None] | None = None
         self._routing_version = 0
@@ -323,6 +327,16 @@ class DevHorde:
     # ----------------------------------------------------------------- submit
 
     def submit(self, payload: Any, apikey: str | None, client_agent: str | None) -> HordeReply:
+        """Answer a submit with :meth:`answer_submit` and record it in :attr:`submits`: ``{"status", "rc", "id",
+        "payload"}`` (``rc`` and ``id`` null when the answer has none), so a test can count what reached the Horde,
+        refusals included.
+        """
+        reply = self.answer_submit(payload, apikey, client_agent)
+        body = reply.body if isinstance(reply.body, dict) else {}
+        self.submits.append({"status": reply.status, "rc": body.get("rc"), "id": body.get("id"), "payload": payload})
+        return reply
+
+    def answer_submit(self, payload: Any, apikey: str | None, client_agent: str | None) -> HordeReply:
         """Handle ``POST /v2/generate/chat/async`` (contract: Submit); returns 202 or a refusal of its table.
 
         Checks, in order: payload validation and the ``apikey`` header (400 with ``errors``), invalid keys (401
@@ -472,7 +486,8 @@ class DevHorde:
 
     def status(self, request_id: str) -> HordeReply:
         """Handle ``GET /v2/generate/chat/status/{id}`` (contract: Status); 404 ``RequestNotFound`` when unknown or
-        expired."""
+        expired.
+        """
         request = self._lookup(request_id)
         if request is None:
             return _refusal(404, NOT_FOUND_MESSAGE, "RequestNotFound")
@@ -664,10 +679,14 @@ class DevHorde:
     def _job_finished(self, worker_name: str) -> None:
         self._jobs_done[worker_name] += 1
         worker = self.scenario.worker(worker_name)
-        if worker is not None and worker.offline_after_jobs is not None:
-            if self._jobs_done[worker_name] >= worker.offline_after_jobs and worker.online:
-                self.patch_worker(worker_name, {"online": False})
-                return
+        if (
+            worker is not None
+            and worker.offline_after_jobs is not None
+            and self._jobs_done[worker_name] >= worker.offline_after_jobs
+            and worker.online
+        ):
+            self.patch_worker(worker_name, {"online": False})
+            return
         self._dispatch()
 
     def _plan(self, request: ChatRequest, worker: WorkerSpec) -> ReplyPlan | ChatFaultReason:
@@ -838,9 +857,7 @@ class DevHorde:
             ChatToolChoiceMode.REQUIRED,
             ChatToolChoiceMode.FUNCTION,
         )
-        if forced and not calls:
-            return False
-        return True
+        return not (forced and not calls)
 
     async def _complete(self, request: ChatRequest, worker: WorkerSpec, attempt: Attempt, plan: ReplyPlan) -> None:
         message: dict[str, Any] = {"content": plan.content}
@@ -890,7 +907,8 @@ class DevHorde:
 
     def models_status(self, model_type: str) -> list[dict[str, Any]]:
         """Handle ``GET /v2/status/models?type=text`` (contract: Models): one entry per model with an online worker,
-        with a ``chat`` object when an online chat worker serves it."""
+        with a ``chat`` object when an online chat worker serves it.
+        """
         if model_type not in ("text", "all", ""):
             return []
         entries: list[dict[str, Any]] = []
@@ -976,11 +994,13 @@ class DevHorde:
         self.requests.clear()
         self._jobs_done.clear()
         self._refusal_uses.clear()
+        self.submits.clear()
         return count
 
     def describe_requests(self) -> list[dict[str, Any]]:
         """Every request for ``GET /_devhorde/requests``: id, state, cancelled, the native payload as received,
-        the ``apikey`` header, and the attempts."""
+        the ``apikey`` header, and the attempts.
+        """
         now = self._now()
         self._expire_due()
         return [

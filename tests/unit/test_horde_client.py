@@ -7,8 +7,8 @@ import asyncio
 import httpx
 import pytest
 
-from chat.errors import error_from_refusal
 from chat.horde_client import HordeClient, HordeRefusal, HordeUnreachable
+from chat.refusals import error_from_refusal
 
 
 def client_answering(status: int, content: bytes, headers: dict[str, str] | None = None) -> HordeClient:
