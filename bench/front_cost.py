@@ -130,7 +130,8 @@ class Connection:
     async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
         if self.writer is None:
             await self.open()
-        assert self.reader is not None and self.writer is not None
+        assert self.reader is not None
+        assert self.writer is not None
         head = (
             f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {API_KEY}\r\n"
             f"apikey: {API_KEY}\r\nClient-Agent: bench:0:none\r\nContent-Type: application/json\r\n"

@@ -1,6 +1,8 @@
 """The chat completions app (``POST /v1/chat/completions``)."""
 
 from django.apps import AppConfig
+from django.core import signals
+from django.db import close_old_connections, reset_queries
 
 
 class ChatConfig(AppConfig):
@@ -11,10 +13,8 @@ class ChatConfig(AppConfig):
 
     def ready(self) -> None:
         """Disconnect django.db's per-request signal receivers: the front has no database (``DATABASES`` is empty),
-        and under ASGI each sync receiver costs every request a hop to a worker thread."""
-        from django.core import signals
-        from django.db import close_old_connections, reset_queries
-
+        and under ASGI each sync receiver costs every request a hop to a worker thread.
+        """
         signals.request_started.disconnect(reset_queries)
         signals.request_started.disconnect(close_old_connections)
         signals.request_finished.disconnect(close_old_connections)

@@ -8,8 +8,9 @@ re-read the timer brought doubles it, from ``signal_recheck_seconds`` up to ``si
 signal, a failed read or the listener not being subscribed brings it back to ``signal_recheck_seconds``
 (:meth:`ChatWaiter.recheck_delay`). The reference's timed rules keep their own times whatever the backoff: the
 positioned re-reads of ``fail_fast`` every ``signal_recheck_seconds`` for :data:`POSITIONED_READ_WAIT_SECONDS`, the
-read when the grace ends, and the full ``signal_recheck_seconds`` recheck of a completion without a generation. Reference sections: "No eligible worker" (Model availability, Declaration gaps, Size limit gaps, Native
-admission refusals), "Fail-fast admission", "Queue position refresh", "Stream errors", "Completion without a
+read when the grace ends, and the full ``signal_recheck_seconds`` recheck of a completion without a generation.
+Reference sections: "No eligible worker" (Model availability, Declaration gaps, Size limit gaps, Native admission
+refusals), "Fail-fast admission", "Queue position refresh", "Stream errors", "Completion without a
 generation" and the statuses of "Error attributes".
 
 Every refusal raises :class:`chat.errors.OpenAIError`; the caller cancels the native request whenever it leaves
@@ -660,7 +661,8 @@ class ChatWaiter:
     def note_wake(self, status: NativeStatus | None) -> None:
         """Set the backoff timer after a wake and its read: doubled (up to ``signal_recheck_max_seconds``) after a
         timer wake whose read succeeded with the listener subscribed; ``signal_recheck_seconds`` after a signal, a
-        failed read, or while the listener is not subscribed."""
+        failed read, or while the listener is not subscribed.
+        """
         base = self.settings.signal_recheck_seconds
         if status is None or self.woke_by != "timer" or not self.signals_subscribed:
             self.timer_delay = base

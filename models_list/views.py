@@ -23,7 +23,8 @@ async def native_text_models() -> list[dict[str, Any]]:
     """The native text model list, reused for ``HORDE_OAI_MODELS_CACHE_SECONDS`` through Django's ``default`` cache:
     django-redis on ``HORDE_OAI_REDIS_URL``, shared by every worker process, or local memory (one per process)
     without Redis (oaifront.settings ``CACHES``). 0 reads the Horde every time. A cache that cannot be reached is
-    skipped (django-redis ``IGNORE_EXCEPTIONS``): the list then comes from the Horde."""
+    skipped (django-redis ``IGNORE_EXCEPTIONS``): the list then comes from the Horde.
+    """
     runtime = get_runtime()
     seconds = runtime.settings.models_cache_seconds
     if seconds <= 0:

@@ -88,14 +88,15 @@ class CommonMiddleware:
             markcoroutinefunction(self)
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase | Awaitable[HttpResponseBase]:
+        """Check the host, pass the request on, then add ``Content-Length`` (awaitable in an async chain)."""
         if self.is_async:
             return self._acall(request)
         request.get_host()
-        return self._finish(cast(HttpResponseBase, self.get_response(request)))
+        return self._finish(cast("HttpResponseBase", self.get_response(request)))
 
     async def _acall(self, request: HttpRequest) -> HttpResponseBase:
         request.get_host()
-        return self._finish(await cast(Awaitable[HttpResponseBase], self.get_response(request)))
+        return self._finish(await cast("Awaitable[HttpResponseBase]", self.get_response(request)))
 
     @staticmethod
     def _finish(response: HttpResponseBase) -> HttpResponseBase:
