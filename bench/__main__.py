@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from bench import relay_capacity, relay_latency
+from bench import front_cost, relay_capacity, relay_latency
 
-BENCHMARKS = (("relay_latency", relay_latency.main), ("relay_capacity", relay_capacity.main))
+BENCHMARKS = (
+    ("front_cost", front_cost.main),
+    ("relay_latency", relay_latency.main),
+    ("relay_capacity", relay_capacity.main),
+)
 
 
 def main() -> int:
