@@ -107,8 +107,8 @@ def start_front(
     process = start_process(args, front_env, tmp / f"front-{port}.log")
     base = f"http://127.0.0.1:{port}"
     try:
-        # Each worker imports Django on its own: a loaded 2-core machine needs longer for several.
-        wait_http(f"{base}/healthz", process.popen, timeout=30.0 * workers)
+        # Django starts in seconds, but a 2-core machine at load 10+ has taken over 30 s; each worker starts its own.
+        wait_http(f"{base}/healthz", process.popen, timeout=60.0 * workers)
     except Exception:
         process.stop()
         raise
