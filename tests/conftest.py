@@ -77,7 +77,11 @@ def start_devhorde(tmp: Path, *, redis: bool = True, scenario: Path | str | None
         args += ["--scenario", str(scenario)]
     process = start_process(args, {}, tmp / f"devhorde-{port}.log")
     api_root = f"http://127.0.0.1:{port}/api"
-    wait_http(f"{api_root}/v2/status/models?type=text", process.popen)
+    try:
+        wait_http(f"{api_root}/v2/status/models?type=text", process.popen, timeout=60.0)  # as start_front: load
+    except Exception:
+        process.stop()
+        raise
     return process, api_root
 
 
