@@ -12,7 +12,7 @@ PORT ?= 8000
 DEVHORDE_PORT ?= 7001
 export PORT DEVHORDE_PORT
 
-.PHONY: run test bench install clean browser
+.PHONY: run test bench install clean browser js
 
 install: $(STAMP)
 
@@ -28,7 +28,7 @@ $(STAMP): requirements.txt bin/find-python
 run: $(STAMP)
 	@exec bin/run
 
-test: $(STAMP) browser
+test: $(STAMP) browser js
 	@bin/with-redis $(PY) -m pytest $(PYTEST_ARGS)
 
 # The browser test drives Debian's Chromium (Playwright never downloads a browser here); install it when missing
@@ -36,8 +36,16 @@ test: $(STAMP) browser
 browser:
 	@bin/ensure-chromium
 
+# The JavaScript clients the integration tests drive (tests/js: the Vercel AI SDK), installed from the lock file.
+JS_STAMP := tests/js/node_modules/.package-lock.json
+
+js: $(JS_STAMP)
+
+$(JS_STAMP): tests/js/package.json tests/js/package-lock.json
+	cd tests/js && npm ci --no-audit --no-fund --loglevel=error
+
 bench: $(STAMP)
 	@bin/with-redis $(PY) -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis tests/js/node_modules
