@@ -81,6 +81,10 @@ INCLUDE_REASON: Final[str] = (
 """Why every ``include`` value is refused (``reasoning.encrypted_content``, ``message.output_text.logprobs``, the
 built-in tools' results): none has data on the Horde."""
 
+NULL_ONLY_KEYS: Final[frozenset[str]] = frozenset({*STATEFUL_PARAMETERS, "include"})
+"""Keys accepted only as null (``include`` also as ``[]``), checked by :func:`find_stateful_refusal` and left out of
+validation."""
+
 SUPPORTED_TOOL_TYPES: Final[tuple[str, ...]] = ("function",)
 """The ``tools[].type`` the Horde serves; built-in tools (``web_search``, ``file_search``, ...) run at OpenAI."""
 
@@ -162,7 +166,7 @@ def validate_responses_request(body: Mapping[str, Any]) -> ResponsesRequest:
             at its Responses path (``input[2].content[0].text``).
     """
     try:
-        return ResponsesRequest.model_validate({key: value for key, value in body.items() if key != "include"})
+        return ResponsesRequest.model_validate({key: value for key, value in body.items() if key not in NULL_ONLY_KEYS})
     except ValidationError as exc:
         failures = exc.errors(include_url=False)
         first = next((failure for failure in failures if failure["type"] == "extra_forbidden"), failures[0])

@@ -525,7 +525,7 @@ class ResponseReasoningItem(_Response):
     """``completed``, or ``in_progress`` while streamed."""
 
 
-class ResponseFunctionCall(_Response):
+class ResponseFunctionCallItem(_Response):
     """A function call of the reply; answer it with a ``function_call_output`` input item in the next request."""
 
     id: str
@@ -548,7 +548,7 @@ class ResponseFunctionCall(_Response):
 
 
 ResponseOutputItem = Annotated[
-    ResponseReasoningItem | ResponseOutputMessage | ResponseFunctionCall, Field(discriminator="type")
+    ResponseReasoningItem | ResponseOutputMessage | ResponseFunctionCallItem, Field(discriminator="type")
 ]
 """An output item: ``reasoning``, ``message`` or ``function_call``."""
 
@@ -697,7 +697,7 @@ __all__ = [
     "ReasoningConfig",
     "ReasoningItem",
     "Refusal",
-    "ResponseFunctionCall",
+    "ResponseFunctionCallItem",
     "ResponseObject",
     "ResponseOutputMessage",
     "ResponseOutputText",
