@@ -170,8 +170,8 @@ def validate_responses_request(body: Mapping[str, Any]) -> ResponsesRequest:
     except ValidationError as exc:
         failures = exc.errors(include_url=False)
         first = next((failure for failure in failures if failure["type"] == "extra_forbidden"), failures[0])
-        first = {**first, "loc": _without_union_tags(first["loc"])}  # type: ignore[typeddict-item]
-        raise openai_error_from_validation(first, body) from None  # type: ignore[arg-type]
+        first = {**first, "loc": _without_union_tags(first["loc"])}
+        raise openai_error_from_validation(first, body) from None
 
 
 def _part_text(part: Any) -> str:
@@ -787,7 +787,7 @@ def read_chat_events(raw: bytes) -> list[Any]:
 
 async def response_events(
     writer: ResponseEventWriter,
-    chat_events: AsyncGenerator[bytes],
+    chat_events: AsyncIterator[bytes],
     sources: list[str],
     clock: Callable[[], float],
 ) -> AsyncIterator[bytes]:
@@ -816,7 +816,8 @@ async def response_events(
         for event in writer.finish(int(clock())):
             yield sse_event(event)
     finally:
-        await chat_events.aclose()  # its own finally ends the wait and the relay (and cancels when not terminal)
+        if isinstance(chat_events, AsyncGenerator):
+            await chat_events.aclose()  # its own finally ends the wait and the relay (and cancels when not terminal)
 
 
 def output_text(response: Mapping[str, Any]) -> str:

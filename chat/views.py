@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
 from chat import errors
@@ -86,7 +87,7 @@ async def submit_shielded(runtime: Any, payload: dict[str, Any], apikey: str | N
         raise
 
 
-ChatEventsWrapper = Callable[[AsyncGenerator[bytes], str, int], AsyncIterator[bytes]]
+ChatEventsWrapper = Callable[[AsyncIterator[bytes], str, int], AsyncIterator[bytes]]
 """Rewrites a chat completion's event stream (its bytes, the native request id, ``created``) into another wire
 format's; chat.responses uses one for ``POST /v1/responses``."""
 
@@ -95,7 +96,7 @@ CompletionRenderer = Callable[[dict[str, Any], str, int], Any]
 
 
 @csrf_exempt
-async def chat_completions(request: HttpRequest) -> HttpResponse:
+async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     """Serve one chat completion, streamed or not (OpenAI's ``POST /v1/chat/completions``).
 
     Every refusal before the stream's headers is OpenAI's JSON error with its status, ``Retry-After`` and
@@ -119,7 +120,7 @@ async def serve_chat(
     render: CompletionRenderer | None = None,
     wrap_events: ChatEventsWrapper | None = None,
     on_error: Callable[[OpenAIError], OpenAIError] | None = None,
-) -> HttpResponse:
+) -> HttpResponseBase:
     """Submit a validated chat request, wait or stream, and answer: the one path every wire format shares.
 
     ``render`` rewrites the completion of a non-streamed request, ``wrap_events`` the event stream of a streamed one
@@ -163,7 +164,7 @@ async def serve_chat(
     try:
         first_status = await waiter.first_read()
         if chat_request.is_stream:
-            events: AsyncGenerator[bytes]
+            events: AsyncIterator[bytes]
             if stream_progress:
                 events = relayed_stream(chat_request, waiter, first_status, created, finish, runtime)
             else:
@@ -185,7 +186,7 @@ async def serve_chat(
 
 
 @csrf_exempt
-async def responses(request: HttpRequest) -> HttpResponse:
+async def responses(request: HttpRequest) -> HttpResponseBase:
     """Serve one response, streamed or not (OpenAI's ``POST /v1/responses``, stateless; chat.responses).
 
     The body becomes a chat completions request (same screening rules, native payload, waiter, cancels and
@@ -203,7 +204,7 @@ async def responses(request: HttpRequest) -> HttpResponse:
     def render(completion: dict[str, Any], request_id: str, created: int) -> dict[str, Any]:
         return build_response(responses_request, completion, request_id, created, int(time.time()))
 
-    def wrap_events(events: AsyncGenerator[bytes], request_id: str, created: int) -> AsyncIterator[bytes]:
+    def wrap_events(events: AsyncIterator[bytes], request_id: str, created: int) -> AsyncIterator[bytes]:
         writer = ResponseEventWriter(responses_request, request_id, created, responses_request.model)
         return response_events(writer, events, sources, time.time)
 

@@ -56,7 +56,8 @@ def run_client(stack: LiveStack, scenario: str) -> dict[str, Any]:
 def native_generation(stack: LiveStack, response_id: str) -> dict[str, Any]:
     request_id = response_id.removeprefix("resp_")
     status = httpx.get(f"{stack.horde_url}/v2/generate/chat/status/{request_id}", timeout=5).json()
-    return status["generations"][0]
+    generation: dict[str, Any] = status["generations"][0]
+    return generation
 
 
 def test_generate_text(stack: LiveStack) -> None:

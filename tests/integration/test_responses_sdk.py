@@ -13,6 +13,7 @@ import agents
 import httpx
 import openai
 import pytest
+from openai.types.responses import FunctionToolParam
 from pydantic import BaseModel
 
 from tests.conftest import LiveStack
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.integration
 TEXT_MODEL = "devhorde/tiny-1b"
 REASONING_MODEL = "devhorde/reasoner-8b"
 TOOL_MODEL = "devhorde/toolsmith-7b"
-WEATHER_TOOL: dict[str, Any] = {
+WEATHER_TOOL: FunctionToolParam = {
     "type": "function",
     "name": "get_weather",
     "description": "The weather in a city.",
@@ -57,7 +58,8 @@ def native_generation(stack: LiveStack, response_id: str) -> dict[str, Any]:
     """The finished generation of the native request behind a response, from the devhorde's status route."""
     request_id = response_id.removeprefix("resp_")
     status = httpx.get(f"{stack.horde_url}/v2/generate/chat/status/{request_id}", timeout=5).json()
-    return status["generations"][0]
+    generation: dict[str, Any] = status["generations"][0]
+    return generation
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -77,7 +79,7 @@ def test_create_text(stack: LiveStack) -> None:
     assert response.usage is not None
     assert response.usage.output_tokens == generation["completion_tokens"]
     assert response.usage.input_tokens == generation["prompt_tokens"]
-    assert response.store is False
+    assert response.to_dict()["store"] is False  # an extra key to the SDK: OpenAI sends it too
     native = native_request(stack, response.id)
     assert native["apikey"] == "responses-key-1"
     assert native["payload"]["messages"] == [
@@ -320,10 +322,12 @@ async def test_agents_sdk_runs_a_tool_and_answers(stack: LiveStack, streamed: bo
         return f"sunny in {city}"
 
     agent = agents.Agent(name="weather", instructions="Be brief.", model=TOOL_MODEL, tools=[get_weather])
+    result: agents.RunResult | agents.RunResultStreaming
     if streamed:
-        result = agents.Runner.run_streamed(agent, "What is the weather in Paris?", run_config=run_config)
-        kinds = [event.type async for event in result.stream_events()]
+        streaming = agents.Runner.run_streamed(agent, "What is the weather in Paris?", run_config=run_config)
+        kinds = [event.type async for event in streaming.stream_events()]
         assert "raw_response_event" in kinds
+        result = streaming
     else:
         result = await agents.Runner.run(agent, "What is the weather in Paris?", run_config=run_config)
     assert calls == ["Paris"]

@@ -64,7 +64,8 @@ def refusal(body: dict[str, Any]) -> dict[str, Any]:
     with pytest.raises(OpenAIError) as caught:
         read(body)
     assert caught.value.status == 400
-    return caught.value.envelope()["error"]
+    error: dict[str, Any] = caught.value.envelope()["error"]
+    return error
 
 
 def status(message: dict[str, Any], **generation: Any) -> NativeStatus:
