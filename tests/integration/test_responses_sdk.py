@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from typing import Any
 
 import agents
@@ -337,3 +338,55 @@ async def test_agents_sdk_runs_a_tool_and_answers(stack: LiveStack, streamed: bo
         "ToolCallOutputItem",
         "MessageOutputItem",
     ]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Cancels
+
+
+STUCK_WORKER: dict[str, Any] = {
+    "name": "stuck-r1",
+    "model": "responses/stuck-2b",
+    "features": ["prompt_overflow_refused"],
+    "threads": 1,
+    "time_to_first_token_seconds": 600,
+    "tokens_per_second": 1,
+    "post_interval_seconds": 1,
+}
+"""A worker that takes a job and never posts, so a request stays processing until it is cancelled."""
+
+CANCEL_WAIT_SECONDS = 15.0
+"""How long the test waits for the front's cancel to reach the devhorde (it is sent at once; this is the margin)."""
+
+
+def cancelled_request(stack: LiveStack, marker: str) -> dict[str, Any] | None:
+    """The native request whose input carries ``marker`` once it is processing, or None."""
+    for entry in stack.native_requests():
+        if marker in json.dumps(entry["payload"]["messages"]):
+            return entry
+    return None
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_client_that_leaves_gets_its_request_cancelled(stack: LiveStack, stream: bool) -> None:
+    """A client that closes the connection while its response waits (streamed: after ``response.created``;
+    non-streamed: on its read timeout) leaves a request the front cancels at the Horde."""
+    scenario = copy.deepcopy(stack.default_scenario)  # type: ignore[attr-defined]
+    scenario["workers"].append(STUCK_WORKER)
+    stack.put_scenario(scenario)
+    marker = f"leave-{'stream' if stream else 'wait'}"
+    body = {"model": "responses/stuck-2b", "input": f"Hi [{marker}]", "stream": stream}
+    if stream:
+        with httpx.stream("POST", f"{stack.openai_base_url}/responses", json=body, timeout=30) as response:
+            assert response.status_code == 200
+            first = next(response.iter_lines())
+            assert first == "event: response.created"
+    else:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(f"{stack.openai_base_url}/responses", json=body, timeout=httpx.Timeout(30, read=2))
+    deadline = time.monotonic() + CANCEL_WAIT_SECONDS
+    entry = cancelled_request(stack, marker)
+    while not (entry and entry["cancelled"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        entry = cancelled_request(stack, marker)
+    assert entry is not None and entry["cancelled"] and entry["state"] == "cancelled"
