@@ -94,7 +94,7 @@ CHAT_TO_RESPONSES_PARAMS: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
     (re.compile(r"^reasoning_effort"), "reasoning.effort"),
     (re.compile(r"^tools\[(\d+)\]\.function"), r"tools[\1]"),
     (re.compile(r"^tool_choice\.function"), "tool_choice"),
-    (re.compile(r"^models?\b"), "model"),
+    (re.compile(r"^models?(?:\[\d+\])?"), "model"),
 )
 """Chat completions params and the Responses params they stand for (the rest keep their name)."""
 

@@ -659,3 +659,40 @@ def test_keepalives_pass_through_and_a_stream_error_is_one_error_event() -> None
         "param": "max_output_tokens",
         "metadata": {"retry_after": 30},
     }
+
+
+@pytest.mark.parametrize(
+    ("chat_param", "responses_path"),
+    [
+        ("messages[0].content", "instructions"),
+        ("messages.[1].role", "input[0]"),
+        ("messages", "input"),
+        ("max_completion_tokens", "max_output_tokens"),
+        ("max_tokens", "max_output_tokens"),
+        ("response_format.json_schema.schema", "text.format.schema"),
+        ("reasoning_effort", "reasoning.effort"),
+        ("tools[2].function.parameters", "tools[2].parameters"),
+        ("tool_choice.function.name", "tool_choice.name"),
+        ("models[0]", "model"),
+        ("horde.max_context_length", "horde.max_context_length"),
+        (None, None),
+    ],
+)
+def test_chat_params_map_back_to_responses_paths(chat_param: str | None, responses_path: str | None) -> None:
+    """An error of the shared chat path (validation, the waiter's limit gaps, the Horde's refusals) names the
+    Responses field the client sent."""
+    from chat.responses import responses_param
+
+    _, _, sources = read({"model": "org/m", "instructions": "Be brief.", "input": [{"role": "user", "content": "Hi"}]})
+    assert sources == ["instructions", "input[0]"]
+    assert responses_param(chat_param, sources) == responses_path
+
+
+@pytest.mark.asyncio
+async def test_other_methods_are_405_in_the_openai_envelope() -> None:
+    from django.test import AsyncClient
+
+    response = await AsyncClient().get("/v1/responses")
+    assert response.status_code == 405
+    assert response["Allow"] == "POST"
+    assert json.loads(response.content)["error"]["message"] == "Method not allowed. Use POST."
