@@ -27,7 +27,7 @@ from chat.responses import (
     read_responses_request,
     response_events,
 )
-from chat.runtime import get_runtime
+from chat.runtime import FrontRuntime, get_runtime
 from chat.schema import ChatCompletionRequest
 from chat.screening import read_chat_request
 from chat.streaming import SSE_HEADERS, ChatEventStream, buffered_stream
@@ -67,7 +67,7 @@ def method_not_allowed(allowed: str) -> HttpResponse:
     ).to_response()
 
 
-async def submit_shielded(runtime: Any, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
+async def submit_shielded(runtime: FrontRuntime, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
     """Submit, so that a client disconnecting meanwhile still gets the request cancelled once the Horde answers.
 
     The submit runs as its own task; when the view is cancelled while it runs, the request it creates is handed to
