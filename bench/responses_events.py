@@ -26,8 +26,8 @@ import django
 
 django.setup()
 
-from chat.responses import ResponseEventWriter, read_responses_request, response_events
-from chat.streaming import DONE_EVENT, sse_event
+from chat.responses import ResponseEventWriter, read_responses_request, response_events  # noqa: E402
+from chat.streaming import DONE_EVENT, sse_event  # noqa: E402
 
 
 def chat_chunks(deltas: int) -> list[dict[str, Any]]:

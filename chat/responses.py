@@ -138,7 +138,9 @@ def find_stateful_refusal(body: Mapping[str, Any]) -> OpenAIError | None:
     if include is not None and not isinstance(include, list):
         return OpenAIError(
             status=400,
-            message=f"Invalid type for 'include': expected an array of strings, but got {json_type_name(include)} instead.",
+            message=(
+                f"Invalid type for 'include': expected an array of strings, but got {json_type_name(include)} instead."
+            ),
             code=errors.BAD_REQUEST,
             param="include",
         )
@@ -293,7 +295,8 @@ def chat_body(request: ResponsesRequest) -> tuple[dict[str, Any], list[str]]:
 def responses_param(param: str | None, sources: list[str]) -> str | None:
     """A chat completions ``param`` as the Responses request's path: ``messages[3].content`` is the item that
     message came from (``input[2]``, ``instructions``), ``response_format`` is ``text.format``,
-    ``max_completion_tokens`` is ``max_output_tokens``, ``tools[0].function.name`` is ``tools[0].name``."""
+    ``max_completion_tokens`` is ``max_output_tokens``, ``tools[0].function.name`` is ``tools[0].name``.
+    """
     if param is None:
         return None
     message = _MESSAGE_PARAM.match(param)
@@ -380,7 +383,8 @@ def _echoed_settings(request: ResponsesRequest) -> dict[str, Any]:
 
 def response_shell(request: ResponsesRequest, request_id: str, model: str, created_at: int) -> dict[str, Any]:
     """The ``response`` of the ``response.created`` and ``response.in_progress`` events: ``in_progress``, no output,
-    no usage."""
+    no usage.
+    """
     return {
         "id": response_id(request_id),
         "object": "response",
@@ -406,7 +410,8 @@ INCOMPLETE_REASONS: Final[Mapping[str, str]] = {
 def output_items(completion: Mapping[str, Any], request_id: str) -> list[dict[str, Any]]:
     """The ``output`` of a completion, in order: the ``reasoning`` item when the message has ``reasoning_content``;
     the ``message`` item when the reply has text, or has neither calls nor reasoning (an empty reply); one
-    ``function_call`` item per tool call. A message item is ``incomplete`` when the reply stopped at the limit."""
+    ``function_call`` item per tool call. A message item is ``incomplete`` when the reply stopped at the limit.
+    """
     choice = completion["choices"][0]
     message = choice["message"]
     incomplete = choice.get("finish_reason") in INCOMPLETE_REASONS
@@ -450,7 +455,8 @@ def output_items(completion: Mapping[str, Any], request_id: str) -> list[dict[st
 
 def response_usage(usage: Mapping[str, Any]) -> dict[str, Any]:
     """A chat ``usage`` in the Responses shape: ``input_tokens`` (prompt), ``output_tokens`` (completion),
-    ``output_tokens_details.reasoning_tokens`` (0 without a count), ``total_tokens``; no cached tokens."""
+    ``output_tokens_details.reasoning_tokens`` (0 without a count), ``total_tokens``; no cached tokens.
+    """
     details = usage.get("completion_tokens_details") or {}
     return {
         "input_tokens": usage["prompt_tokens"],
@@ -675,7 +681,8 @@ class ResponseEventWriter:
     def chunk(self, chunk: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The events of one ``chat.completion.chunk``: reasoning and text deltas open their item when it is not
         open yet and send ``response.reasoning_summary_text.delta`` / ``response.output_text.delta``; tool calls
-        close the open item; the finish chunk and the usage chunk are kept for :meth:`finish`."""
+        close the open item; the finish chunk and the usage chunk are kept for :meth:`finish`.
+        """
         if isinstance(chunk.get("model"), str):
             self.model = chunk["model"]
         if chunk.get("usage") is not None:
@@ -745,7 +752,8 @@ class ResponseEventWriter:
     def finish(self, completed_at: int) -> list[dict[str, Any]]:
         """The events after the last chunk: the open item closed with its final status, the function calls and any
         item not streamed yet (whole), then ``response.completed``, or ``response.incomplete`` when the reply
-        stopped at the limit, with the whole response."""
+        stopped at the limit, with the whole response.
+        """
         response = build_response(self.request, self.completion(), self.request_id, self.created_at, completed_at)
         final = {item["id"]: item for item in response["output"]}
         events = self._close_open(final)
@@ -768,7 +776,8 @@ class ResponseEventWriter:
 
     def error(self, envelope: Mapping[str, Any]) -> dict[str, Any]:
         """The ``error`` event of a stream error (``{"error": {...}}``): ``code``, ``message``, ``param`` and the
-        error's ``metadata`` when it has some."""
+        error's ``metadata`` when it has some.
+        """
         body = envelope.get("error") or {}
         event = self._event("error", code=body.get("code"), message=body.get("message"), param=body.get("param"))
         if body.get("metadata"):

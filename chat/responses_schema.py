@@ -31,9 +31,9 @@ from chat.response_schema import HordeExtras
 from chat.schema import (
     INVALID_JSON_TYPE_ERROR,
     INVALID_TAG_ERROR,
-    TOOL_CHOICE_MODES,
     HordeOptions,
     JsonSchemaObject,
+    ToolChoiceMode,
     openai_value_list,
 )
 
@@ -85,7 +85,8 @@ def _by_json_type(expected: str) -> Discriminator:
 
 def _by_type(values: tuple[str, ...], *, default: str | None = None) -> Discriminator:
     """Choose a union member by the object's ``type``; ``default`` is the type of an object without one (an input
-    message may leave out ``type: message``)."""
+    message may leave out ``type: message``).
+    """
 
     def discriminate(value: Any) -> str | None:
         if isinstance(value, dict):
@@ -257,7 +258,8 @@ Input = Annotated[
 
 class FunctionTool(_Strict):
     """A function the model may call. Built-in tools (``web_search``, ``file_search``, ``code_interpreter``, ...)
-    are refused: they run on OpenAI's servers."""
+    are refused: they run on OpenAI's servers.
+    """
 
     type: Literal["function"]
     """Always ``function``."""
@@ -286,7 +288,7 @@ class FunctionToolChoice(_Strict):
 
 
 ToolChoice = Annotated[
-    Annotated[Literal[TOOL_CHOICE_MODES], Tag("<string>")] | Annotated[FunctionToolChoice, Tag("<object>")],
+    Annotated[ToolChoiceMode, Tag("<string>")] | Annotated[FunctionToolChoice, Tag("<object>")],
     _by_json_type("one of a string or object"),
 ]
 """``none``, ``auto``, ``required`` or ``{"type": "function", "name"}``."""

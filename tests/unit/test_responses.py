@@ -251,16 +251,16 @@ def test_a_stream_asks_for_the_usage_chunk() -> None:
             {"include": ["reasoning.encrypted_content"]},
             "include[0]",
             (
-                "Unsupported value: 'include' does not support 'reasoning.encrypted_content' on the AI Horde: the front "
-                "stores no responses and runs no built-in tools, so it has no extra output data to include."
+                "Unsupported value: 'include' does not support 'reasoning.encrypted_content' on the AI Horde: the "
+                "front stores no responses and runs no built-in tools, so it has no extra output data to include."
             ),
         ),
         (
             {"tools": [WEATHER_TOOL, {"type": "web_search"}]},
             "tools[1].type",
             (
-                "Invalid value: 'web_search'. Supported values are: 'function'. Built-in tools run on OpenAI's servers; "
-                "the AI Horde serves function tools only."
+                "Invalid value: 'web_search'. Supported values are: 'function'. Built-in tools run on OpenAI's "
+                "servers; the AI Horde serves function tools only."
             ),
         ),
         ({"top_k": 5}, "top_k", "Unrecognized request argument supplied: top_k"),
