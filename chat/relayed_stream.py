@@ -178,7 +178,13 @@ class DeltaRelay:
         self.relayed_text = self.relayed_reasoning = ""
         self.pacer = self._new_pacer()  # the window is estimated from the pinned attempt's posts only
         model = entry.model or self.request.requested_models[0]
-        self.factory = ChunkFactory(self.request_id, self.created, model, build_system_fingerprint(entry.worker, model))
+        self.factory = ChunkFactory(
+            self.request_id,
+            self.created,
+            model,
+            build_system_fingerprint(entry.worker, model),
+            include_usage=self.request.include_usage,
+        )
 
     def _unpin(self) -> None:
         self.pinned_gen = None
