@@ -171,9 +171,19 @@ def no_eligible_worker(message: str, *, metadata: dict[str, Any] | None = None) 
     )
 
 
-def horde_unavailable(detail: str) -> OpenAIError:
-    """502 ``HordeUnavailable``: the Horde could not be reached or answered outside its contract."""
-    return OpenAIError(status=502, message=f"The Horde could not be reached: {detail}", code=HORDE_UNAVAILABLE)
+def horde_unavailable(detail: str, *, reached: bool = False, request_id: str | None = None) -> OpenAIError:
+    """502 ``HordeUnavailable``: the Horde could not be reached, or answered a 5xx or outside its contract.
+
+    The message says "could not be reached" only when it was not reached: ``The Horde could not be reached
+    (ConnectError: ...).``; otherwise what it answered: ``The Horde answered HTTP 502 Bad Gateway without an error
+    code.`` (``detail`` is worded to follow "The Horde answered"). With ``request_id`` (a submitted request, which the
+    front cancels) it ends with "The request was cancelled." and ``metadata.request_id`` names it.
+    """
+    message = f"The Horde answered {detail}." if reached else f"The Horde could not be reached ({detail})."
+    if request_id is not None:
+        message += " The request was cancelled."
+    metadata = {"request_id": request_id} if request_id is not None else None
+    return OpenAIError(status=502, message=message, code=HORDE_UNAVAILABLE, metadata=metadata)
 
 
 def kudos_cap_error(message: str, rc: str = CHAT_KUDOS_CAP_EXCEEDED) -> OpenAIError:
@@ -218,6 +228,26 @@ model.`` (reference: Model selection)."""
 
 UNKNOWN_MODEL: Final = "UnknownModel"
 """The native rc of a ``models`` entry that is not a known text model."""
+
+UNKNOWN_MODEL_MESSAGE: Final[str] = (
+    "The model '{model}'{at} is not a known text model. GET /v1/models lists the served ones."
+)
+"""The front's ``UnknownModel`` message, naming the id the client sent: ``{at}`` is empty for ``model`` and
+`` at models[1]`` for an entry of ``models``."""
+
+_MODELS_ENTRY_PATTERN: Final[re.Pattern[str]] = re.compile(r"^models\[(?P<index>\d+)\]$")
+
+
+def _requested_model(request: Any, native_path: str | None) -> str | None:
+    """The model id at ``native_path`` (``models[<i>]``, as the Horde names it) of the request, or None."""
+    match = _MODELS_ENTRY_PATTERN.match(native_path or "")
+    models = getattr(request, "requested_models", None)
+    if match is None or not isinstance(models, list):
+        return None
+    index = int(match["index"])
+    return models[index] if index < len(models) and isinstance(models[index], str) else None
+
+
 MODEL_NOT_FOUND: Final = "model_not_found"
 """OpenAI's 404 code for ``GET /v1/models/{model}`` of a model the model list does not hold."""
 
@@ -270,7 +300,7 @@ def error_from_refusal(refusal: Any, *, requested_model_key: str | None = None, 
     if status == 429:
         return OpenAIError(status=429, message=message, code=rc or RATE_LIMIT_EXCEEDED, retry_after=retry_after)
     if status >= 500 and rc != "MaintenanceMode":
-        return horde_unavailable(f"{status} {rc}: {message}")
+        return horde_unavailable(f"HTTP {status} {rc or 'without an error code'}: {message}", reached=True)
     if status == 400 and rc is None:
         errors = body.get("errors") if isinstance(body.get("errors"), dict) else {}
         first = next(iter(errors), None)
@@ -279,7 +309,10 @@ def error_from_refusal(refusal: Any, *, requested_model_key: str | None = None, 
     if rc == UNKNOWN_MODEL:
         match = NATIVE_REQUEST_PATH_PATTERN.match(message)
         param = "model" if requested_model_key == "model" else (match["path"] if match else None)
-        if match and param != match["path"]:
+        model_id = _requested_model(request, match["path"] if match else None)
+        if model_id is not None:
+            message = UNKNOWN_MODEL_MESSAGE.format(model=model_id, at="" if param == "model" else f" at {param}")
+        elif match and param != match["path"]:
             # The client sent `model`, which the front forwards as `models[0]`: name the key the client sent.
             message = f"'{param}'" + message[match.end() :]
         return OpenAIError(status=status, message=message, code=rc, param=param, retry_after=retry_after)

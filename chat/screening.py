@@ -4,8 +4,9 @@ selection, Value and contract validation, Message roles, Refused parameter log l
 :func:`read_chat_request` is the one entry point: bytes in, a validated :class:`chat.schema.ChatCompletionRequest`
 out, or :class:`chat.errors.OpenAIError` raised with OpenAI's envelope (always a 400). The steps, in order:
 
-1. :func:`parse_json_body`: a body that is not JSON, not an object, or holds NaN, Infinity or -Infinity (or a number
-   too large for a double, or a lone UTF-16 surrogate) is 400 ``BadRequest`` with OpenAI's not-JSON message.
+1. :func:`parse_json_body`: a body that is not JSON, or holds NaN, Infinity or -Infinity (or a number too large for a
+   double, or a lone UTF-16 surrogate) is 400 ``BadRequest`` with OpenAI's not-JSON sentence; valid JSON that is not
+   an object is 400 ``BadRequest`` saying the body must be a JSON object.
 2. :func:`find_refused_parameter`: unknown top-level keys, non-default values of :data:`DEFAULT_NO_OP_PARAMETERS`,
    unsupported roles, ``tool_calls`` on a message other than an assistant message, and unsupported content part
    types are 400 ``UnsupportedChatParameter`` at their path.
@@ -58,10 +59,15 @@ from chat.schema import (
 
 NOT_JSON_MESSAGE: Final[str] = (
     "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library "
-    "correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON. If you have trouble "
-    "figuring out how to fix this, please contact us through our help center at help.openai.com.)"
+    "correctly. This API expects a JSON object as the body of POST /v1/chat/completions, but what was sent was not "
+    "valid JSON. NaN, Infinity, numbers too large for a double and lone UTF-16 surrogates are not accepted either.)"
 )
-"""OpenAI's own message for a body that is not JSON (openai-errors.md)."""
+"""The message of a body that is not JSON: OpenAI's first sentence (openai-errors.md), then a hint that fits this
+front (OpenAI's own hint sends people to OpenAI's help center)."""
+
+NOT_AN_OBJECT_MESSAGE: Final[str] = "The request body must be a JSON object, but got {got} instead."
+"""The message of a body that is valid JSON but not an object (``[...]``, ``null``, ``5``); ``{got}`` is OpenAI's
+name of its JSON type (:func:`json_type_name`), such as ``an array``."""
 
 REFUSED_PARAMETER_LOG_LENGTH: Final[int] = 64
 """The most characters of a refused path written to the "Refused parameter log line", before its repr."""
@@ -299,13 +305,17 @@ def parse_json_body(raw: bytes) -> dict[str, Any]:
     (``"\\ud800"``, which no UTF-8 text can carry on to the Horde) are refused like any invalid JSON.
 
     Raises:
-        OpenAIError: 400 ``BadRequest`` with OpenAI's not-JSON message and param null.
+        OpenAIError: 400 ``BadRequest``, param null: :data:`NOT_JSON_MESSAGE` for a body that is not JSON,
+            :data:`NOT_AN_OBJECT_MESSAGE` for valid JSON that is not an object.
     """
     try:
         body = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
     except (ValueError, UnicodeDecodeError, RecursionError):
         raise OpenAIError(status=400, message=NOT_JSON_MESSAGE, code=errors.BAD_REQUEST) from None
-    if not isinstance(body, dict) or (_SURROGATE_ESCAPE.search(raw) and _holds_lone_surrogate(body)):
+    if not isinstance(body, dict):
+        message = NOT_AN_OBJECT_MESSAGE.format(got=json_type_name(body))
+        raise OpenAIError(status=400, message=message, code=errors.BAD_REQUEST)
+    if _SURROGATE_ESCAPE.search(raw) and _holds_lone_surrogate(body):
         raise OpenAIError(status=400, message=NOT_JSON_MESSAGE, code=errors.BAD_REQUEST)
     return body
 

@@ -103,7 +103,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     except HordeRefusal as refusal:
         return (await submit_refusal_error(runtime.horde, refusal, chat_request)).to_response()
     except HordeUnreachable as exc:
-        return errors.horde_unavailable(str(exc)).to_response()
+        return errors.horde_unavailable(exc.detail, reached=exc.reached).to_response()
     submitted_at = time.time()
 
     settings = runtime.settings

@@ -56,10 +56,11 @@ from chat.screening import (
 
 NOT_JSON = (
     "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library "
-    "correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON. If you have trouble "
-    "figuring out how to fix this, please contact us through our help center at help.openai.com.)"
+    "correctly. This API expects a JSON object as the body of POST /v1/chat/completions, but what was sent was not "
+    "valid JSON. NaN, Infinity, numbers too large for a double and lone UTF-16 surrogates are not accepted either.)"
 )
-"""OpenAI's message, written out here so the test does not read it from the code under test."""
+"""OpenAI's first sentence and the front's own hint, written out here so the test does not read it from the code
+under test."""
 
 ROLES = "'system', 'developer', 'user', 'assistant', and 'tool'"
 USER = {"role": "user", "content": "Hi"}
@@ -109,16 +110,37 @@ def log_lines() -> Iterator[list[Any]]:
         pytest.param(b'{"model": "m", "messages": [], "top_k": NaN}', id="NaN-before-screening"),
         pytest.param(b'{"model": "m", "messages": [{"role": "user", "content": "\\ud800"}]}', id="lone-surrogate"),
         pytest.param(b'{"model": "\xff"}', id="not-utf8"),
-        pytest.param(b"[]", id="array"),
-        pytest.param(b'"hello"', id="string"),
-        pytest.param(b"null", id="null"),
-        pytest.param(b"42", id="number"),
         pytest.param(b"[" * 100_000 + b"]" * 100_000, id="nested-past-recursion-limit"),
     ],
 )
-def test_body_that_is_not_a_json_object_is_bad_request(raw: bytes) -> None:
+def test_body_that_is_not_json_is_bad_request(raw: bytes) -> None:
     """ref: request-keys.3"""
     assert outcome(refusal(raw)) == (400, "invalid_request_error", "BadRequest", None, NOT_JSON)
+
+
+@pytest.mark.parametrize(
+    ("raw", "got"),
+    [
+        pytest.param(b"[]", "an array", id="array"),
+        pytest.param(b'[{"model": "m"}]', "an array", id="array-of-objects"),
+        pytest.param(b'"hello"', "a string", id="string"),
+        pytest.param(b"null", "null", id="null"),
+        pytest.param(b"42", "an integer", id="integer"),
+        pytest.param(b"4.5", "a decimal", id="decimal"),
+        pytest.param(b"true", "a boolean", id="boolean"),
+    ],
+)
+def test_valid_json_that_is_not_an_object_says_the_body_must_be_an_object(raw: bytes, got: str) -> None:
+    """Valid JSON is not refused as unparseable: the message says the body must be a JSON object and names what came.
+
+    ref: request-keys.3"""
+    assert outcome(refusal(raw)) == (
+        400,
+        "invalid_request_error",
+        "BadRequest",
+        None,
+        f"The request body must be a JSON object, but got {got} instead.",
+    )
 
 
 def test_escaped_surrogate_pair_is_json() -> None:
