@@ -400,6 +400,7 @@ def test_request_schema_lists_the_no_op_parameters_at_their_defaults(document: d
     expected = {key: parameter for key, parameter in DEFAULT_NO_OP_PARAMETERS.items() if key not in fields}
     assert sorted(expected) == [
         "audio",
+        "logit_bias",
         "logprobs",
         "modalities",
         "prediction",
@@ -416,6 +417,9 @@ def test_request_schema_lists_the_no_op_parameters_at_their_defaults(document: d
     }
     assert properties["modalities"]["anyOf"] == [{"const": ["text"]}, {"type": "null"}]
     assert properties["audio"] == {"type": "null", "description": DEFAULT_NO_OP_PARAMETERS["audio"].description}
+    assert properties["logit_bias"]["anyOf"] == [{"const": {}}, {"type": "null"}]
+    assert "A deliberate deviation from the reference" in properties["logit_bias"]["description"]
+    assert "sends {} by default" in properties["logit_bias"]["description"]
     for key, parameter in expected.items():
         assert properties[key] == dict(NO_OP_PARAMETER_SCHEMAS[key])
         assert properties[key]["description"] == plain_description(parameter.description)
