@@ -110,7 +110,7 @@ def build_native_payload(request: ChatCompletionRequest, *, stream_progress: boo
     """
     body = request.model_dump(exclude_none=True, by_alias=True)
     payload: dict[str, Any] = {
-        "messages": body["messages"],
+        "messages": [native_message(message) for message in body["messages"]],
         "models": request.requested_models,
     }
     params: dict[str, Any] = {}
@@ -136,6 +136,16 @@ def build_native_payload(request: ChatCompletionRequest, *, stream_progress: boo
     if stream_progress:
         payload["stream"] = True
     return payload
+
+
+def native_message(message: dict[str, Any]) -> dict[str, Any]:
+    """A validated message as the native route takes it: an assistant's ``refusal`` content part becomes a text part
+    with the refusal's text (the native route takes ``text`` and ``image_url`` parts), so it stays that turn's text."""
+    content = message.get("content")
+    if message.get("role") != "assistant" or not isinstance(content, list):
+        return message
+    parts = [{"type": "text", "text": part["refusal"]} if part.get("type") == "refusal" else part for part in content]
+    return {**message, "content": parts}
 
 
 def relays_deltas(request: ChatCompletionRequest) -> bool:
@@ -177,11 +187,13 @@ def estimate_tokens(text: str) -> int:
 
 
 def _content_text(content: Any) -> str:
-    """The text of a request message's content: the string, or its text parts joined (image parts count none)."""
+    """The text of a request message's content: the string, or its text and refusal parts joined (image parts count
+    none)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(text for part in content if isinstance(text := getattr(part, "text", None), str))
+        texts = (getattr(part, "text", None) or getattr(part, "refusal", None) for part in content)
+        return "".join(text for text in texts if isinstance(text, str))
     return ""
 
 

@@ -46,6 +46,7 @@ from chat import errors
 from chat.contract import find_chat_rule_violation
 from chat.errors import OpenAIError
 from chat.schema import (
+    ASSISTANT_CONTENT_PART_TYPES,
     INVALID_JSON_TYPE_ERROR,
     INVALID_TAG_ERROR,
     MESSAGE_ROLES,
@@ -227,13 +228,16 @@ on a tool message and the fields the OpenAI SDK adds to a replayed reply (``refu
 ``function_call``, ``parsed``)."""
 
 SUPPORTED_CONTENT_PART_TYPES: Final[Mapping[str, tuple[str, ...]]] = {
-    role: USER_CONTENT_PART_TYPES if role == "user" else ("text",) for role in MESSAGE_ROLES
+    role: {"user": USER_CONTENT_PART_TYPES, "assistant": ASSISTANT_CONTENT_PART_TYPES}.get(role, ("text",))
+    for role in MESSAGE_ROLES
 }
-"""The content part types each role takes: ``text`` and ``image_url`` in a user message, ``text`` elsewhere."""
+"""The content part types each role takes: ``text`` and ``image_url`` in a user message, ``text`` and ``refusal`` in
+an assistant message, ``text`` elsewhere."""
 
 CONTENT_PART_KEYS: Final[Mapping[str, frozenset[str]]] = {
     "text": frozenset({"type", "text"}),
     "image_url": frozenset({"type", "image_url"}),
+    "refusal": frozenset({"type", "refusal"}),
 }
 """The keys a content part retains, by type."""
 

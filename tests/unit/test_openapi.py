@@ -295,6 +295,7 @@ def test_key_dropping_objects_allow_other_keys_and_the_rest_refuse_them(document
         "ToolMessage",
         "TextContentPart",
         "ImageContentPart",
+        "RefusalContentPart",
         "ImageUrl",
         "ToolCall",
         "FunctionCall",
@@ -327,6 +328,7 @@ def body_with_unknown_key(where: str) -> tuple[dict[str, Any], str]:
         "ImageContentPart": "messages[0].content[1]",
         "ImageUrl": "messages[0].content[1].image_url",
         "AssistantMessage": "messages[1]",
+        "RefusalContentPart": "messages[1].content[0]",
         "ToolCall": "messages[1].tool_calls[0]",
         "FunctionCall": "messages[1].tool_calls[0].function",
         "ToolMessage": "messages[2]",
@@ -348,6 +350,11 @@ def body_with_unknown_key(where: str) -> tuple[dict[str, Any], str]:
         body["messages"][0]["content"] = [
             {"type": "text", "text": "What is this?"},
             {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+        ]
+    if where == "RefusalContentPart":
+        body["messages"] += [
+            {"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't."}]},
+            {"role": "user", "content": "Why?"},
         ]
     if where in {"AssistantMessage", "ToolCall", "FunctionCall", "ToolMessage"}:
         body["messages"] += [
