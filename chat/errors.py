@@ -43,6 +43,8 @@ CHAT_REQUEST_FAULTED: Final = "ChatRequestFaulted"
 CHAT_REQUEST_NO_GENERATION: Final = "ChatRequestNoGeneration"
 CHAT_STREAM_DIVERGED: Final = "ChatStreamDiverged"
 HORDE_UNAVAILABLE: Final = "HordeUnavailable"
+FRONT_SHUTTING_DOWN: Final = "FrontShuttingDown"
+"""503 of a request the front ended because its process is stopping (SIGTERM); the request was cancelled."""
 MAX_KUDOS_EXCEEDED: Final = "max_kudos_exceeded"
 CHAT_KUDOS_CAP_EXCEEDED: Final = "ChatKudosCapExceeded"
 """The native rc of a submit refused because its kudos estimate exceeds ``max_kudos`` (reference: Kudos cap)."""
@@ -168,6 +170,29 @@ def no_eligible_worker(message: str, *, metadata: dict[str, Any] | None = None) 
         metadata=metadata,
         retry_after=NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS,
         should_retry=False,
+    )
+
+
+FRONT_SHUTDOWN_RETRY_AFTER_SECONDS: Final = 5
+"""``Retry-After`` of ``FrontShuttingDown``: a restarted front, or another process behind the same address, serves
+again within seconds."""
+
+FRONT_SHUTTING_DOWN_MESSAGE: Final = (
+    "The front is restarting, so it stopped waiting for this request and cancelled it at the Horde. "
+    "Retry in a few seconds."
+)
+
+
+def front_shutting_down(request_id: str | None) -> OpenAIError:
+    """503 ``FrontShuttingDown`` (``api_error``) with ``Retry-After: 5``: the front's process is stopping. The request
+    (``metadata.request_id`` when the Horde had created it) is cancelled at the Horde. No ``x-should-retry``: the
+    SDKs' default retries a 503 after ``Retry-After``. Mid-stream it is the SSE error event before ``data: [DONE]``."""
+    return OpenAIError(
+        status=503,
+        message=FRONT_SHUTTING_DOWN_MESSAGE,
+        code=FRONT_SHUTTING_DOWN,
+        metadata={"request_id": request_id} if request_id is not None else None,
+        retry_after=FRONT_SHUTDOWN_RETRY_AFTER_SECONDS,
     )
 
 

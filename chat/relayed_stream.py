@@ -62,7 +62,7 @@ from chat.mapping import (
 from chat.pacing import CONTENT, DeltaPacer, Piece
 from chat.relay import DeltaEntry
 from chat.schema import ChatCompletionRequest
-from chat.streaming import DONE_EVENT, KEEPALIVE_COMMENT, sse_event
+from chat.streaming import DONE_EVENT, KEEPALIVE_COMMENT, sse_event, unless_stopping
 from chat.waiter import ChatWaiter
 
 RESTART_REASONS: Final[frozenset[str]] = frozenset({"restarted"})
@@ -348,7 +348,7 @@ async def relayed_stream(
     try:
         queue: asyncio.Queue[DeltaEntry] = runtime.deltas.register(request_id)
         registered = True
-        wait_task = asyncio.ensure_future(waiter.wait_done(first_status))
+        wait_task = asyncio.ensure_future(unless_stopping(waiter, waiter.wait_done(first_status)))
         last_sent = loop.time()
         while not wait_task.done():
             chunks = relay.take_due(loop.time())

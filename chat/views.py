@@ -84,7 +84,8 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
 
     Every refusal before the stream's headers is OpenAI's JSON error with its status, ``Retry-After`` and
     ``x-should-retry`` (reference: No eligible worker, Stream errors); a request abandoned after submit (refusal,
-    timeout, client disconnect) is cancelled at the Horde.
+    timeout, client disconnect, the process stopping) is cancelled at the Horde. When the process stops
+    (chat.runtime), a request not yet answered gets 503 ``FrontShuttingDown`` with ``Retry-After``.
     """
     if request.method != "POST":
         return method_not_allowed("POST")
@@ -95,6 +96,8 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         return error.to_response()
 
     runtime = get_runtime()
+    if runtime.stopping.is_set():
+        return errors.front_shutting_down(None).to_response()  # stopping: nothing is submitted any more
     stream_progress = relays_deltas(chat_request) and runtime.has_redis
     payload = build_native_payload(chat_request, stream_progress=stream_progress)
     created = int(time.time())
@@ -124,7 +127,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
 
     handed_to_stream = False
     try:
-        first_status = await waiter.first_read()
+        first_status = await runtime.unless_stopping(waiter.first_read(), submitted.id)
         if chat_request.is_stream:
             if stream_progress:
                 events = relayed_stream(chat_request, waiter, first_status, created, finish, runtime)
@@ -135,7 +138,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
                 response[name] = value
             handed_to_stream = True
             return response
-        status = await waiter.wait_done(first_status)
+        status = await runtime.unless_stopping(waiter.wait_done(first_status), submitted.id)
         return json_response(build_completion(chat_request, status, submitted.id, created))
     except OpenAIError as error:
         return error.to_response()

@@ -534,7 +534,7 @@ CHAT_ERROR_CODES = {
     "408": ["ChatRequestTimeout"],
     "429": ["rate_limit_exceeded", "TooManyPrompts"],
     "502": ["ChatRequestFaulted", "ChatRequestNoGeneration", "HordeUnavailable"],
-    "503": ["no_eligible_worker", "queue_unavailable", "MaintenanceMode"],
+    "503": ["no_eligible_worker", "queue_unavailable", "MaintenanceMode", "FrontShuttingDown"],
 }
 MODEL_LIST_ERROR_CODES = {
     "429": ["rate_limit_exceeded", "TooManyPrompts"],
