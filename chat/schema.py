@@ -97,6 +97,18 @@ UNION_TAGS: Final[frozenset[str]] = frozenset(
 """Every tag the request's unions put into a pydantic error location; none is a request key."""
 
 
+FUNCTION_NAME_PATTERN: Final[str] = r"^[a-zA-Z0-9_-]+$"
+"""OpenAI's pattern of a function name and of a ``json_schema`` name: letters, digits, underscores and dashes."""
+
+FUNCTION_NAME_MAX_LENGTH: Final[int] = 64
+"""OpenAI's longest function name and ``json_schema`` name, in characters."""
+
+FunctionName = Annotated[
+    str, StringConstraints(min_length=1, max_length=FUNCTION_NAME_MAX_LENGTH, pattern=FUNCTION_NAME_PATTERN)
+]
+"""A name OpenAI accepts for a function or a response format schema: ``^[a-zA-Z0-9_-]{1,64}$``."""
+
+
 def openai_value_list(values: Iterable[str]) -> str:
     """Render values as OpenAI lists them in an error: ``'a'``, ``'a' and 'b'``, ``'a', 'b', and 'c'``."""
     quoted = [f"'{value}'" for value in values]
@@ -345,8 +357,8 @@ Message = Annotated[
 class FunctionDefinition(_Strict):
     """A function the model may call."""
 
-    name: str
-    """The function's name."""
+    name: FunctionName
+    """The function's name: 1 to 64 letters, digits, underscores or dashes, as OpenAI requires."""
 
     description: str | None = None
     """What the function does; rendered into the worker's prompt."""
@@ -415,8 +427,8 @@ class StreamOptions(_Strict):
 class JsonSchemaFormat(_Strict):
     """The schema of a ``json_schema`` response format. Unknown keys are refused at their path."""
 
-    name: str
-    """The schema's name."""
+    name: FunctionName
+    """The schema's name: 1 to 64 letters, digits, underscores or dashes, as OpenAI requires."""
 
     description: str | None = None
     """What the schema describes."""
@@ -516,8 +528,8 @@ class ChatCompletionRequest(_Strict):
     """The conversation, oldest first. Roles: ``system``, ``developer``, ``user``, ``assistant`` and ``tool``
     (OpenAI's deprecated ``function`` role is refused). Unknown keys inside a message are dropped."""
 
-    model: str | None = None
-    """The model to use. Send exactly one of ``model`` and ``models``. A model the Horde does not know is 400
+    model: ModelId | None = None
+    """The model to use; a non-empty model id. Send exactly one of ``model`` and ``models``. A model the Horde does not know is 400
     ``UnknownModel`` at ``model`` (OpenAI answers 404 ``model_not_found``)."""
 
     models: list[ModelId] | None = Field(default=None, min_length=1, max_length=MAX_CHAT_MODEL_COUNT)

@@ -725,6 +725,12 @@ def openai_error_from_validation(error: ErrorDetails, body: object = None) -> Op
         if top in RANGED_PARAMETERS:
             return unsupported_chat_parameter(path, message)
         return OpenAIError(status=400, message=message, code=errors.BAD_REQUEST, param=path)
+    if kind == "string_pattern_mismatch":
+        message = (
+            f"Invalid '{path}': string does not match pattern. Expected a string that matches the pattern "
+            f"'{ctx.get('pattern', '')}'."
+        )
+        return OpenAIError(status=400, message=message, code=errors.BAD_REQUEST, param=path)
     if kind in ("too_short", "too_long", "string_too_short", "string_too_long"):
         message = _length_message(path, kind, value, ctx)
         if path == "stop" and kind == "too_long":

@@ -849,7 +849,6 @@ def test_bounds_come_from_horde_sdk() -> None:
         pytest.param(body(temperature=0, top_p=1, frequency_penalty=-2, presence_penalty=2), id="range-edges"),
         pytest.param(body(temperature=2, top_p=0, max_tokens=16, max_completion_tokens=16384, n=1), id="limit-edges"),
         pytest.param(body(stop=["a", "b", "c", "d"]), id="four-stops"),
-        pytest.param(body(model=""), id="empty-model-forwarded"),
         pytest.param(
             body(
                 tools=[TOOL],
