@@ -22,11 +22,12 @@ import contextlib
 import signal
 from collections.abc import Awaitable, Iterable
 from types import FrameType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from chat.cancels import CancelQueue
 from chat.errors import front_shutting_down
 from chat.horde_client import HordeClient
+from chat.relay import DeltaStreamReader, SignalListener
 from oaifront.conf import FrontSettings, front_settings
 
 T = TypeVar("T")
@@ -46,13 +47,11 @@ class FrontRuntime:
             retry_seconds=settings.cancel_retry_seconds,
             attempt_timeout=settings.horde_timeout_seconds,
         )
-        self.signals: Any | None = None
-        self.deltas: Any | None = None
+        self.signals: SignalListener | None = None
+        self.deltas: DeltaStreamReader | None = None
         self.stopping = asyncio.Event()
         """Set when the process starts stopping (:meth:`begin_shutdown`): every open request ends."""
         if settings.redis_url:
-            from chat.relay import DeltaStreamReader, SignalListener
-
             self.signals = SignalListener(settings.redis_url)
             self.deltas = DeltaStreamReader(settings.redis_url, settings.stream_redis_db)
 
@@ -142,7 +141,7 @@ def chain_shutdown_signals(signals: Iterable[signal.Signals] = SHUTDOWN_SIGNALS)
         for sig in signals:
             previous = signal.getsignal(sig)
 
-            def handler(signum: int, frame: FrameType | None, previous: Any = previous) -> None:
+            def handler(signum: int, frame: FrameType | None, previous: object = previous) -> None:
                 stop_open_requests()
                 if callable(previous):
                     previous(signum, frame)

@@ -7,8 +7,9 @@ from typing import Any
 import httpx
 import pytest
 
-from chat.errors import error_from_refusal, horde_unavailable
+from chat.errors import horde_unavailable
 from chat.horde_client import HordeClient, HordeRefusal, HordeUnreachable
+from chat.refusals import error_from_refusal
 
 
 def client_answering(status: int, content: bytes, headers: dict[str, str] | None = None) -> HordeClient:
