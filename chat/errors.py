@@ -187,7 +187,8 @@ FRONT_SHUTTING_DOWN_MESSAGE: Final = (
 def front_shutting_down(request_id: str | None) -> OpenAIError:
     """503 ``FrontShuttingDown`` (``api_error``) with ``Retry-After: 5``: the front's process is stopping. The request
     (``metadata.request_id`` when the Horde had created it) is cancelled at the Horde. No ``x-should-retry``: the
-    SDKs' default retries a 503 after ``Retry-After``. Mid-stream it is the SSE error event before ``data: [DONE]``."""
+    SDKs' default retries a 503 after ``Retry-After``. Mid-stream it is the SSE error event before ``data: [DONE]``.
+    """
     return OpenAIError(
         status=503,
         message=FRONT_SHUTTING_DOWN_MESSAGE,

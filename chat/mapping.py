@@ -140,7 +140,8 @@ def build_native_payload(request: ChatCompletionRequest, *, stream_progress: boo
 
 def native_message(message: dict[str, Any]) -> dict[str, Any]:
     """A validated message as the native route takes it: an assistant's ``refusal`` content part becomes a text part
-    with the refusal's text (the native route takes ``text`` and ``image_url`` parts), so it stays that turn's text."""
+    with the refusal's text (the native route takes ``text`` and ``image_url`` parts), so it stays that turn's text.
+    """
     content = message.get("content")
     if message.get("role") != "assistant" or not isinstance(content, list):
         return message
@@ -189,7 +190,8 @@ def estimate_tokens(text: str) -> int:
 
 def _content_text(content: Any) -> str:
     """The text of a request message's content: the string, or its text and refusal parts joined (image parts count
-    none)."""
+    none).
+    """
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -442,7 +444,8 @@ class ChunkFactory:
 
     def chunk(self, choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
         """A chunk with the given choices (and ``usage`` or other top-level keys); ``usage: null`` when
-        ``include_usage`` and ``choices`` is not empty and no ``usage`` is given."""
+        ``include_usage`` and ``choices`` is not empty and no ``usage`` is given.
+        """
         chunk = {
             "id": self.id,
             "object": "chat.completion.chunk",
@@ -458,7 +461,8 @@ class ChunkFactory:
 
     def delta(self, delta: dict[str, Any], **choice_extra: Any) -> dict[str, Any]:
         """A one-choice chunk ``{"index": 0, "delta": delta, "logprobs": null, "finish_reason": null}`` (plus
-        ``choice_extra``)."""
+        ``choice_extra``).
+        """
         return self.chunk([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None, **choice_extra}])
 
 

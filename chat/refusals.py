@@ -32,7 +32,6 @@ from chat.mapping import HORDE_OPTION_KEYS
 from chat.schema import ChatCompletionRequest
 from chat.screening import log_refused_parameter
 
-
 _MODELS_ENTRY_PATTERN: Final[re.Pattern[str]] = re.compile(r"^models\[(?P<index>\d+)\]$")
 
 
@@ -77,8 +76,9 @@ def error_from_refusal(
     (400 without an rc) is ``BadRequest`` at the first failing field (:func:`native_param`); ``UnknownModel`` keeps
     its status and rc, with the entry path its message begins with as param (:data:`NATIVE_REQUEST_PATH_PATTERN`), or
     ``model`` when the client sent ``model``; its message names the id the client sent (``UNKNOWN_MODEL_MESSAGE``)
-    when ``request`` is given, else the native message with ``'model'`` in place of ``'models[0]'``. ``request`` (the ``ChatCompletionRequest``) or ``requested_model_key``
-    (``model`` or ``models``) tells which key the client sent.
+    when ``request`` is given, else the native message with ``'model'`` in place of ``'models[0]'``. ``request``
+    (the ``ChatCompletionRequest``) or ``requested_model_key`` (``model`` or ``models``) tells which key the client
+    sent.
     """
     if request is not None:
         requested_model_key = "model" if request.model is not None else "models"

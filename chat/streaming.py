@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from django.http import StreamingHttpResponse
 
@@ -20,8 +20,6 @@ from chat.horde_client import NativeStatus
 from chat.mapping import buffered_chunks
 from chat.schema import ChatCompletionRequest
 from chat.waiter import ChatWaiter
-
-T = TypeVar("T")
 
 KEEPALIVE_COMMENT: Final[bytes] = b": keepalive\n\n"
 """An SSE comment line; OpenAI SDKs and browsers ignore it."""
@@ -66,10 +64,11 @@ class ChatEventStream(StreamingHttpResponse):
             super().close()
 
 
-async def unless_stopping(waiter: ChatWaiter, awaitable: Awaitable[T]) -> T:
+async def unless_stopping[T](waiter: ChatWaiter, awaitable: Awaitable[T]) -> T:
     """Await ``awaitable``, unless the front's process starts stopping first: then 503 ``FrontShuttingDown`` is
     raised (``chat.runtime.FrontRuntime.unless_stopping``), which a stream sends as its error event before ``data:
-    [DONE]``. A waiter whose runtime has no shutdown (a test's) just awaits."""
+    [DONE]``. A waiter whose runtime has no shutdown (a test's) just awaits.
+    """
     guard = getattr(getattr(waiter, "runtime", None), "unless_stopping", None)
     if guard is None:
         return await awaitable

@@ -13,8 +13,8 @@ read with the final reply of the native status and, where it matters, with the e
 from __future__ import annotations
 
 import copy
-import json
 import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

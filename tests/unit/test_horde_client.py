@@ -118,13 +118,13 @@ async def test_horde_unavailable_says_could_not_be_reached_only_when_it_was_not(
 
     ref: error-attributes.1"""
     client = make()
+    calls = {
+        "submit": lambda: client.submit({"messages": []}, "k"),
+        "status": lambda: client.status("r1", "k"),
+        "models": client.text_models,
+    }
     with pytest.raises(HordeUnreachable) as caught:
-        if call == "submit":
-            await client.submit({"messages": []}, "k")
-        elif call == "status":
-            await client.status("r1", "k")
-        else:
-            await client.text_models()
+        await calls[call]()
     request_id = "r1" if call == "status" else None
     error = horde_unavailable(caught.value.detail, reached=caught.value.reached, request_id=request_id)
     assert (error.status, error.code, error.type, error.message, error.metadata) == (

@@ -1,3 +1,4 @@
+# ruff: noqa: E501 - one row per line: each row's exact message is longer than a line
 """The front refuses, at the client's path and in OpenAI's words, everything the Horde's payload validation would.
 
 No client should ever read the native ``Input payload validation failed``. :data:`NATIVE_ROWS` walks the native

@@ -153,7 +153,8 @@ def front_verdict(messages: list[dict[str, Any]]) -> Verdict:
     try:
         read_chat_request(json.dumps(body).encode())
     except OpenAIError as error:
-        assert error.status == 400
+        if error.status != 400:
+            pytest.fail(f"status {error.status}, not 400: {error.message}")
         return (str(error.code), str(error.param), error.message)
     return None
 
