@@ -17,10 +17,16 @@ CLIENTS_DIR = Path(__file__).resolve().parent / "clients"
 PLAIN_MODEL = "conformance/plain-8b"
 """A model whose workers declare only ``seed`` and ``prompt_overflow_refused``: most Horde text workers."""
 
-PENALTIES_MODEL = "conformance/penalties-8b"
+FEATURED_MODEL = "conformance/featured-8b"
 """A model whose workers also declare the penalties, JSON output and tools."""
 
-MODELS: Mapping[str, str] = {"plain": PLAIN_MODEL, "penalties": PENALTIES_MODEL}
+SLOW_MODEL = "conformance/slow-8b"
+"""A model whose worker takes :data:`SLOW_FIRST_TOKEN_SECONDS` to its first token, standing for a wait at the Horde."""
+
+SLOW_FIRST_TOKEN_SECONDS = 4.0
+"""Several times the suite's keepalive interval (``HORDE_OAI_KEEPALIVE_SECONDS=0.5`` in tests/conftest.py)."""
+
+MODELS: Mapping[str, str] = {"plain": PLAIN_MODEL, "featured": FEATURED_MODEL}
 """A case file's ``model`` names one of these."""
 
 _FAST = {"time_to_first_token_seconds": 0.01, "tokens_per_second": 2000, "post_interval_seconds": 0.01}
@@ -41,8 +47,8 @@ CONFORMANCE_SCENARIO: dict[str, Any] = {
             **_FAST,
         },
         {
-            "name": "penalties-1",
-            "model": PENALTIES_MODEL,
+            "name": "featured-1",
+            "model": FEATURED_MODEL,
             "features": [
                 "seed",
                 "frequency_penalty",
@@ -58,6 +64,17 @@ CONFORMANCE_SCENARIO: dict[str, Any] = {
             "max_length": 1024,
             "threads": 4,
             **_FAST,
+        },
+        {
+            "name": "slow-1",
+            "model": SLOW_MODEL,
+            "features": ["seed", "prompt_overflow_refused"],
+            "max_context_length": 8192,
+            "max_length": 1024,
+            "threads": 2,
+            "time_to_first_token_seconds": SLOW_FIRST_TOKEN_SECONDS,
+            "tokens_per_second": 2000,
+            "post_interval_seconds": 0.01,
         },
     ],
 }

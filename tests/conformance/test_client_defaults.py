@@ -43,11 +43,12 @@ def assert_served(reply: httpx.Response | StreamReply, body: dict[str, Any]) -> 
         chunks = reply.chunks
         assert {chunk["object"] for chunk in chunks} == {"chat.completion.chunk"}
         assert {chunk["model"] for chunk in chunks} == {body["model"]}
-        assert reply.content.strip()
+        calls = [choice["delta"].get("tool_calls") for chunk in chunks for choice in chunk["choices"]]
+        assert reply.content.strip() or any(calls)
         finishes = [
             choice["finish_reason"] for chunk in chunks for choice in chunk["choices"] if choice["finish_reason"]
         ]
-        assert finishes in (["stop"], ["length"])
+        assert finishes in (["stop"], ["length"], ["tool_calls"])
         usage_chunks = [chunk for chunk in chunks if chunk.get("usage") and not chunk["choices"]]
         wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         assert len(usage_chunks) == (1 if wants_usage else 0)
@@ -57,8 +58,12 @@ def assert_served(reply: httpx.Response | StreamReply, body: dict[str, Any]) -> 
     assert completion["object"] == "chat.completion"
     assert completion["model"] == body["model"]
     assert completion["choices"][0]["message"]["role"] == "assistant"
-    assert completion["choices"][0]["message"]["content"].strip()
-    assert completion["choices"][0]["finish_reason"] in ("stop", "length")
+    message = completion["choices"][0]["message"]
+    if completion["choices"][0]["finish_reason"] == "tool_calls":
+        assert message["tool_calls"] and all(call["function"]["name"] for call in message["tool_calls"])
+    else:
+        assert message["content"].strip()
+        assert completion["choices"][0]["finish_reason"] in ("stop", "length")
 
 
 @pytest.mark.parametrize("form", FORMS)
