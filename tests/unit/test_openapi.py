@@ -588,7 +588,11 @@ def test_retry_headers_on_the_statuses_the_sdks_retry(document: dict[str, Any], 
         if status in {"408", "429", "502", "503"}:
             assert response["headers"]["Retry-After"]["schema"] == {"type": "integer", "minimum": 0}
             assert response["headers"]["x-should-retry"]["schema"] == {"type": "string", "enum": ["true", "false"]}
-            assert "Every `no_eligible_worker` sends `true`." in response["headers"]["x-should-retry"]["description"]
+            assert response["headers"]["x-should-retry"]["description"].startswith(
+                "Whether the official OpenAI SDKs should retry; when present it decides alone. `false` with every "
+                "`no_eligible_worker`, with `ChatRequestTimeout` and with a `ChatRequestFaulted` whose fault is "
+                "`prompt_overflow`"
+            )
             assert response["headers"]["Retry-After"]["description"].startswith(
                 "Whole seconds to wait before retrying: 30 with `no_eligible_worker`"
             )
