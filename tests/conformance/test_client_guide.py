@@ -86,7 +86,8 @@ def test_key_is_passed_to_the_horde(front: httpx.Client, conformance: LiveStack)
 @pytest.mark.integration
 def test_cards_list_declared_parameters_only(front: httpx.Client) -> None:
     """ "max_tokens, temperature, top_p and stop are always there; seed, frequency_penalty, presence_penalty, ...
-    tools and response_format are there only when the model's online workers declare them." """
+    tools and response_format are there only when the model's online workers declare them"; opencode's
+    ``limit.output`` is the card's ``top_provider.max_completion_tokens``, the largest limit the workers declare."""
     cards = {card["id"]: card for card in front.get("/models", headers=KEY).json()["data"]}
     plain = cards[PLAIN_MODEL]["supported_parameters"]
     featured = cards[FEATURED_MODEL]["supported_parameters"]
@@ -95,6 +96,8 @@ def test_cards_list_declared_parameters_only(front: httpx.Client) -> None:
     for parameter in ("frequency_penalty", "presence_penalty", "tools", "response_format"):
         assert parameter in featured
         assert parameter not in plain
+    assert cards[PLAIN_MODEL]["top_provider"]["max_completion_tokens"] == 1024
+    assert cards[PLAIN_MODEL]["context_length"] == 8192
 
 
 @pytest.mark.integration
@@ -286,3 +289,12 @@ def test_structured_output_needs_a_model_listing_response_format(
     assert refused.json()["error"]["message"].startswith(
         f"No worker can serve this request: no online worker serving the model declares {response_format['type']}"
     )
+
+
+@pytest.mark.parametrize("name", ["opencode", "open-webui-ollama-keys", "koboldai-lite"])
+def test_refusals_the_guide_quotes_are_the_conformance_outcomes(name: str) -> None:
+    """The refusal messages the guide quotes are those the conformance cases assert (the front's own wording, before
+    "The request was cancelled.")."""
+    case = next(case for case in CASES if case.name == name)
+    message = case.data["expected"]["message"].removesuffix(" The request was cancelled.")
+    assert message in " ".join(guide_text().split())
