@@ -16,7 +16,6 @@ at the schema's path. The native route also checks a forced function missing fro
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -24,15 +23,6 @@ from typing import Any, Final
 from horde_sdk.generation_parameters.text.chat_limits import check_chat_request_limits
 
 from chat.errors import CHAT_REQUEST_CONFLICT, UNSUPPORTED_CHAT_PARAMETER
-
-KUDOS_CAP_EXCESS_PATTERN: Final[re.Pattern[str]] = re.compile(
-    r"kudos estimate at current pricing is (?P<kudos_estimate>\d+(?:\.\d+)?), "
-    r"above its horde\.max_kudos of (?P<max_kudos>\d+(?:\.\d+)?)\."
-)
-"""Reads the two numbers of the native ``ChatKudosCapExceeded`` message (reference: Kudos cap), such as "The
-request's kudos estimate at current pricing is 215, above its horde.max_kudos of 1. The estimate assumes the full
-max_tokens is generated.": groups ``kudos_estimate`` and ``max_kudos``, decimal text without a sign or exponent.
-The native error body holds only the message and the rc, so the front reads the values from the message."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

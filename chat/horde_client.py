@@ -139,7 +139,7 @@ class HordeClient:
             # Not JSON, or NaN/Infinity, which no reply of the front may carry: outside the contract.
             body = None
         if response.status_code >= 400:
-            if not isinstance(body, dict) or response.status_code >= 500 and "rc" not in body:
+            if not isinstance(body, dict) or (response.status_code >= 500 and "rc" not in body):
                 raise HordeUnreachable(f"{method} {path}: HTTP {response.status_code}")
             raise HordeRefusal(
                 status=response.status_code,

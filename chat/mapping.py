@@ -164,7 +164,8 @@ def build_system_fingerprint(worker_id: str | None, model: str | None) -> str | 
 
 def response_model(request: ChatCompletionRequest, generation: NativeGeneration | None) -> str:
     """The response's ``model``: the first generation's model (with ``models``, the listed one that served the
-    request), else the request's ``model`` or the first entry of ``models`` (reference: Model and fingerprint)."""
+    request), else the request's ``model`` or the first entry of ``models`` (reference: Model and fingerprint).
+    """
     if generation is not None and generation.model:
         return generation.model
     return request.requested_models[0]
@@ -196,7 +197,8 @@ def tool_calls_text(tool_calls: list[dict[str, Any]]) -> str:
 
 def estimate_prompt_tokens(request: ChatCompletionRequest) -> int:
     """Estimated prompt tokens: the characters of every message's text, of the history's tool calls (names and
-    arguments) and of the tool definitions (compact JSON), at :data:`CHARACTERS_PER_TOKEN`."""
+    arguments) and of the tool definitions (compact JSON), at :data:`CHARACTERS_PER_TOKEN`.
+    """
     characters = []
     for message in request.messages:
         characters.append(_content_text(message.content))
@@ -351,10 +353,13 @@ def build_message(request: ChatCompletionRequest, generation: NativeGeneration) 
 
 def finish_reason_of(generation: NativeGeneration) -> str:
     """The OpenAI ``finish_reason``: the worker's when it is one of :data:`OPENAI_FINISH_REASONS` (the worker
-    normalises it on submit); otherwise ``tool_calls`` when the reply has calls, else ``stop``."""
-    if generation.finish_reason in OPENAI_FINISH_REASONS:
-        return generation.finish_reason
-    return ChatFinishReason.TOOL_CALLS.value if reply_tool_calls(generation) else ChatFinishReason.STOP.value
+    normalises it on submit); otherwise ``tool_calls`` when the reply has calls, else ``stop``.
+    """
+    reason = generation.finish_reason
+    if reason is not None and reason in OPENAI_FINISH_REASONS:
+        return reason
+    fallback: str = ChatFinishReason.TOOL_CALLS.value if reply_tool_calls(generation) else ChatFinishReason.STOP.value
+    return fallback
 
 
 def completion_id(request_id: str) -> str:
@@ -436,7 +441,8 @@ class ChunkFactory:
 
 def tool_call_deltas(tool_calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The ``delta.tool_calls`` of a tool-call chunk: each call whole, ``{"index", "id", "type", "function"}``, with
-    its 0-based index (reference: Buffered stream events 4)."""
+    its 0-based index (reference: Buffered stream events 4).
+    """
     return [{"index": index, **call} for index, call in enumerate(tool_calls)]
 
 
@@ -472,7 +478,8 @@ def buffered_chunks(
 
 def finish_chunk(factory: ChunkFactory, completion: dict[str, Any]) -> dict[str, Any]:
     """The finish chunk: one choice with ``delta: {}``, the completion's ``finish_reason`` and
-    ``native_finish_reason``, and its ``x_horde`` (``{}`` when the completion has none)."""
+    ``native_finish_reason``, and its ``x_horde`` (``{}`` when the completion has none).
+    """
     choice = completion["choices"][0]
     return factory.chunk(
         [

@@ -6,7 +6,7 @@ these models, so ``chat.schema.ChatCompletionResponse`` names the same class.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from horde_sdk.worker.chat_declaration import ChatFinishReason
 from pydantic import BaseModel, ConfigDict
@@ -16,8 +16,11 @@ class _Response(BaseModel):
     model_config = ConfigDict(use_attribute_docstrings=True)
 
 
-FinishReason = Literal[tuple(reason.value for reason in ChatFinishReason)]
-"""OpenAI's finish reasons: the values of horde-sdk's ``ChatFinishReason``."""
+if TYPE_CHECKING:
+    FinishReason = str  # a Literal built at run time is opaque to a type checker; pydantic reads the real one
+else:
+    FinishReason = Literal[tuple(reason.value for reason in ChatFinishReason)]
+    """OpenAI's finish reasons: the values of horde-sdk's ``ChatFinishReason``."""
 
 
 class ResponseFunctionCall(_Response):
@@ -79,7 +82,8 @@ class ContextAdjustment(_Response):
 
 class HordeExtras(_Response):
     """The Horde's additions to a completion or finish chunk; not part of OpenAI's API. Only the keys that apply
-    are present."""
+    are present.
+    """
 
     notice: str | None = None
     """Present when the reply has no visible text (whitespace is not visible text) and no tool calls, such as a
@@ -259,7 +263,8 @@ class ChatCompletionChunk(_Response):
 
 class OpenAIErrorBody(_Response):
     """Why the front refused or failed the request, in OpenAI's error shape: a message, OpenAI's error type, the
-    request path at fault and a code, plus ``metadata`` on the errors that carry more facts."""
+    request path at fault and a code, plus ``metadata`` on the errors that carry more facts.
+    """
 
     message: str
     """What went wrong."""

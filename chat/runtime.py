@@ -8,10 +8,10 @@ They are made on first use inside the server's event loop and closed by the ASGI
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from chat.cancels import CancelQueue
 from chat.horde_client import HordeClient
+from chat.relay import DeltaStreamReader, SignalListener
 from oaifront.conf import FrontSettings, front_settings
 
 
@@ -26,11 +26,9 @@ class FrontRuntime:
             retry_seconds=settings.cancel_retry_seconds,
             attempt_timeout=settings.horde_timeout_seconds,
         )
-        self.signals: Any | None = None
-        self.deltas: Any | None = None
+        self.signals: SignalListener | None = None
+        self.deltas: DeltaStreamReader | None = None
         if settings.redis_url:
-            from chat.relay import DeltaStreamReader, SignalListener
-
             self.signals = SignalListener(settings.redis_url)
             self.deltas = DeltaStreamReader(settings.redis_url, settings.stream_redis_db)
 

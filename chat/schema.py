@@ -16,7 +16,7 @@ bookkeeping, listed in :data:`UNION_TAGS` so chat.screening leaves them out of a
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Annotated, Any, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 from horde_sdk.generation_parameters.text.chat_limits import (
     MAX_CHAT_MAX_TOKENS,
@@ -64,6 +64,11 @@ TOOL_CHOICE_MODES: Final[tuple[str, ...]] = tuple(
 )
 """The string ``tool_choice`` values: horde-sdk's ``ChatToolChoiceMode`` without ``function``, which is only the
 ``type`` of the object form."""
+
+if TYPE_CHECKING:
+    ToolChoiceMode = str  # a Literal built at run time is opaque to a type checker; pydantic reads the real one
+else:
+    ToolChoiceMode = Literal[TOOL_CHOICE_MODES]
 
 INVALID_JSON_TYPE_ERROR: Final = "invalid_json_type"
 """Pydantic error type of a value whose JSON type no member of a union takes; ``ctx.expected`` names the types."""
@@ -275,7 +280,8 @@ class AssistantMessage(_Strict):
     """An earlier assistant reply in the history.
 
     The fields the OpenAI SDKs add when they replay their own reply (``refusal``, ``audio``, ``annotations``,
-    ``function_call``, ``parsed``) are dropped, not refused."""
+    ``function_call``, ``parsed``) are dropped, not refused.
+    """
 
     role: Literal["assistant"]
     """Always ``assistant``."""
@@ -360,7 +366,7 @@ class NamedToolChoice(_Strict):
 
 
 ToolChoice = Annotated[
-    Annotated[Literal[TOOL_CHOICE_MODES], Tag("<string>")] | Annotated[NamedToolChoice, Tag("<object>")],
+    Annotated[ToolChoiceMode, Tag("<string>")] | Annotated[NamedToolChoice, Tag("<object>")],
     _by_json_type("one of a string or object"),
 ]
 """``none``, ``auto``, ``required`` or an object naming one function."""
@@ -654,9 +660,9 @@ __all__ = [
     "CompletionTokensDetails",
     "ContextAdjustment",
     "DeveloperMessage",
-    "HordeExtras",
     "FunctionCall",
     "FunctionDefinition",
+    "HordeExtras",
     "HordeOptions",
     "ImageContentPart",
     "ImageUrl",

@@ -312,10 +312,10 @@ def _holds_lone_surrogate(value: object) -> bool:
 
 
 def parse_json_body(raw: bytes) -> dict[str, Any]:
-    """Parse a body as a JSON object.
+    r"""Parse a body as a JSON object.
 
     NaN, Infinity and -Infinity, a number that overflows a double (``1e400``) and an escaped lone UTF-16 surrogate
-    (``"\\ud800"``, which no UTF-8 text can carry on to the Horde) are refused like any invalid JSON.
+    (``"\ud800"``, which no UTF-8 text can carry on to the Horde) are refused like any invalid JSON.
 
     Raises:
         OpenAIError: 400 ``BadRequest`` with OpenAI's not-JSON message and param null.
@@ -375,7 +375,8 @@ def unsupported_chat_parameter(param: str, message: str, *, path: str | None = N
 
 def show_value(value: object) -> str:
     """A client's value as an error message quotes it: ``'text'`` for a string, else compact JSON; cut to
-    :data:`SHOWN_VALUE_LENGTH` characters with ``…``."""
+    :data:`SHOWN_VALUE_LENGTH` characters with ``…``.
+    """
     if isinstance(value, str):
         text = f"'{value}'"
     else:
@@ -513,7 +514,8 @@ def _refused_in_message(index: int, message: dict[str, Any]) -> RefusedParameter
 
 def drop_default_no_ops(body: Mapping[str, Any]) -> dict[str, Any]:
     """Return ``body`` without the :data:`DEFAULT_NO_OP_PARAMETERS` keys, whose values screening found at their
-    default (reference: Parameter screening, step 2)."""
+    default (reference: Parameter screening, step 2).
+    """
     return {key: value for key, value in body.items() if key not in DEFAULT_NO_OP_PARAMETERS}
 
 
@@ -609,7 +611,7 @@ def _number(value: object) -> str:
 
 
 def _quoted_values(expected: str) -> str:
-    """pydantic's ``'a', 'b' or 'c'`` as OpenAI's ``'a', 'b', and 'c'``."""
+    """Pydantic's ``'a', 'b' or 'c'`` as OpenAI's ``'a', 'b', and 'c'``."""
     return openai_value_list(re.findall(r"'((?:[^'\\]|\\.)*)'", expected))
 
 

@@ -55,6 +55,7 @@ class ChatEventStream(StreamingHttpResponse):
         self._loop = loop
 
     def close(self) -> None:
+        """Close the response (Django calls it when the stream ends or the client leaves), then run ``on_end``."""
         try:
             with contextlib.suppress(RuntimeError):  # the loop is closed: the process is shutting down
                 self._loop.call_soon_threadsafe(self._on_end)
@@ -65,7 +66,8 @@ class ChatEventStream(StreamingHttpResponse):
 def error_events(error: OpenAIError) -> list[bytes]:
     """The end of a stream whose wait failed after the 200 headers: ``data: {"error": ...}`` then ``data: [DONE]``
     (reference: Stream errors). The error's ``metadata.retry_after`` holds the interval its ``Retry-After`` header
-    would have had (``no_eligible_worker`` after the grace: 30); its HTTP status is never sent."""
+    would have had (``no_eligible_worker`` after the grace: 30); its HTTP status is never sent.
+    """
     return [error.sse_event(), DONE_EVENT]
 
 

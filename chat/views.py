@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
 from chat import errors
@@ -18,11 +19,10 @@ from chat.errors import CORS_HEADERS, OpenAIError, json_response
 from chat.horde_client import HordeRefusal, HordeUnreachable, SubmitResult
 from chat.mapping import build_completion, build_native_payload, relays_deltas
 from chat.relayed_stream import relayed_stream
-from chat.runtime import get_runtime
+from chat.runtime import FrontRuntime, get_runtime
 from chat.screening import read_chat_request
 from chat.streaming import SSE_HEADERS, ChatEventStream, buffered_stream
 from chat.waiter import ChatWaiter, submit_refusal_error
-
 
 INVALID_API_KEY_MESSAGE = (
     "The API key in the Authorization header is not a valid Horde API key: a key is printable ASCII. "
@@ -58,7 +58,7 @@ def method_not_allowed(allowed: str) -> HttpResponse:
     ).to_response()
 
 
-async def submit_shielded(runtime: Any, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
+async def submit_shielded(runtime: FrontRuntime, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
     """Submit, so that a client disconnecting meanwhile still gets the request cancelled once the Horde answers.
 
     The submit runs as its own task; when the view is cancelled while it runs, the request it creates is handed to
@@ -79,7 +79,7 @@ async def submit_shielded(runtime: Any, payload: dict[str, Any], apikey: str | N
 
 
 @csrf_exempt
-async def chat_completions(request: HttpRequest) -> HttpResponse:
+async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     """Serve one chat completion, streamed or not (OpenAI's ``POST /v1/chat/completions``).
 
     Every refusal before the stream's headers is OpenAI's JSON error with its status, ``Retry-After`` and

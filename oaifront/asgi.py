@@ -11,7 +11,7 @@ from typing import Any
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oaifront.settings")
 
-from django.core.asgi import get_asgi_application  # noqa: E402
+from django.core.asgi import get_asgi_application
 
 django_application = get_asgi_application()
 
@@ -21,7 +21,7 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] != "lifespan":
         await django_application(scope, receive, send)
         return
-    from chat.runtime import close_runtime
+    from chat.runtime import close_runtime  # noqa: PLC0415 - the apps load only once Django is set up above
 
     while True:
         message = await receive()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -249,10 +248,10 @@ def relay_front(live_stack: LiveStack) -> str:
 
 
 @pytest.fixture
-def relay(stack: LiveStack) -> Iterator[LiveStack]:
+def relay(stack: LiveStack) -> LiveStack:
     """The shared devhorde serving :data:`RELAY_SCENARIO` (its default scenario comes back after the test)."""
     stack.put_scenario(RELAY_SCENARIO)
-    yield stack
+    return stack
 
 
 def entries_of(request_id: str) -> list[dict[str, str]]:

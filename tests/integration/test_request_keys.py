@@ -10,7 +10,6 @@ SDK's typed exceptions with OpenAI's status, code and param.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -58,11 +57,11 @@ class GetWeather(BaseModel):
 
 
 @pytest.fixture
-def keys(stack: LiveStack) -> Iterator[LiveStack]:
+def keys(stack: LiveStack) -> LiveStack:
     """The live stack serving :data:`KEYS_SCENARIO` (the default scenario comes back after the test)."""
     stack.put_scenario(KEYS_SCENARIO)
     stack.reset()
-    yield stack
+    return stack
 
 
 class Recorder:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from chat.errors import error_from_refusal
 from chat.horde_client import HordeClient, HordeRefusal, HordeUnreachable
+from chat.refusals import error_from_refusal
 
 
 def client_answering(status: int, content: bytes, headers: dict[str, str] | None = None) -> HordeClient:

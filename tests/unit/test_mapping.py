@@ -14,19 +14,19 @@ from typing import Any
 
 import pytest
 
-from chat.contract import KUDOS_CAP_EXCESS_PATTERN
-from chat.errors import error_from_refusal, kudos_cap_error
+from chat.errors import KUDOS_CAP_EXCESS_PATTERN, kudos_cap_error
 from chat.horde_client import HordeRefusal, NativeStatus
 from chat.mapping import (
     EMPTY_REPLY_NOTICE,
     REASONING_ONLY_NOTICE,
     ChunkFactory,
+    buffered_chunks,
     build_completion,
     build_system_fingerprint,
-    buffered_chunks,
     finish_chunk,
     no_visible_text_content,
 )
+from chat.refusals import error_from_refusal
 from chat.schema import ChatCompletionChunk, ChatCompletionRequest, ChatCompletionResponse
 
 WORKER = "6f1c2b1e-0d8a-4c3e-9a55-3e0f7d2c9b10"
@@ -507,7 +507,7 @@ def test_no_completion_without_a_generation() -> None:
     """ref: completion-without-a-generation.3"""
     with pytest.raises(ValueError, match="finished generation"):
         build_completion(request(), NativeStatus.model_validate({"done": True}), "r1", CREATED)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="finished generation"):
         buffered_chunks(request(stream=True), NativeStatus.model_validate({"done": True}), "r1", CREATED)
 
 

@@ -685,7 +685,7 @@ async def test_keepalive_comments_continue_while_waiting_and_between_deltas() ->
     await wait_for_events(run, first + 1)
     await run.feed(delta("A", 2, " there"))
     events = await run.finish(final("Hi there"))
-    reduced = [event for event in deltas(events)]
+    reduced = list(deltas(events))
     start = reduced.index({"role": "assistant"})
     hi = reduced.index({"content": "Hi"})
     there = reduced.index({"content": " there"})

@@ -296,7 +296,10 @@ NO_OP_ROWS = {
 
 
 def test_no_op_table_documents_each_default() -> None:
-    """The table's keys and defaults, as OpenAI's chat completions reference documents them. ref: parameter-screening.2"""
+    """The table's keys and defaults, as OpenAI's chat completions reference documents them.
+
+    ref: parameter-screening.2
+    """
     assert {key: row.default for key, row in DEFAULT_NO_OP_PARAMETERS.items()} == {
         key: default for key, (default, _, _, _) in NO_OP_ROWS.items()
     }
@@ -419,16 +422,16 @@ def test_retained_keys_are_the_request_models_fields() -> None:
     def fields(model: Any) -> frozenset[str]:
         return frozenset(field.alias or name for name, field in model.model_fields.items())
 
-    assert SUPPORTED_MESSAGE_KEYS == {
+    assert {
         "system": fields(SystemMessage),
         "developer": fields(DeveloperMessage),
         "user": fields(UserMessage),
         "assistant": fields(AssistantMessage),
         "tool": fields(ToolMessage),
-    }
+    } == SUPPORTED_MESSAGE_KEYS
     assert SUPPORTED_MESSAGE_KEYS["tool"] == {"role", "content", "tool_call_id"}
     assert SUPPORTED_MESSAGE_KEYS["assistant"] == {"role", "content", "tool_calls", "name"}
-    assert CONTENT_PART_KEYS == {"text": fields(TextContentPart), "image_url": fields(ImageContentPart)}
+    assert {"text": fields(TextContentPart), "image_url": fields(ImageContentPart)} == CONTENT_PART_KEYS
     assert IMAGE_URL_KEYS == fields(ImageUrl) == {"url", "detail"}
     assert TOOL_CALL_KEYS == fields(ToolCall) == {"id", "type", "function"}
     assert TOOL_CALL_FUNCTION_KEYS == fields(FunctionCall) == {"name", "arguments"}

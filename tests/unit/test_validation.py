@@ -27,10 +27,11 @@ from chat.contract import (
     find_tool_choice_conflict,
     find_tool_history_violation,
 )
-from chat.errors import NATIVE_FIELD_PARAMETERS, OpenAIError, error_from_refusal
+from chat.errors import NATIVE_FIELD_PARAMETERS, OpenAIError
 from chat.horde_client import HordeRefusal
 from chat.limits import MAX_CHAT_MODEL_COUNT
 from chat.mapping import build_native_payload
+from chat.refusals import error_from_refusal
 from chat.schema import ChatCompletionRequest, OpenAIErrorEnvelope
 from chat.screening import read_chat_request
 
@@ -202,8 +203,8 @@ ROWS = [
             INVALID,
             UNSUPPORTED,
             "max_tokens",
-            "Invalid 'max_tokens': integer above maximum value. Expected a value <= 16384, the largest completion limit "
-            "the AI Horde serves, but got 16385 instead.",
+            "Invalid 'max_tokens': integer above maximum value. Expected a value <= 16384, the largest completion "
+            "limit the AI Horde serves, but got 16385 instead.",
         ),
         id="max-tokens-horde-cap",
     ),
@@ -630,7 +631,8 @@ ROWS = [
             INVALID,
             CONFLICT,
             "parallel_tool_calls",
-            "Invalid value for 'parallel_tool_calls': 'parallel_tool_calls' is only allowed when 'tools' are specified.",
+            "Invalid value for 'parallel_tool_calls': "
+            "'parallel_tool_calls' is only allowed when 'tools' are specified.",
         ),
         id="parallel-tool-calls-without-tools",
     ),
@@ -673,7 +675,8 @@ ROWS = [
             INVALID,
             UNSUPPORTED,
             "messages.[2].role",
-            "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.",
+            "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with "
+            "'tool_calls'.",
         ),
         id="orphan-tool-message",
     ),
@@ -684,7 +687,8 @@ ROWS = [
             INVALID,
             UNSUPPORTED,
             "messages.[4].role",
-            "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.",
+            "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with "
+            "'tool_calls'.",
         ),
         id="tool-message-after-user",
     ),

@@ -227,7 +227,7 @@ async def test_the_grace_restarts_when_a_worker_appears() -> None:
 
 
 async def test_a_worker_appearing_within_the_grace_serves_the_request() -> None:
-    waiter, horde = make_waiter([IMPOSSIBLE, IMPOSSIBLE, PROCESSING, FINISHED])
+    waiter, _ = make_waiter([IMPOSSIBLE, IMPOSSIBLE, PROCESSING, FINISHED])
     status = await waiter.wait_done(await waiter.first_read())
     assert status.finished == 1 and waiter.terminal
 
@@ -309,7 +309,7 @@ async def test_fail_fast_a_declaration_gap_takes_precedence() -> None:
 async def test_fail_fast_an_older_horde_never_refuses_on_threads() -> None:
     """ref: fail-fast-admission.7"""
     older = {"waiting": 1, "is_possible": True, "queue_position": 3, "wait_time": 40}
-    waiter, horde = make_waiter([older], mode="fail_fast")
+    waiter, _ = make_waiter([older], mode="fail_fast")
     assert (await waiter.first_read()).wait_time == 40
     waiter, _ = make_waiter([{**older, "wait_time": 400}], mode="fail_fast")
     assert (await refused(waiter.first_read())).metadata["reason"] == "wait_exceeds_budget"
