@@ -101,7 +101,8 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
 
     Every refusal before the stream's headers is OpenAI's JSON error with its status, ``Retry-After`` and
     ``x-should-retry`` (reference: No eligible worker, Stream errors); a request abandoned after submit (refusal,
-    timeout, client disconnect) is cancelled at the Horde.
+    timeout, client disconnect, the process stopping) is cancelled at the Horde. When the process stops
+    (chat.runtime), a request not yet answered gets 503 ``FrontShuttingDown`` with ``Retry-After``.
     """
     if request.method != "POST":
         return method_not_allowed("POST")
@@ -129,6 +130,8 @@ async def serve_chat(
     Horde.
     """
     runtime = get_runtime()
+    if runtime.stopping.is_set():
+        return error_response(errors.front_shutting_down(None))  # stopping: nothing is submitted any more
     stream_progress = relays_deltas(chat_request) and runtime.has_redis
     payload = build_native_payload(chat_request, stream_progress=stream_progress)
     created = int(time.time())
@@ -141,7 +144,7 @@ async def serve_chat(
     except HordeRefusal as refusal:
         return error_response(await submit_refusal_error(runtime.horde, refusal, chat_request))
     except HordeUnreachable as exc:
-        return error_response(errors.horde_unavailable(str(exc)))
+        return error_response(errors.horde_unavailable(exc.detail, reached=exc.reached))
     submitted_at = time.time()
 
     settings = runtime.settings
@@ -162,7 +165,7 @@ async def serve_chat(
 
     handed_to_stream = False
     try:
-        first_status = await waiter.first_read()
+        first_status = await runtime.unless_stopping(waiter.first_read(), submitted.id)
         if chat_request.is_stream:
             events: AsyncIterator[bytes]
             if stream_progress:
@@ -175,7 +178,7 @@ async def serve_chat(
                 response[name] = value
             handed_to_stream = True
             return response
-        status = await waiter.wait_done(first_status)
+        status = await runtime.unless_stopping(waiter.wait_done(first_status), submitted.id)
         completion = build_completion(chat_request, status, submitted.id, created)
         return json_response(completion if render is None else render(completion, submitted.id, created))
     except OpenAIError as error:

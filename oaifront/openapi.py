@@ -63,6 +63,7 @@ from chat.schema import (
     ImageUrl,
     NamedToolChoice,
     OpenAIErrorEnvelope,
+    RefusalContentPart,
     SystemMessage,
     TextContentPart,
     ToolCall,
@@ -102,6 +103,7 @@ KEY_DROPPING_MODELS: Final[tuple[type[BaseModel], ...]] = (
     ToolMessage,
     TextContentPart,
     ImageContentPart,
+    RefusalContentPart,
     ImageUrl,
     ToolCall,
     FunctionCall,
@@ -398,6 +400,12 @@ CHAT_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappi
                 "exceeds the front's timeout; `param` is `horde.availability_mode`.",
             ),
             _MAINTENANCE,
+            DocumentedError(
+                errors.FRONT_SHUTTING_DOWN,
+                "The front is restarting: it stopped waiting for the request and cancelled it at the Horde. "
+                f"`Retry-After: {errors.FRONT_SHUTDOWN_RETRY_AFTER_SECONDS}`. In a stream already open it is the "
+                "error event before `data: [DONE]`.",
+            ),
         ),
     }
 )
@@ -438,8 +446,9 @@ RETRY_HEADERS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType(
             "description": (
                 f"Whole seconds to wait before retrying: {errors.NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS} with "
                 "`no_eligible_worker`, the estimated wait (at most "
-                f"{QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS}) with `queue_unavailable`, and the Horde's own value "
-                "when it sent one."
+                f"{QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS}) with `queue_unavailable`, "
+                f"{errors.FRONT_SHUTDOWN_RETRY_AFTER_SECONDS} with `FrontShuttingDown`, and the Horde's own value when "
+                "it sent one."
             ),
             "schema": {"type": "integer", "minimum": 0},
         },
