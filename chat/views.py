@@ -129,15 +129,16 @@ async def serve_chat(
     a chat completion. A request abandoned after submit (refusal, timeout, client disconnect) is cancelled at the
     Horde.
     """
+
+    def error_response(error: OpenAIError) -> HttpResponse:
+        return (on_error(error) if on_error is not None else error).to_response()
+
     runtime = get_runtime()
     if runtime.stopping.is_set():
         return error_response(errors.front_shutting_down(None))  # stopping: nothing is submitted any more
     stream_progress = relays_deltas(chat_request) and runtime.has_redis
     payload = build_native_payload(chat_request, stream_progress=stream_progress)
     created = int(time.time())
-
-    def error_response(error: OpenAIError) -> HttpResponse:
-        return (on_error(error) if on_error is not None else error).to_response()
 
     try:
         submitted = await submit_shielded(runtime, payload, apikey)
