@@ -1,6 +1,6 @@
 # Two commands do all the set-up on a fresh machine:
 #   make run   - install what is missing, serve the front on http://127.0.0.1:$(PORT) (devhorde behind it
-#                unless HORDE_URL is set)
+#                unless HORDE_URL is set; Redis for live streams unless REDIS=off, started when none answers)
 #   make test  - install what is missing, start Redis if none answers on 127.0.0.1:6379, run the whole suite
 # `make bench` runs the benchmarks under bench/.
 
@@ -10,7 +10,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8000
 DEVHORDE_PORT ?= 7001
-export PORT DEVHORDE_PORT
+REDIS ?= on
+export PORT DEVHORDE_PORT REDIS
 
 .PHONY: run test bench install clean browser
 
@@ -21,8 +22,10 @@ $(STAMP): requirements.txt bin/find-python
 	@set -e; if [ ! -x $(PY) ]; then \
 	  interp=$$(bin/find-python); echo "Creating $(VENV) with $$interp"; \
 	  "$$interp" -m venv $(VENV); fi
-	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	@echo "Installing the pinned requirements into $(VENV) (about a minute the first time; pip reports each package)"
+	@$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	@set -o pipefail; $(PY) -m pip install --disable-pip-version-check --progress-bar off -r requirements.txt \
+	  | { grep --line-buffered -E '^(Collecting|Installing collected|Successfully installed)' || true; }
 	@touch $(STAMP)
 
 run: $(STAMP)

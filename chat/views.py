@@ -23,7 +23,6 @@ from chat.screening import read_chat_request
 from chat.streaming import SSE_HEADERS, ChatEventStream, buffered_stream
 from chat.waiter import ChatWaiter, submit_refusal_error
 
-
 INVALID_API_KEY_MESSAGE = (
     "The API key in the Authorization header is not a valid Horde API key: a key is printable ASCII. "
     "Send 'Authorization: Bearer <your Horde API key>', or no header for the anonymous key."
@@ -103,7 +102,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     except HordeRefusal as refusal:
         return (await submit_refusal_error(runtime.horde, refusal, chat_request)).to_response()
     except HordeUnreachable as exc:
-        return errors.horde_unavailable(str(exc)).to_response()
+        return exc.to_error().to_response()
     submitted_at = time.time()
 
     settings = runtime.settings

@@ -43,7 +43,7 @@ async def _served_models() -> dict[str, Any]:
     except HordeRefusal as refusal:
         raise errors.error_from_refusal(refusal) from refusal
     except HordeUnreachable as exc:
-        raise errors.horde_unavailable(str(exc)) from exc
+        raise exc.to_error() from exc
     return model_list(entries)
 
 

@@ -7,6 +7,7 @@ import os
 from django.core.exceptions import ImproperlyConfigured
 from pydantic import ValidationError
 
+from chat.cors_settings import *
 from oaifront.conf import FrontSettings, describe_invalid_settings
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "horde-oai-front-has-no-sessions-or-signing")
@@ -19,6 +20,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "corsheaders",
     "chat",
     "models_list",
 ]
@@ -26,7 +28,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # Serves the Swagger UI and ReDoc assets (drf-spectacular-sidecar) in every mode; WhiteNoise kept async.
     "oaifront.openapi.StaticAssetsMiddleware",
-    "oaifront.middleware.CorsMiddleware",
+    # Browser access (reference: Browser access) through django-cors-headers, configured by chat.cors_settings.
+    "corsheaders.middleware.CorsMiddleware",
     "django.middleware.common.CommonMiddleware",
 ]
 
