@@ -18,18 +18,29 @@ A host project's ``asgi.py``::
 
 from __future__ import annotations
 
-from asgiref.typing import ASGI3Application, ASGIReceiveCallable, ASGISendCallable, Scope
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
 from loguru import logger
 
+Scope = dict[str, Any]
+"""An ASGI connection scope (a JSON-like dict, as Django's ``ASGIHandler`` takes it)."""
+Receive = Callable[[], Awaitable[Mapping[str, Any]]]
+"""The ASGI ``receive`` callable: the next event message."""
+Send = Callable[[Mapping[str, Any]], Awaitable[None]]
+"""The ASGI ``send`` callable."""
+ASGIApplication = Callable[[Scope, Receive, Send], Awaitable[None]]
+"""An ASGI 3 application, such as ``django.core.asgi.get_asgi_application()``."""
 
-def with_front_lifespan(application: ASGI3Application) -> ASGI3Application:
+
+def with_front_lifespan(application: ASGIApplication) -> ASGIApplication:
     """Return ``application`` with the front's lifespan: every other scope goes to ``application`` unchanged.
 
     The wrapper handles the lifespan scope itself and does not forward it, so ``application`` should be one that
     does not need its own lifespan (Django's does not have one).
     """
 
-    async def front_application(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
+    async def front_application(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "lifespan":
             await application(scope, receive, send)
             return
@@ -38,7 +49,7 @@ def with_front_lifespan(application: ASGI3Application) -> ASGI3Application:
     return front_application
 
 
-async def serve_lifespan(receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
+async def serve_lifespan(receive: Receive, send: Send) -> None:
     """Answer ``lifespan.startup`` (logging the Redis line) and ``lifespan.shutdown`` (closing the runtime)."""
     from chat.runtime import close_runtime
     from oaifront.conf import front_settings

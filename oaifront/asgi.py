@@ -17,4 +17,4 @@ from chat.asgi import with_front_lifespan
 
 django_application = get_asgi_application()
 
-application = with_front_lifespan(django_application)  # type: ignore[arg-type]
+application = with_front_lifespan(django_application)

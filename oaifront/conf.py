@@ -106,7 +106,7 @@ def redis_url_database(url: str | None) -> int:
     from redis.connection import parse_url
 
     try:
-        return int(parse_url(url).get("db", 0))
+        return int(parse_url(url).get("db", 0))  # type: ignore[no-untyped-call]
     except ValueError:
         return 0
 

@@ -81,9 +81,17 @@ def start_devhorde(tmp: Path, *, redis: bool = True, scenario: Path | str | None
 
 
 def start_front(
-    tmp: Path, horde_url: str, *, redis: bool = True, env: dict[str, str] | None = None
+    tmp: Path,
+    horde_url: str,
+    *,
+    redis: bool = True,
+    env: dict[str, str] | None = None,
+    app: str = "oaifront.asgi:application",
 ) -> tuple[Process, str]:
-    """Start the front under uvicorn; return it and its base URL (``http://127.0.0.1:<port>``)."""
+    """Start the front under uvicorn; return it and its base URL (``http://127.0.0.1:<port>``).
+
+    ``app`` is the ASGI application uvicorn serves (another project's, such as ``tests.hostproject.asgi``, with its
+    ``DJANGO_SETTINGS_MODULE`` in ``env``); the readiness probe is then the model list instead of ``/healthz``."""
     port = free_port()
     front_env = {**FAST_FRONT_ENV, "HORDE_URL": horde_url, **(env or {})}
     if redis:
@@ -93,7 +101,7 @@ def start_front(
         sys.executable,
         "-m",
         "uvicorn",
-        "oaifront.asgi:application",
+        app,
         "--host",
         "127.0.0.1",
         "--port",
@@ -102,7 +110,7 @@ def start_front(
     ]
     process = start_process(args, front_env, tmp / f"front-{port}.log")
     base = f"http://127.0.0.1:{port}"
-    wait_http(f"{base}/healthz", process.popen)
+    wait_http(f"{base}/healthz" if app == "oaifront.asgi:application" else f"{base}/v1/models", process.popen)
     return process, base
 
 
