@@ -4,7 +4,7 @@ A host project installs django-cors-headers, adds ``"corsheaders"`` to ``INSTALL
 ``"corsheaders.middleware.CorsMiddleware"`` to ``MIDDLEWARE`` (before ``CommonMiddleware``), and imports these
 settings into its settings module::
 
-    from chat.cors_settings import *  # noqa: F403 - CORS_ALLOW_ALL_ORIGINS, CORS_ALLOW_HEADERS, ...
+    from chat.cors_settings import *  # CORS_ALLOW_ALL_ORIGINS, CORS_ALLOW_HEADERS, ...
 
 Every cross-origin response then carries ``Access-Control-Allow-Origin: *`` and exposes ``Retry-After`` and
 ``x-should-retry`` (the chat views also set both headers on their own responses, errors and streams included, with
