@@ -31,7 +31,7 @@ async def native_text_models() -> list[dict[str, Any]]:
     return entries
 
 
-async def _served_models() -> dict[str, Any]:
+async def served_model_list() -> dict[str, Any]:
     """The model list (``{"object": "list", "data": [card, ...]}``) built from :func:`native_text_models`.
 
     Raises:
@@ -61,7 +61,7 @@ async def list_models(request: HttpRequest) -> HttpResponse:
     if request.method != "GET":
         return method_not_allowed("GET")
     try:
-        return json_response(await _served_models())
+        return json_response(await served_model_list())
     except OpenAIError as error:
         return error.to_response()
 
@@ -73,7 +73,7 @@ async def retrieve_model(request: HttpRequest, model: str) -> HttpResponse:
     if request.method != "GET":
         return method_not_allowed("GET")
     try:
-        served = await _served_models()
+        served = await served_model_list()
     except OpenAIError as error:
         return error.to_response()
     for card in served["data"]:

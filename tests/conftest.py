@@ -22,6 +22,10 @@ import pytest
 from devhorde.launch import free_port, wait_http
 
 ROOT = Path(__file__).resolve().parent.parent
+
+UNREACHABLE_HORDE_URL = "http://127.0.0.1:9/api"
+"""A closed loopback port: the ``HORDE_URL`` of the in-process tests (Django's test client), so that nothing they do,
+such as ``/openapi.json`` looking up a served model for its example, can reach the public Horde, the default."""
 REDIS_URL = "redis://127.0.0.1:6379/0"
 STREAM_REDIS_DB = 11
 """The progress-stream database the integration tests use (devhorde writes, the front reads)."""
@@ -154,6 +158,25 @@ class LiveStack:
     def stop(self) -> None:
         for process in (self.front, self.devhorde, *self.processes):
             process.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def in_process_horde_url() -> Iterator[None]:
+    """Point the in-process front (Django's test client) at :data:`UNREACHABLE_HORDE_URL` unless the environment names
+    a ``HORDE_URL``: Django's settings are read before this file, so the settings object is replaced here."""
+    from django.conf import settings
+
+    from oaifront.conf import front_settings
+
+    configured = settings.HORDE_OAI
+    if "HORDE_URL" not in os.environ:
+        settings.HORDE_OAI = configured.model_copy(update={"horde_url": UNREACHABLE_HORDE_URL})
+        front_settings.cache_clear()
+    try:
+        yield
+    finally:
+        settings.HORDE_OAI = configured
+        front_settings.cache_clear()
 
 
 @pytest.fixture(scope="session")
