@@ -22,10 +22,12 @@ $(STAMP): requirements.txt bin/find-python
 	@set -e; if [ ! -x $(PY) ]; then \
 	  interp=$$(bin/find-python); echo "Creating $(VENV) with $$interp"; \
 	  "$$interp" -m venv $(VENV); fi
-	@echo "Installing the pinned requirements into $(VENV) (about a minute the first time; pip reports each package)"
+	@echo "Installing the pinned requirements into $(VENV) (a minute or two the first time; each pinned package is listed as pip collects it)"
 	@$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	@set -o pipefail; $(PY) -m pip install --disable-pip-version-check --progress-bar off -r requirements.txt \
-	  | { grep --line-buffered -E '^(Collecting|Installing collected|Successfully installed)' || true; }
+	  | { grep --line-buffered -E '^Collecting .*\(from -r requirements\.txt \(line [0-9]+\)\)$$|^Installing collected' || true; } \
+	  | sed -u -E 's/^Installing collected packages: .*/Installing them (the longest step).../'
+	@echo "Installed; .venv is ready"
 	@touch $(STAMP)
 
 run: $(STAMP)
