@@ -227,3 +227,14 @@ def test_a_port_in_use_is_reported_before_anything_starts(tmp_path: Path, make_r
         rf"{taken}\n",
         output,
     ), output
+
+
+def test_a_bad_horde_url_is_refused_in_one_line_before_anything_starts(tmp_path: Path, make_run: list[MakeRun]) -> None:
+    """``make run`` with ``HORDE_URL=not-a-url``: the front's one-line error, no traceback, nothing started."""
+    run = start_make_run(tmp_path, {"HORDE_URL": "not-a-url"})
+    make_run.append(run)
+    assert run.popen.wait(60) == 1
+    assert run.output() == (
+        "make run: Invalid front configuration: HORDE_URL='not-a-url': expected the Horde's API root as an http(s) "
+        "URL, such as https://aihorde.net/api\n"
+    )
