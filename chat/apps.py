@@ -1,8 +1,12 @@
+"""The chat completions app (``POST /v1/chat/completions``)."""
+
 from django.apps import AppConfig
 from django.core import checks
 
 
 class ChatConfig(AppConfig):
+    """Django's registration of the chat completions app."""
+
     name = "chat"
     verbose_name = "Chat completions"
 

@@ -4,7 +4,10 @@ Django's ASGI handler does not speak the ASGI lifespan protocol (uvicorn logs "A
 unsupported" and skips it), so nothing would run at shutdown. :func:`with_front_lifespan` wraps the application and
 answers the lifespan events itself:
 
-- at startup, one log line names the Redis and the progress streams' database (or says there is none);
+- at startup, one log line names the Redis and the progress streams' database (or says there is none), and
+  :func:`chat.runtime.chain_shutdown_signals` puts :func:`chat.runtime.stop_open_requests` ahead of the server's
+  SIGTERM/SIGINT handler, so a stop ends every open request at once (streams with an error event and ``data: [DONE]``,
+  waiting requests with a 503, each native request cancelled);
 - at shutdown, :func:`chat.runtime.close_runtime` retries pending cancels once more, stops the Redis tasks and closes
   the HTTP pool.
 
@@ -51,13 +54,14 @@ def with_front_lifespan(application: ASGIApplication) -> ASGIApplication:
 
 async def serve_lifespan(receive: Receive, send: Send) -> None:
     """Answer ``lifespan.startup`` (logging the Redis line) and ``lifespan.shutdown`` (closing the runtime)."""
-    from chat.runtime import close_runtime
-    from oaifront.conf import front_settings
+    from chat.runtime import chain_shutdown_signals, close_runtime  # noqa: PLC0415 - the apps load once Django is set up
+    from oaifront.conf import front_settings  # noqa: PLC0415 - idem
 
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
             logger.info(front_settings().describe_redis())
+            chain_shutdown_signals()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             try:
