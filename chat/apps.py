@@ -11,6 +11,7 @@ class ChatConfig(AppConfig):
     verbose_name = "Chat completions"
 
     def ready(self) -> None:
-        from chat.checks import check_browser_access
+        """Register the browser-access checks of :mod:`chat.checks` (``manage.py check``)."""
+        from chat.checks import check_browser_access  # noqa: PLC0415 - reads Django's settings: import once apps load
 
         checks.register(check_browser_access, checks.Tags.security)

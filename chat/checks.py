@@ -1,5 +1,6 @@
 """System checks (``manage.py check``) of a project serving the chat apps: browser access through
-django-cors-headers as :mod:`chat.cors_settings` configures it."""
+django-cors-headers as :mod:`chat.cors_settings` configures it.
+"""
 
 from __future__ import annotations
 

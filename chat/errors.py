@@ -225,7 +225,8 @@ The native error body holds only the message and the rc, so the front reads the 
 
 def horde_api_root_wrong(detail: str) -> OpenAIError:
     """502 ``HordeUnavailable`` for a ``HORDE_URL`` that answers 404 without the Horde's ``rc``: the server is
-    reachable, but the URL is not the Horde's API root."""
+    reachable, but the URL is not the Horde's API root.
+    """
     return OpenAIError(
         status=502,
         message=(

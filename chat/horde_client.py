@@ -119,7 +119,8 @@ class HordeUnreachable(Exception):
 
 class HordeApiRootWrong(HordeUnreachable):
     """A 404 without the Horde's ``rc``: ``HORDE_URL`` names a server, but not the Horde's API root (often a URL
-    without ``/api``)."""
+    without ``/api``).
+    """
 
     def to_error(self) -> OpenAIError:
         """502 ``HordeUnavailable`` saying the API root looks wrong (``chat.errors.horde_api_root_wrong``)."""

@@ -100,10 +100,11 @@ class FrontSettings(BaseSettings):
 
 def redis_url_database(url: str | None) -> int:
     """The database a Redis URL selects (``redis://host:6379/6`` is 6, ``unix:///run/redis.sock?db=2`` is 2), read by
-    redis-py's own parser; 0 when the URL names none or there is no URL."""
+    redis-py's own parser; 0 when the URL names none or there is no URL.
+    """
     if not url:
         return 0
-    from redis.connection import parse_url
+    from redis.connection import parse_url  # noqa: PLC0415 - only a Redis URL needs it
 
     try:
         return int(parse_url(url).get("db", 0))  # type: ignore[no-untyped-call]
@@ -113,7 +114,8 @@ def redis_url_database(url: str | None) -> int:
 
 def redacted_url(url: str) -> str:
     """``url`` with its password replaced by ``***`` (``redis://:secret@host:6379/0`` is ``redis://:***@host:6379/0``),
-    for log lines and banners."""
+    for log lines and banners.
+    """
     parts = urlsplit(url)
     if parts.password is None:
         return url

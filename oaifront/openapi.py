@@ -51,7 +51,7 @@ from rest_framework.renderers import TemplateHTMLRenderer
 from whitenoise.middleware import WhiteNoiseMiddleware
 
 from chat import errors
-from chat.errors import reason_phrase
+from chat.errors import OpenAIError, reason_phrase
 from chat.schema import (
     AssistantMessage,
     ChatCompletionChunk,
@@ -76,6 +76,7 @@ from chat.schema import (
 from chat.screening import DEFAULT_NO_OP_PARAMETERS, REQUEST_KEYS
 from chat.waiter import QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS
 from models_list.schema import ModelCard, ModelList
+from models_list.views import served_model_list
 
 DOCS_URL: Final = "/docs/behaviour"
 """The front's behaviour guide (``docs/behaviour.md``: waiting and availability, streaming modes, errors and retries,
@@ -708,13 +709,13 @@ class FrontSchemaView(SpectacularJSONAPIView):
 
     "Try it out" in ``/docs`` then reaches a worker with the default example. The id is the first card of the live
     model list (``GET /v1/models``, its cache included), looked up for at most :data:`EXAMPLE_MODEL_LOOKUP_SECONDS`;
-    without a list (Horde unreachable, nothing served) the example keeps :data:`EXAMPLE_MODEL`, and its description
-    says to pick an id from ``GET /v1/models``.
+    without a list (Horde unreachable, nothing served) the example keeps :data:`EXAMPLE_MODEL`.
     """
 
     @extend_schema(exclude=True)
     def get(self, request: Any, *args: Any, **kwargs: Any) -> Any:
-        response = super().get(request, *args, **kwargs)
+        """Serve the document with the live example model."""
+        response = super().get(request, *args, **kwargs)  # type: ignore[no-untyped-call]  # unannotated upstream
         model = async_to_sync(served_example_model)()
         if model is not None:
             content = response.data["paths"]["/v1/chat/completions"]["post"]["requestBody"]["content"]
@@ -724,9 +725,6 @@ class FrontSchemaView(SpectacularJSONAPIView):
 
 async def served_example_model() -> str | None:
     """The id of the first model the live model list serves, or None (no list within the lookup time, or empty)."""
-    from chat.errors import OpenAIError
-    from models_list.views import served_model_list
-
     try:
         served = await asyncio.wait_for(served_model_list(), EXAMPLE_MODEL_LOOKUP_SECONDS)
     except (OpenAIError, TimeoutError):
@@ -752,7 +750,8 @@ class _OfflineRedocRenderer(TemplateHTMLRenderer):
 
 class OfflineRedocView(SpectacularRedocView):
     """ReDoc at ``/redoc``, loading nothing from outside this process (the sidecar's bundle without its CDN logo,
-    system fonts)."""
+    system fonts).
+    """
 
     renderer_classes = [_OfflineRedocRenderer]  # noqa: RUF012 - DRF's API: a view's renderers are a class-level list
 
@@ -812,7 +811,8 @@ async def redoc_bundle(request: HttpRequest) -> HttpResponse:
 
 async def favicon(request: HttpRequest) -> HttpResponse:
     """``/favicon.ico``: Swagger UI's icon, so a browser's automatic request for it (ReDoc's page declares no icon)
-    does not end in a 404."""
+    does not end in a 404.
+    """
     response = HttpResponse(await asyncio.to_thread(_static_bytes, FAVICON), content_type="image/png")
     response["Cache-Control"] = ASSET_CACHE_CONTROL
     return response

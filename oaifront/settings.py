@@ -8,7 +8,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from pydantic import ValidationError
 
-from chat.cors_settings import *
+from chat.cors_settings import *  # noqa: F403 - CORS_ALLOW_ALL_ORIGINS, CORS_ALLOW_HEADERS, ... (documented there)
 from oaifront.conf import FrontSettings, describe_invalid_settings
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "horde-oai-front-has-no-sessions-or-signing")

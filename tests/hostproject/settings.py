@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from chat.cors_settings import *  # CORS_ALLOW_ALL_ORIGINS, CORS_ALLOW_HEADERS, CORS_EXPOSE_HEADERS, ...
+from chat.cors_settings import *  # noqa: F403 - CORS_ALLOW_ALL_ORIGINS, CORS_ALLOW_HEADERS, CORS_EXPOSE_HEADERS, ...
 
 BASE_DIR = Path(os.environ.get("HOST_PROJECT_DIR", Path(__file__).resolve().parent))
 SECRET_KEY = "host-project-test-key-not-for-production-0123456789abcdefghijklmnopqrstuvwxyz"

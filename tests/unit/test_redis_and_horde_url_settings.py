@@ -100,7 +100,7 @@ def test_a_horde_url_set_in_settings_is_checked_too() -> None:
 
 @pytest.mark.asyncio
 async def test_a_404_without_the_hordes_body_says_the_api_root_looks_wrong() -> None:
-    """A server that answers 404 (HTML or JSON without ``rc``) is not the Horde's API root: often ``/api`` is missing."""
+    """A server answering 404 (HTML, or JSON without ``rc``) is not the Horde's API root: often ``/api`` is missing."""
 
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(404, text="<h1>Not Found</h1>")
