@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from bench import front_cost, relay_capacity, relay_latency
+from bench import front_cost, relay_capacity, relay_latency, responses_events
 
 BENCHMARKS = (
     ("front_cost", front_cost.main),
     ("relay_latency", relay_latency.main),
     ("relay_capacity", relay_capacity.main),
+    ("responses_events", responses_events.main),
 )
 
 

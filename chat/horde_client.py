@@ -2,7 +2,8 @@
 
 One pooled ``httpx.AsyncClient`` per process (see chat.runtime). Every call sends the client's key as ``apikey`` and
 the front's ``Client-Agent``. A refusal (4xx/5xx with the native ``{"message", "rc"}`` body) raises
-:class:`HordeRefusal`; a transport failure or an unreadable answer raises :class:`HordeUnreachable`.
+:class:`HordeRefusal`; a transport failure or an unreadable answer raises :class:`HordeUnreachable`, and a 404 without
+the native body (``HORDE_URL`` is not the API root) raises :class:`HordeApiRootWrong`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import httpx
 import orjson
 from horde_sdk.generic_api.consts import ANON_API_KEY
 from pydantic import BaseModel, ConfigDict, ValidationError
+
+from chat import errors
+from chat.errors import OpenAIError
 
 ANONYMOUS_API_KEY = ANON_API_KEY
 """The Horde's anonymous key (horde-sdk's ``ANON_API_KEY``), sent when the client sent no bearer key."""
@@ -107,7 +111,33 @@ class HordeRefusal(Exception):
 
 
 class HordeUnreachable(Exception):
-    """The Horde could not be reached, timed out, or answered something that is not its contract."""
+    """The Horde could not be reached, timed out, or answered something that is not its contract.
+
+    Attributes:
+        detail: What happened, without the native route: the transport error (``ConnectError: ...``) when the Horde
+            was not reached, else what it answered, worded to follow "The Horde answered" (``HTTP 502 Bad Gateway
+            without an error code``, ``a status that does not match the native contract (2 errors)``).
+        reached: Whether the Horde answered at all (a 5xx or malformed answer) rather than not being reached.
+    """
+
+    def __init__(self, detail: str, *, reached: bool = False) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.reached = reached
+
+    def to_error(self) -> OpenAIError:
+        """502 ``HordeUnavailable`` (``chat.errors.horde_unavailable``) with this failure's detail."""
+        return errors.horde_unavailable(self.detail, reached=self.reached)
+
+
+class HordeApiRootWrong(HordeUnreachable):
+    """A 404 without the Horde's ``rc``: ``HORDE_URL`` names a server, but not the Horde's API root (often a URL
+    without ``/api``).
+    """
+
+    def to_error(self) -> OpenAIError:
+        """502 ``HordeUnavailable`` saying the API root looks wrong (``chat.errors.horde_api_root_wrong``)."""
+        return errors.horde_api_root_wrong(str(self))
 
 
 class HordeClient:
@@ -160,11 +190,12 @@ class HordeClient:
             async with asyncio.timeout(self.timeout):  # the wait for a turn counts, like httpx's pool timeout did
                 await self._slots.acquire()
         except TimeoutError:
-            raise HordeUnreachable(f"{method} {path}: no free connection within {self.timeout:g} s") from None
+            raise HordeUnreachable(f"no free connection to the Horde within {self.timeout:g} s") from None
         try:
             response = await self._http.request(method, path, headers=headers, content=content, params=params)
         except httpx.HTTPError as exc:
-            raise HordeUnreachable(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+            reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            raise HordeUnreachable(reason) from exc
         finally:
             self._slots.release()
         try:
@@ -173,9 +204,14 @@ class HordeClient:
         except (ValueError, RecursionError):
             # Not JSON, or NaN/Infinity, which no reply of the front may carry: outside the contract.
             body = None
+        if response.status_code == 404 and not (isinstance(body, dict) and "rc" in body):
+            raise HordeApiRootWrong(f"{self.base_url} answered 404 Not Found to {method} {path}", reached=True)
         if response.status_code >= 400:
             if not isinstance(body, dict) or (response.status_code >= 500 and "rc" not in body):
-                raise HordeUnreachable(f"{method} {path}: HTTP {response.status_code}")
+                raise HordeUnreachable(
+                    f"HTTP {response.status_code} {response.reason_phrase} without an error code".replace("  ", " "),
+                    reached=True,
+                )
             raise HordeRefusal(
                 status=response.status_code,
                 message=str(body.get("message", "")),
@@ -184,14 +220,14 @@ class HordeClient:
                 headers=dict(response.headers),
             )
         if body is None:
-            raise HordeUnreachable(f"{method} {path}: the answer is not JSON")
+            raise HordeUnreachable(f"HTTP {response.status_code} with a body that is not JSON", reached=True)
         return body
 
     async def submit(self, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
         """``POST /v2/generate/chat/async``; returns the request id. Raises HordeRefusal or HordeUnreachable."""
         body = await self._call("POST", "/v2/generate/chat/async", apikey, payload=payload)
         if not isinstance(body, dict) or not isinstance(body.get("id"), str):
-            raise HordeUnreachable("submit: the answer has no request id")
+            raise HordeUnreachable("the submit without a request id", reached=True)
         return SubmitResult(id=body["id"], kudos=body.get("kudos"), warnings=list(body.get("warnings") or []))
 
     async def status(self, request_id: str, apikey: str | None) -> NativeStatus:
@@ -208,7 +244,7 @@ class HordeClient:
         """``GET /v2/status/models?type=text``: the native model list, entries as JSON objects."""
         body = await self._call("GET", "/v2/status/models", None, params={"type": "text"})
         if not isinstance(body, list):
-            raise HordeUnreachable("models: the answer is not a list")
+            raise HordeUnreachable("a model list that is not a list", reached=True)
         return [entry for entry in body if isinstance(entry, dict)]
 
 
@@ -216,4 +252,6 @@ def _parse_status(body: Any) -> NativeStatus:
     try:
         return NativeStatus.model_validate(body)
     except ValidationError as exc:
-        raise HordeUnreachable(f"status: the answer does not match the contract: {exc.error_count()} errors") from exc
+        raise HordeUnreachable(
+            f"a status that does not match the native contract ({exc.error_count()} errors)", reached=True
+        ) from exc

@@ -378,10 +378,10 @@ class SignalListener:
 
     After a failure it reconnects and subscribes again after ``SIGNAL_RETRY_SECONDS`` (2 s); signals published
     meanwhile are lost, so once subscribed again it puts :data:`RESUBSCRIBED_EVENT` on every registered queue and
-    each waiter re-reads at once (its timer may have backed off far beyond ``signal_recheck_seconds``). When
-    nothing was heard for ``liveness_interval_seconds`` it sends a pub/sub ``PING`` and reconnects when no answer
-    comes within ``SIGNAL_PONG_TIMEOUT_SECONDS``, so a connection left unresponsive by a network fault does not
-    keep it deaf (``None`` disables this). Pub/sub ignores the database number.
+    each waiter re-reads at once (its timer may have backed off far beyond ``signal_recheck_seconds``). When nothing
+    was heard for ``liveness_interval_seconds`` it sends a pub/sub ``PING`` and reconnects when no answer comes within
+    ``SIGNAL_PONG_TIMEOUT_SECONDS``, so a connection left unresponsive by a network fault does not keep it deaf
+    (``None`` disables this). Pub/sub ignores the database number.
     """
 
     def __init__(

@@ -560,7 +560,8 @@ class ChatWaiter:
             status = await self.runtime.horde.status(self.request_id, self.apikey)
         except HordeRefusal as refusal:
             if refusal.status >= 500:
-                self._failed_read(f"{refusal.status} {refusal.rc}: {refusal.message}")
+                detail = f"HTTP {refusal.status} {refusal.rc or 'without an error code'}: {refusal.message}"
+                self._failed_read(detail, reached=True)
                 return None
             if refusal.status == 429:
                 # A rate-limited poll says nothing about the request: wait out its Retry-After (within the budget)
@@ -572,7 +573,7 @@ class ChatWaiter:
             error.metadata = {**(error.metadata or {}), "request_id": self.request_id}
             raise error from None
         except HordeUnreachable as exc:
-            self._failed_read(str(exc))
+            self._failed_read(exc.detail, reached=exc.reached)
             return None
         self._read_failures = 0
         self.last_status = status
@@ -581,12 +582,11 @@ class ChatWaiter:
         self.terminal = is_terminal(status)
         return status
 
-    def _failed_read(self, detail: str) -> None:
+    def _failed_read(self, detail: str, *, reached: bool) -> None:
         self._read_failures += 1
         if self._read_failures >= MAX_CONSECUTIVE_READ_FAILURES:
-            error = errors.horde_unavailable(detail)
-            error.metadata = {"request_id": self.request_id}
-            raise error
+            # The caller cancels the request when the wait ends here (chat.views).
+            raise errors.horde_unavailable(detail, reached=reached, request_id=self.request_id)
 
     async def _next_signal(self, seconds: float) -> str | None:
         """Wait up to ``seconds`` for this request's next signal; return its event, or None when the time passed."""

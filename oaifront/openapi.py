@@ -32,15 +32,18 @@ import re
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
-from django.http import HttpRequest, StreamingHttpResponse
+from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.contrib.staticfiles import finders
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.template import engines
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema
-from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularJSONAPIView, SpectacularRedocView, SpectacularSwaggerView
 from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue, models_json_schema
 from pydantic_core import CoreSchema
@@ -48,7 +51,9 @@ from rest_framework.renderers import TemplateHTMLRenderer
 from whitenoise.middleware import WhiteNoiseMiddleware
 
 from chat import errors
-from chat.errors import reason_phrase
+from chat.errors import OpenAIError, reason_phrase
+from chat.responses import STATE_FLAGS, STATEFUL_PARAMETERS
+from chat.responses_schema import ResponseObject, ResponsesRequest
 from chat.schema import (
     AssistantMessage,
     ChatCompletionChunk,
@@ -61,6 +66,7 @@ from chat.schema import (
     ImageUrl,
     NamedToolChoice,
     OpenAIErrorEnvelope,
+    RefusalContentPart,
     SystemMessage,
     TextContentPart,
     ToolCall,
@@ -72,19 +78,26 @@ from chat.schema import (
 from chat.screening import DEFAULT_NO_OP_PARAMETERS, REQUEST_KEYS
 from chat.waiter import QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS
 from models_list.schema import ModelCard, ModelList
+from models_list.views import served_model_list
 
-DOCS_URL: Final = "https://github.com/Haidra-Org/AI-Horde/blob/main/README.md"
-"""The published documentation of the front, linked from the document's ``info.description`` and ``externalDocs``."""
+DOCS_URL: Final = "/docs/behaviour"
+"""The front's behaviour guide (``docs/behaviour.md``: waiting and availability, streaming modes, errors and retries,
+limits, the ``horde`` options), served by the front itself at this path (:func:`behaviour_guide`) and linked from the
+document's ``info.description`` and ``externalDocs``. Relative, so the link works on whatever host serves the docs."""
+
+BEHAVIOUR_GUIDE: Final = Path(__file__).resolve().parent.parent / "docs" / "behaviour.md"
+"""The guide's Markdown source in the repository."""
 
 SCHEMA_REF: Final = "#/components/schemas/{model}"
 """Where a component schema lives in the document; pydantic's ``ref_template``."""
 
-REQUEST_MODELS: Final[tuple[type[BaseModel], ...]] = (ChatCompletionRequest,)
+REQUEST_MODELS: Final[tuple[type[BaseModel], ...]] = (ChatCompletionRequest, ResponsesRequest)
 """Models documented as validated (``mode="validation"``): what a client may send."""
 
 RESPONSE_MODELS: Final[tuple[type[BaseModel], ...]] = (
     ChatCompletionResponse,
     ChatCompletionChunk,
+    ResponseObject,
     OpenAIErrorEnvelope,
     ModelList,
     ModelCard,
@@ -99,6 +112,7 @@ KEY_DROPPING_MODELS: Final[tuple[type[BaseModel], ...]] = (
     ToolMessage,
     TextContentPart,
     ImageContentPart,
+    RefusalContentPart,
     ImageUrl,
     ToolCall,
     FunctionCall,
@@ -130,6 +144,31 @@ NO_OP_PARAMETER_SCHEMAS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyTy
 """The request-schema property of each ``DEFAULT_NO_OP_PARAMETERS`` key that is not a ``ChatCompletionRequest``
 key (``chat.screening.REQUEST_KEYS``; reference: Schema generation): its default or null, the only values screening
 accepts (and then drops), with the table's description."""
+
+
+RESPONSES_STATE_PARAMETER_SCHEMAS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType(
+    {
+        **{
+            key: {
+                "type": "null",
+                "description": f"Only null: {reason}. Any other value is 400 `UnsupportedChatParameter` at `{key}`.",
+            }
+            for key, reason in STATEFUL_PARAMETERS.items()
+        },
+        "include": {
+            "anyOf": [{"type": "array", "items": {"type": "string"}, "maxItems": 0}, {"type": "null"}],
+            "description": (
+                "Only empty or null: the front stores no responses and runs no built-in tools, so it has no extra "
+                "output data to include. A value is 400 `UnsupportedChatParameter` at `include[0]`."
+            ),
+        },
+    }
+)
+"""The ``POST /v1/responses`` parameters that need state stored between requests, documented as the only values the
+front accepts (``chat.responses.find_stateful_refusal`` refuses every other one before validation). ``store`` and
+``background`` (:data:`chat.responses.STATE_FLAGS`) are request fields that take only false."""
+
+assert set(STATE_FLAGS) <= set(ResponsesRequest.model_fields)
 
 
 MODEL_SELECTION_SCHEMA: Final[Mapping[str, Any]] = MappingProxyType(
@@ -242,6 +281,9 @@ def component_schemas() -> Mapping[str, Mapping[str, Any]]:
             variant["uniqueItems"] = True
     for model in KEY_DROPPING_MODELS:
         schemas[model.__name__]["additionalProperties"] = True
+    responses_request = schemas[ResponsesRequest.__name__]
+    for key, schema in RESPONSES_STATE_PARAMETER_SCHEMAS.items():
+        responses_request["properties"][key] = _plain_descriptions(copy.deepcopy(dict(schema)))
     return MappingProxyType(schemas)
 
 
@@ -367,6 +409,12 @@ CHAT_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappi
                 "exceeds the front's timeout; `param` is `horde.availability_mode`.",
             ),
             _MAINTENANCE,
+            DocumentedError(
+                errors.FRONT_SHUTTING_DOWN,
+                "The front is restarting: it stopped waiting for the request and cancelled it at the Horde. "
+                f"`Retry-After: {errors.FRONT_SHUTDOWN_RETRY_AFTER_SECONDS}`. In a stream already open it is the "
+                "error event before `data: [DONE]`.",
+            ),
         ),
     }
 )
@@ -407,8 +455,9 @@ RETRY_HEADERS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType(
             "description": (
                 f"Whole seconds to wait before retrying: {errors.NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS} with "
                 "`no_eligible_worker`, the estimated wait (at most "
-                f"{QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS}) with `queue_unavailable`, and the Horde's own value "
-                "when it sent one."
+                f"{QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS}) with `queue_unavailable`, "
+                f"{errors.FRONT_SHUTDOWN_RETRY_AFTER_SECONDS} with `FrontShuttingDown`, and the Horde's own value when "
+                "it sent one."
             ),
             "schema": {"type": "integer", "minimum": 0},
         },
@@ -447,14 +496,30 @@ def _ref(model: type[BaseModel]) -> dict[str, str]:
     return {"$ref": SCHEMA_REF.format(model=model.__name__)}
 
 
+EXAMPLE_MODEL: Final = "example/model-7b"
+"""The request example's model id when the live model list is unavailable (no Horde reachable, or no model served);
+:class:`FrontSchemaView` puts the first served model's id in its place."""
+
+EXAMPLE_MODEL_LOOKUP_SECONDS: Final = 2.0
+"""How long ``/openapi.json`` waits for the model list to fill the example's model before keeping the placeholder."""
+
 CHAT_REQUEST_EXAMPLE: Final[Mapping[str, Any]] = MappingProxyType(
     {
-        "model": "example/model-7b",
+        "model": EXAMPLE_MODEL,
         "messages": [
             {"role": "system", "content": "You are a helpful assistant."},
             {"role": "user", "content": "Say hello in one sentence."},
         ],
         "max_tokens": 128,
+    }
+)
+
+RESPONSES_REQUEST_EXAMPLE: Final[Mapping[str, Any]] = MappingProxyType(
+    {
+        "model": "example/model-7b",
+        "instructions": "You are a helpful assistant.",
+        "input": "Say hello in one sentence.",
+        "max_output_tokens": 128,
     }
 )
 
@@ -506,6 +571,85 @@ def stream_event_schema() -> dict[str, Any]:
     }
 
 
+RESPONSE_STREAM_EVENT: Final = "ResponseStreamEvent"
+"""The component name of one server-sent event of a streamed response (``POST /v1/responses``)."""
+
+RESPONSE_EVENT_TYPES: Final[tuple[str, ...]] = (
+    "response.created",
+    "response.in_progress",
+    "response.output_item.added",
+    "response.reasoning_summary_part.added",
+    "response.reasoning_summary_text.delta",
+    "response.reasoning_summary_text.done",
+    "response.reasoning_summary_part.done",
+    "response.content_part.added",
+    "response.output_text.delta",
+    "response.output_text.done",
+    "response.content_part.done",
+    "response.function_call_arguments.delta",
+    "response.function_call_arguments.done",
+    "response.output_item.done",
+    "response.completed",
+    "response.incomplete",
+    "error",
+)
+"""Every event type a streamed response sends (chat.responses.ResponseEventWriter)."""
+
+
+def response_stream_event_schema() -> dict[str, Any]:
+    """One server-sent event of a streamed response: ``event`` is the event's type and ``data`` its JSON."""
+    return {
+        "title": RESPONSE_STREAM_EVENT,
+        "description": (
+            "One server-sent event of a streamed response: an `event:` line naming its type and a `data:` line "
+            "holding the event as JSON, then a blank line."
+        ),
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"description": "The event's type, as in `data.type`.", "enum": list(RESPONSE_EVENT_TYPES)},
+            "data": {
+                "description": "The event, as JSON.",
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {
+                    "type": "object",
+                    "required": ["type", "sequence_number"],
+                    "properties": {
+                        "type": {"description": "The event's type.", "enum": list(RESPONSE_EVENT_TYPES)},
+                        "sequence_number": {
+                            "description": "The event's position in the stream, from 0.",
+                            "type": "integer",
+                            "minimum": 0,
+                        },
+                        "response": {
+                            "description": (
+                                "The response: `in_progress` with no output on `response.created` and "
+                                "`response.in_progress`, whole on `response.completed` and `response.incomplete`."
+                            ),
+                            **_ref(ResponseObject),
+                        },
+                    },
+                },
+            },
+        },
+        "additionalProperties": False,
+    }
+
+
+RESPONSES_SSE_DESCRIPTION: Final = (
+    "With `stream: true`, server-sent events (`text/event-stream`) of OpenAI's typed Responses events, each an "
+    "`event:` line and a `data:` line, in OpenAI's order: `response.created`, `response.in_progress`; per output item "
+    "`response.output_item.added`, its part (`response.reasoning_summary_part.added` or "
+    "`response.content_part.added`), its deltas (`response.reasoning_summary_text.delta`, "
+    "`response.output_text.delta` as the worker writes when the relay runs, or "
+    "`response.function_call_arguments.delta`) and their `...done` events, `response.output_item.done`; then "
+    "`response.completed`, or `response.incomplete` when the worker stopped at `max_output_tokens`. Comment lines "
+    "keep the connection alive while the request waits for a worker. A failure after the headers is one `error` "
+    "event (`code`, `message`, `param`, and `metadata` where the chat error has it), which ends the stream; no "
+    "`[DONE]` is sent."
+)
+
 SSE_DESCRIPTION: Final = (
     "With `stream: true`, server-sent events (`text/event-stream`): each `data:` line holds one "
     "`chat.completion.chunk` (the role chunk, reasoning and content chunks, a tool-call chunk, the finish chunk, then "
@@ -516,7 +660,7 @@ SSE_DESCRIPTION: Final = (
 
 
 def front_paths() -> dict[str, Any]:
-    """The front's documented routes: ``POST /v1/chat/completions``, ``GET /v1/models`` and
+    """The front's documented routes: ``POST /v1/chat/completions``, ``POST /v1/responses``, ``GET /v1/models`` and
     ``GET /v1/models/{model}``.
 
     ``/healthz``, ``/``, ``/openapi.json``, ``/docs`` and ``/redoc`` are left out (reference: API documentation).
@@ -546,6 +690,18 @@ def front_paths() -> dict[str, Any]:
         },
     }
     model_responses |= {str(status): error_response(status, codes) for status, codes in MODEL_RETRIEVE_ERRORS.items()}
+    responses_responses: dict[str, Any] = {
+        "200": {
+            "description": "The response (`application/json`). " + RESPONSES_SSE_DESCRIPTION,
+            "content": {
+                "application/json": {"schema": _ref(ResponseObject)},
+                "text/event-stream": {"schema": {"$ref": SCHEMA_REF.format(model=RESPONSE_STREAM_EVENT)}},
+            },
+        },
+    }
+    responses_responses |= {
+        str(status): error_response(status, codes) for status, codes in CHAT_COMPLETION_ERRORS.items()
+    }
     return {
         "/v1/chat/completions": {
             "post": {
@@ -570,6 +726,34 @@ def front_paths() -> dict[str, Any]:
                     },
                 },
                 "responses": chat_responses,
+            },
+        },
+        "/v1/responses": {
+            "post": {
+                "operationId": "createResponse",
+                "tags": ["Responses"],
+                "summary": "Create a response",
+                "description": (
+                    "OpenAI's Responses API, served statelessly over the same path as chat completions: `input` "
+                    "(with `instructions`) becomes the chat messages, and the request is screened, validated, "
+                    "submitted, waited for and cancelled exactly as a chat completion is, with the same errors; an "
+                    "error's `param` names the Responses field. Nothing is stored (`store` is false by default and "
+                    "only false), so `previous_response_id`, `conversation`, `background`, stored prompts, built-in "
+                    "tools and `include` values are refused: send the whole conversation, earlier `function_call` and "
+                    "`function_call_output` items included, in `input`. "
+                    f"See the [documentation]({DOCS_URL}) for the details."
+                ),
+                "security": security,
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": _ref(ResponsesRequest),
+                            "example": dict(RESPONSES_REQUEST_EXAMPLE),
+                        },
+                    },
+                },
+                "responses": responses_responses,
             },
         },
         "/v1/models": {
@@ -637,6 +821,7 @@ SECURITY_SCHEMES: Final[Mapping[str, Any]] = MappingProxyType(
 def _front_document() -> tuple[dict[str, Any], dict[str, Any]]:
     schemas = {key: dict(value) for key, value in component_schemas().items()}
     schemas[STREAM_EVENT] = stream_event_schema()
+    schemas[RESPONSE_STREAM_EVENT] = response_stream_event_schema()
     return front_paths(), schemas
 
 
@@ -673,9 +858,38 @@ _REDOC_PAGE: Final = """{% extends "drf_spectacular/redoc.html" %}{% block head 
 
 DOCS_CONTENT_SECURITY_POLICY: Final = "default-src 'self' 'unsafe-inline' 'unsafe-eval' blob: data:"
 """The ``Content-Security-Policy`` of ``/docs`` and ``/redoc``: the pages may load only from this process (plus
-inline, ``blob:`` and ``data:`` content, which Swagger UI and ReDoc build). The browser then refuses, without a network
-attempt, the one remote asset the bundles still name (ReDoc's footer logo on cdn.redoc.ly, hidden when it fails), so
-reading the documentation tells no third party about it and works with no internet."""
+inline, ``blob:`` and ``data:`` content, which Swagger UI and ReDoc build), so reading the documentation tells no
+third party about it and works with no internet. The one remote asset the ReDoc bundle names (its sidebar logo on
+cdn.redoc.ly) is replaced in the bundle served at ``/docs/assets/redoc.standalone.js`` (:func:`redoc_bundle`), so the
+policy refuses nothing and the console shows no error."""
+
+
+class FrontSchemaView(SpectacularJSONAPIView):
+    """``/openapi.json``, with the request example's model set to a model the Horde serves right now.
+
+    "Try it out" in ``/docs`` then reaches a worker with the default example. The id is the first card of the live
+    model list (``GET /v1/models``, its cache included), looked up for at most :data:`EXAMPLE_MODEL_LOOKUP_SECONDS`;
+    without a list (Horde unreachable, nothing served) the example keeps :data:`EXAMPLE_MODEL`.
+    """
+
+    @extend_schema(exclude=True)
+    def get(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        """Serve the document with the live example model."""
+        response = super().get(request, *args, **kwargs)  # type: ignore[no-untyped-call]  # unannotated upstream
+        model = async_to_sync(served_example_model)()
+        if model is not None:
+            content = response.data["paths"]["/v1/chat/completions"]["post"]["requestBody"]["content"]
+            content["application/json"]["example"]["model"] = model
+        return response
+
+
+async def served_example_model() -> str | None:
+    """The id of the first model the live model list serves, or None (no list within the lookup time, or empty)."""
+    try:
+        served = await asyncio.wait_for(served_model_list(), EXAMPLE_MODEL_LOOKUP_SECONDS)
+    except (OpenAIError, TimeoutError):
+        return None
+    return next((str(card["id"]) for card in served["data"]), None)
 
 
 class OfflineSwaggerView(SpectacularSwaggerView):
@@ -695,16 +909,79 @@ class _OfflineRedocRenderer(TemplateHTMLRenderer):
 
 
 class OfflineRedocView(SpectacularRedocView):
-    """ReDoc at ``/redoc``, loading nothing from outside this process (the sidecar's bundle, system fonts)."""
+    """ReDoc at ``/redoc``, loading nothing from outside this process (the sidecar's bundle without its CDN logo,
+    system fonts).
+    """
 
     renderer_classes = [_OfflineRedocRenderer]  # noqa: RUF012 - DRF's API: a view's renderers are a class-level list
 
     @extend_schema(exclude=True)
     def get(self, request: Any, *args: Any, **kwargs: Any) -> Any:
-        """Serve the page with :data:`DOCS_CONTENT_SECURITY_POLICY`."""
+        """Serve the page with :data:`DOCS_CONTENT_SECURITY_POLICY` and the ReDoc bundle of :func:`redoc_bundle`."""
         response = super().get(request, *args, **kwargs)  # type: ignore[no-untyped-call]  # unannotated upstream
+        response.data["redoc_standalone"] = reverse("redoc-bundle")
         response["Content-Security-Policy"] = DOCS_CONTENT_SECURITY_POLICY
         return response
+
+
+REDOC_BUNDLE: Final = "drf_spectacular_sidecar/redoc/bundles/redoc.standalone.js"
+"""The sidecar's ReDoc bundle (a static file path)."""
+
+REDOC_CDN_LOGO: Final = "https://cdn.redoc.ly/redoc/logo-mini.svg"
+"""The one remote asset the ReDoc bundle names: the logo beside "API docs by Redocly" in its sidebar."""
+
+EMPTY_IMAGE: Final = "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' width='0' height='0'/%3E"
+"""An empty SVG, put in the logo's place: the page requests nothing remote and the CSP refuses nothing."""
+
+FAVICON: Final = "drf_spectacular_sidecar/swagger-ui-dist/favicon-32x32.png"
+"""The icon served at ``/favicon.ico`` (Swagger UI's, a PNG; browsers take the type from the response)."""
+
+ASSET_CACHE_CONTROL: Final = "public, max-age=86400"
+"""How long a browser may keep the docs' assets served by the views below."""
+
+
+@cache
+def _static_bytes(path: str) -> bytes:
+    found = finders.find(path)
+    if not isinstance(found, str):
+        raise FileNotFoundError(path)
+    return Path(found).read_bytes()
+
+
+@cache
+def redoc_bundle_source() -> bytes:
+    """The sidecar's ReDoc bundle with :data:`REDOC_CDN_LOGO` replaced by :data:`EMPTY_IMAGE`.
+
+    Raises:
+        ValueError: The bundle does not name the logo (a new ReDoc): the replacement needs a look.
+    """
+    source = _static_bytes(REDOC_BUNDLE)
+    if REDOC_CDN_LOGO.encode() not in source:
+        raise ValueError(f"{REDOC_BUNDLE} no longer names {REDOC_CDN_LOGO}")
+    return source.replace(REDOC_CDN_LOGO.encode(), EMPTY_IMAGE.encode())
+
+
+async def redoc_bundle(request: HttpRequest) -> HttpResponse:
+    """``/docs/assets/redoc.standalone.js``: ReDoc without its remote logo (:func:`redoc_bundle_source`)."""
+    source = await asyncio.to_thread(redoc_bundle_source)
+    response = HttpResponse(source, content_type="text/javascript; charset=utf-8")
+    response["Cache-Control"] = ASSET_CACHE_CONTROL
+    return response
+
+
+async def favicon(request: HttpRequest) -> HttpResponse:
+    """``/favicon.ico``: Swagger UI's icon, so a browser's automatic request for it (ReDoc's page declares no icon)
+    does not end in a 404.
+    """
+    response = HttpResponse(await asyncio.to_thread(_static_bytes, FAVICON), content_type="image/png")
+    response["Cache-Control"] = ASSET_CACHE_CONTROL
+    return response
+
+
+async def behaviour_guide(request: HttpRequest) -> HttpResponse:
+    """``/docs/behaviour``: the front's behaviour guide (``docs/behaviour.md``), as Markdown text a browser shows."""
+    text = await asyncio.to_thread(BEHAVIOUR_GUIDE.read_bytes)
+    return HttpResponse(text, content_type="text/plain; charset=utf-8")
 
 
 class StaticAssetsMiddleware(WhiteNoiseMiddleware):
@@ -771,12 +1048,16 @@ __all__ = [
     "NO_OP_PARAMETER_SCHEMAS",
     "DocumentedError",
     "DocumentedJsonSchema",
+    "FrontSchemaView",
     "OfflineRedocView",
     "OfflineSwaggerView",
     "StaticAssetsMiddleware",
     "add_front_paths",
+    "behaviour_guide",
     "component_schemas",
+    "favicon",
     "front_paths",
     "model_schemas",
     "plain_description",
+    "redoc_bundle",
 ]

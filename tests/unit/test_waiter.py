@@ -444,14 +444,25 @@ async def test_a_prompt_overflow_fault_is_not_retried(fault_reason: str | None, 
 
 
 @pytest.mark.parametrize(
-    "failure",
-    [HordeUnreachable("GET status: ConnectError"), HordeRefusal(status=500, message="boom", rc="InternalError")],
+    ("failure", "message"),
+    [
+        (HordeUnreachable("ConnectError"), "The Horde could not be reached (ConnectError). The request was cancelled."),
+        (
+            HordeRefusal(status=500, message="boom", rc="InternalError"),
+            "The Horde answered HTTP 500 InternalError: boom. The request was cancelled.",
+        ),
+        (
+            HordeUnreachable("HTTP 503 Service Unavailable without an error code", reached=True),
+            "The Horde answered HTTP 503 Service Unavailable without an error code. The request was cancelled.",
+        ),
+    ],
 )
-async def test_reads_that_keep_failing_are_horde_unavailable(failure: Exception) -> None:
+async def test_reads_that_keep_failing_are_horde_unavailable(failure: Exception, message: str) -> None:
     """ref: error-attributes.1"""
     waiter, horde = make_waiter([WAITING, failure])
     error = await refused(waiter.wait_done(await waiter.first_read()))
-    assert (error.status, error.code) == (502, "HordeUnavailable")
+    assert (error.status, error.code, error.message) == (502, "HordeUnavailable", message)
+    assert error.metadata == {"request_id": REQUEST_ID}
     assert len(horde.read_times) == 4
 
 
