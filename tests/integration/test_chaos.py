@@ -176,14 +176,23 @@ def test_clients_leaving_around_the_submit_leave_nothing_running(stack: LiveStac
     plan = [(f"chaos-{run}-{index}", index % 2 == 0, rng.uniform(0.05, 0.4)) for index in range(20)]
     asyncio.run(leave_early(stack.openai_base_url, plan))
 
+    def mine() -> list[dict[str, Any]]:
+        return [r for r in stack.native_requests() if (marker_of(r) or "").startswith(f"chaos-{run}-")]
+
     def settled() -> list[dict[str, Any]] | None:
         time.sleep(1.0)  # lets submits the clients left behind reach the Horde before the check
-        mine = [r for r in stack.native_requests() if (marker_of(r) or "").startswith(f"chaos-{run}-")]
-        return mine if all(r["state"] == "cancelled" and r["cancelled"] for r in mine) else None
+        natives = mine()
+        return natives if all(r["state"] == "cancelled" and r["cancelled"] for r in natives) else None
 
     deadline = time.monotonic() + SETTLE_SECONDS
     natives = settled()
     while natives is None and time.monotonic() < deadline:
         natives = settled()
-    assert natives is not None, "a request the Horde created was left running"
+    unsettled = [
+        {key: r[key] for key in ("id", "state", "cancelled", "cancel_requests", "age_seconds", "attempts")}
+        for r in mine()
+        if not (r["state"] == "cancelled" and r["cancelled"])
+    ]
+    front_lines = [line for line in stack.front.log().splitlines() if any(r["id"] in line for r in unsettled)]
+    assert natives is not None, f"a request the Horde created was left running: {unsettled} {front_lines}"
     assert natives, "no request reached the Horde, so nothing was checked"
