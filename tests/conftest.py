@@ -76,8 +76,18 @@ def start_devhorde(tmp: Path, *, redis: bool = True, scenario: Path | str | None
         args += ["--scenario", str(scenario)]
     process = start_process(args, {}, tmp / f"devhorde-{port}.log")
     api_root = f"http://127.0.0.1:{port}/api"
-    wait_http(f"{api_root}/v2/status/models?type=text", process.popen)
+    wait_started(process, f"{api_root}/v2/status/models?type=text")
     return process, api_root
+
+
+def wait_started(process: Process, url: str) -> None:
+    """Wait until ``process`` answers ``url`` (``devhorde.launch.wait_http``); stop it if it does not, so a failed
+    start leaves no process behind."""
+    try:
+        wait_http(url, process.popen)
+    except BaseException:
+        process.stop()
+        raise
 
 
 def start_front(
@@ -102,7 +112,7 @@ def start_front(
     ]
     process = start_process(args, front_env, tmp / f"front-{port}.log")
     base = f"http://127.0.0.1:{port}"
-    wait_http(f"{base}/healthz", process.popen)
+    wait_started(process, f"{base}/healthz")
     return process, base
 
 

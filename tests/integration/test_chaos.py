@@ -4,9 +4,9 @@ Reference sections: Cancel outcomes, Stream errors; design.md Flow step 5 ("a cl
 native request"). Forty requests, streamed and not, go through the official ``openai`` SDK (``AsyncOpenAI``) to the
 front at once; a seeded random half is abandoned while it waits (the task is cancelled, which closes the
 connection). Afterwards the devhorde must report every request either done or cancelled: none waiting or processing,
-every abandoned one sent a DELETE by the front (stopped by it, or, when the cancel came late on a busy machine, already
-finished: :func:`abandoned_outcome`), none that the front never cancelled, every kept one answered and not cancelled.
-Waiting is bounded polling.
+every abandoned one stopped by the front's DELETE, or (on a busy machine) already finished when the front's late
+DELETE came or when the front read it (:func:`abandoned_outcome`), none that the front lost, every kept one answered
+and not cancelled. Waiting is bounded polling.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ SETTLE_SECONDS = 60.0
 
 CANCELLED = "cancelled"
 FINISHED_BEFORE_THE_CANCEL = "finished before the cancel"
+FRONT_READ_IT_DONE = "front read it done"
 LEFT_RUNNING = "left running"
 NEVER_CANCELLED = "never cancelled"
 
@@ -65,9 +66,13 @@ def abandoned_outcome(native: dict[str, Any]) -> str:
     - :data:`FINISHED_BEFORE_THE_CANCEL`: it ended ``done`` and the front's ``DELETE`` came after (the devhorde counts
       a cancel of a done request in ``cancel_requests`` and leaves it done). Nothing was left running; the cancel was
       late, which a busy machine can make it: the scenario's reply is done about 2.2 s after a worker takes it.
+    - :data:`FRONT_READ_IT_DONE`: it ended ``done``, no ``DELETE`` came, and the front had read its status as done
+      (``done_reads``): the front knew it had ended, so there was nothing to cancel. On a busy machine the front's
+      answer can reach the client after the client's own deadline to leave.
     - :data:`LEFT_RUNNING`: still waiting or processing.
-    - :data:`NEVER_CANCELLED`: it ended without any cancel from the front: the front lost it (left running until it
-      finished, volunteer work for nobody). Settling waits for a pending cancel, so at the end this is a defect.
+    - :data:`NEVER_CANCELLED`: it ended without any cancel while the front never saw it end: the front lost it (left
+      running until it finished, volunteer work for nobody). Settling waits for a pending cancel, so at the end this
+      is a defect.
     """
     if native["state"] == "cancelled" and native["cancelled"]:
         return CANCELLED
@@ -75,14 +80,23 @@ def abandoned_outcome(native: dict[str, Any]) -> str:
         return LEFT_RUNNING
     if native["cancel_requests"] > 0:
         return FINISHED_BEFORE_THE_CANCEL
+    if native["done_reads"] > 0:
+        return FRONT_READ_IT_DONE
     return NEVER_CANCELLED
+
+
+ENDED_FOR_NOBODY = {CANCELLED, FINISHED_BEFORE_THE_CANCEL, FRONT_READ_IT_DONE}
+"""The outcomes that leave nothing running for a client that left."""
+
+
+RECORD_KEYS = ("id", "state", "cancelled", "cancel_requests", "done_reads", "age_seconds")
 
 
 def describe(natives: list[dict[str, Any]], front_log: str) -> list[dict[str, Any]]:
     """What a failure message needs of each request: its record and the front's log lines naming it."""
     return [
         {
-            **{key: native[key] for key in ("id", "state", "cancelled", "cancel_requests", "age_seconds")},
+            **{key: native[key] for key in RECORD_KEYS},
             "front_log": [line for line in front_log.splitlines() if native["id"] in line],
         }
         for native in natives
@@ -202,7 +216,7 @@ def test_half_the_clients_leave_mid_wait_and_every_request_ends_done_or_cancelle
     assert {marker: r["state"] for marker, r in natives.items() if marker in kept} == dict.fromkeys(kept, "done")
     assert not any(natives[marker]["cancelled"] or natives[marker]["cancel_requests"] for marker in kept)
     outcomes = {marker: abandoned_outcome(r) for marker, r in natives.items() if marker in abandoned}
-    assert set(outcomes.values()) <= {CANCELLED, FINISHED_BEFORE_THE_CANCEL}, describe(unsettled, stack.front.log())
+    assert set(outcomes.values()) <= ENDED_FOR_NOBODY, describe(unsettled, stack.front.log())
     # Most clients leave well before the 2 s first token, so most cancels stop the request; a late one is the exception.
     assert list(outcomes.values()).count(CANCELLED) > len(abandoned) // 2, outcomes
 
@@ -227,7 +241,7 @@ def test_clients_leaving_around_the_submit_leave_nothing_running(stack: LiveStac
         time.sleep(1.0)  # lets submits the clients left behind reach the Horde before the check
         natives = mine()
         outcomes = {abandoned_outcome(r) for r in natives}
-        return natives if outcomes <= {CANCELLED, FINISHED_BEFORE_THE_CANCEL} else None
+        return natives if outcomes <= ENDED_FOR_NOBODY else None
 
     deadline = time.monotonic() + SETTLE_SECONDS
     natives = settled()
@@ -239,4 +253,4 @@ def test_clients_leaving_around_the_submit_leave_nothing_running(stack: LiveStac
     )
     assert natives, "no request reached the Horde, so nothing was checked"
     late = describe(unsettled, stack.front.log())
-    print(f"{len(natives)} requests reached the Horde; finished before the front's cancel: {late}")  # shown with -s
+    print(f"{len(natives)} requests reached the Horde; ended without the front's cancel stopping them: {late}")
