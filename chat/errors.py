@@ -43,6 +43,8 @@ CHAT_REQUEST_FAULTED: Final = "ChatRequestFaulted"
 CHAT_REQUEST_NO_GENERATION: Final = "ChatRequestNoGeneration"
 CHAT_STREAM_DIVERGED: Final = "ChatStreamDiverged"
 HORDE_UNAVAILABLE: Final = "HordeUnavailable"
+FRONT_SHUTTING_DOWN: Final = "FrontShuttingDown"
+"""503 of a request the front ended because its process is stopping (SIGTERM); the request was cancelled."""
 MAX_KUDOS_EXCEEDED: Final = "max_kudos_exceeded"
 CHAT_KUDOS_CAP_EXCEEDED: Final = "ChatKudosCapExceeded"
 """The native rc of a submit refused because its kudos estimate exceeds ``max_kudos`` (reference: Kudos cap)."""
@@ -172,9 +174,43 @@ def no_eligible_worker(message: str, *, metadata: dict[str, Any] | None = None) 
     )
 
 
-def horde_unavailable(detail: str) -> OpenAIError:
-    """502 ``HordeUnavailable``: the Horde could not be reached or answered outside its contract."""
-    return OpenAIError(status=502, message=f"The Horde could not be reached: {detail}", code=HORDE_UNAVAILABLE)
+FRONT_SHUTDOWN_RETRY_AFTER_SECONDS: Final = 5
+"""``Retry-After`` of ``FrontShuttingDown``: a restarted front, or another process behind the same address, serves
+again within seconds."""
+
+FRONT_SHUTTING_DOWN_MESSAGE: Final = (
+    "The front is restarting, so it stopped waiting for this request and cancelled it at the Horde. "
+    "Retry in a few seconds."
+)
+
+
+def front_shutting_down(request_id: str | None) -> OpenAIError:
+    """503 ``FrontShuttingDown`` (``api_error``) with ``Retry-After: 5``: the front's process is stopping. The request
+    (``metadata.request_id`` when the Horde had created it) is cancelled at the Horde. No ``x-should-retry``: the
+    SDKs' default retries a 503 after ``Retry-After``. Mid-stream it is the SSE error event before ``data: [DONE]``.
+    """
+    return OpenAIError(
+        status=503,
+        message=FRONT_SHUTTING_DOWN_MESSAGE,
+        code=FRONT_SHUTTING_DOWN,
+        metadata={"request_id": request_id} if request_id is not None else None,
+        retry_after=FRONT_SHUTDOWN_RETRY_AFTER_SECONDS,
+    )
+
+
+def horde_unavailable(detail: str, *, reached: bool = False, request_id: str | None = None) -> OpenAIError:
+    """502 ``HordeUnavailable``: the Horde could not be reached, or answered a 5xx or outside its contract.
+
+    The message says "could not be reached" only when it was not reached: ``The Horde could not be reached
+    (ConnectError: ...).``; otherwise what it answered: ``The Horde answered HTTP 502 Bad Gateway without an error
+    code.`` (``detail`` is worded to follow "The Horde answered"). With ``request_id`` (a submitted request, which the
+    front cancels) it ends with "The request was cancelled." and ``metadata.request_id`` names it.
+    """
+    message = f"The Horde answered {detail}." if reached else f"The Horde could not be reached ({detail})."
+    if request_id is not None:
+        message += " The request was cancelled."
+    metadata = {"request_id": request_id} if request_id is not None else None
+    return OpenAIError(status=502, message=message, code=HORDE_UNAVAILABLE, metadata=metadata)
 
 
 KUDOS_CAP_EXCESS_PATTERN: Final[re.Pattern[str]] = re.compile(
@@ -226,5 +262,12 @@ model.`` (reference: Model selection)."""
 
 UNKNOWN_MODEL: Final = "UnknownModel"
 """The native rc of a ``models`` entry that is not a known text model."""
+
+UNKNOWN_MODEL_MESSAGE: Final[str] = (
+    "The model '{model}'{at} is not a known text model. GET /v1/models lists the served ones."
+)
+"""The front's ``UnknownModel`` message, naming the id the client sent: ``{at}`` is empty for ``model`` and
+`` at models[1]`` for an entry of ``models``."""
+
 MODEL_NOT_FOUND: Final = "model_not_found"
 """OpenAI's 404 code for ``GET /v1/models/{model}`` of a model the model list does not hold."""

@@ -8,7 +8,8 @@ log line) it needs.
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Final
 
 from chat.errors import (
     BAD_REQUEST,
@@ -18,6 +19,7 @@ from chat.errors import (
     NO_ELIGIBLE_WORKER_RC,
     RATE_LIMIT_EXCEEDED,
     UNKNOWN_MODEL,
+    UNKNOWN_MODEL_MESSAGE,
     UNSUPPORTED_CHAT_PARAMETER,
     OpenAIError,
     horde_unavailable,
@@ -29,6 +31,18 @@ from chat.horde_client import HordeRefusal
 from chat.mapping import HORDE_OPTION_KEYS
 from chat.schema import ChatCompletionRequest
 from chat.screening import log_refused_parameter
+
+_MODELS_ENTRY_PATTERN: Final[re.Pattern[str]] = re.compile(r"^models\[(?P<index>\d+)\]$")
+
+
+def _requested_model(request: ChatCompletionRequest | None, native_path: str | None) -> str | None:
+    """The model id at ``native_path`` (``models[<i>]``, as the Horde names it) of the request, or None."""
+    match = _MODELS_ENTRY_PATTERN.match(native_path or "")
+    if match is None or request is None:
+        return None
+    models = request.requested_models
+    index = int(match["index"])
+    return models[index] if index < len(models) else None
 
 
 def native_param(native_path: str, *, requested_model_key: str | None = None) -> str:
@@ -60,10 +74,11 @@ def error_from_refusal(
     declaration gap as ``impossible_reason`` is mapped before this by ``chat.waiter.submit_refusal_error``); other
     5xx are ``HordeUnavailable``; ``ChatKudosCapExceeded`` is :func:`kudos_cap_error`. A payload validation failure
     (400 without an rc) is ``BadRequest`` at the first failing field (:func:`native_param`); ``UnknownModel`` keeps
-    its status, rc and message, with the entry path its message begins with as param
-    (:data:`NATIVE_REQUEST_PATH_PATTERN`), or ``model`` when the client sent ``model`` (the message then names
-    ``'model'`` in place of ``'models[0]'``). ``request`` (the ``ChatCompletionRequest``) or ``requested_model_key``
-    (``model`` or ``models``) tells which key the client sent.
+    its status and rc, with the entry path its message begins with as param (:data:`NATIVE_REQUEST_PATH_PATTERN`), or
+    ``model`` when the client sent ``model``; its message names the id the client sent (``UNKNOWN_MODEL_MESSAGE``)
+    when ``request`` is given, else the native message with ``'model'`` in place of ``'models[0]'``. ``request``
+    (the ``ChatCompletionRequest``) or ``requested_model_key`` (``model`` or ``models``) tells which key the client
+    sent.
     """
     if request is not None:
         requested_model_key = "model" if request.model is not None else "models"
@@ -79,7 +94,7 @@ def error_from_refusal(
     if status == 429:
         return OpenAIError(status=429, message=message, code=rc or RATE_LIMIT_EXCEEDED, retry_after=retry_after)
     if status >= 500 and rc != "MaintenanceMode":
-        return horde_unavailable(f"{status} {rc}: {message}")
+        return horde_unavailable(f"HTTP {status} {rc or 'without an error code'}: {message}", reached=True)
     if status == 400 and rc is None:
         field_errors = body.get("errors")
         first = next(iter(field_errors), None) if isinstance(field_errors, dict) else None
@@ -88,7 +103,10 @@ def error_from_refusal(
     if rc == UNKNOWN_MODEL:
         match = NATIVE_REQUEST_PATH_PATTERN.match(message)
         param = "model" if requested_model_key == "model" else (match["path"] if match else None)
-        if match and param != match["path"]:
+        model_id = _requested_model(request, match["path"] if match else None)
+        if model_id is not None:
+            message = UNKNOWN_MODEL_MESSAGE.format(model=model_id, at="" if param == "model" else f" at {param}")
+        elif match and param != match["path"]:
             # The client sent `model`, which the front forwards as `models[0]`: name the key the client sent.
             message = f"'{param}'" + message[match.end() :]
         return OpenAIError(status=status, message=message, code=rc, param=param, retry_after=retry_after)

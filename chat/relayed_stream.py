@@ -63,7 +63,7 @@ from chat.pacing import CONTENT, DeltaPacer, Piece
 from chat.relay import DeltaEntry
 from chat.schema import ChatCompletionRequest
 from chat.seams import RelayRuntime
-from chat.streaming import DONE_EVENT, KEEPALIVE_COMMENT, sse_event
+from chat.streaming import DONE_EVENT, KEEPALIVE_COMMENT, sse_event, unless_stopping
 from chat.waiter import ChatWaiter
 
 RESTART_REASONS: Final[frozenset[str]] = frozenset({"restarted"})
@@ -179,7 +179,13 @@ class DeltaRelay:
         self.relayed_text = self.relayed_reasoning = ""
         self.pacer = self._new_pacer()  # the window is estimated from the pinned attempt's posts only
         model = entry.model or self.request.requested_models[0]
-        self.factory = ChunkFactory(self.request_id, self.created, model, build_system_fingerprint(entry.worker, model))
+        self.factory = ChunkFactory(
+            self.request_id,
+            self.created,
+            model,
+            build_system_fingerprint(entry.worker, model),
+            include_usage=self.request.include_usage,
+        )
 
     def _unpin(self) -> None:
         self.pinned_gen = None
@@ -345,7 +351,7 @@ async def relayed_stream(
     try:
         queue: asyncio.Queue[DeltaEntry] = deltas.register(request_id)
         registered = True
-        wait_task = asyncio.ensure_future(waiter.wait_done(first_status))
+        wait_task = asyncio.ensure_future(unless_stopping(waiter, waiter.wait_done(first_status)))
         last_sent = loop.time()
         while not wait_task.done():
             chunks = relay.take_due(loop.time())

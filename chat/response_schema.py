@@ -224,6 +224,9 @@ class ChunkChoice(_Response):
     delta: ChunkDelta
     """The increment; ``{}`` on the finish chunk."""
 
+    logprobs: None = None
+    """Always null, on every chunk choice: workers do not return log probabilities."""
+
     finish_reason: FinishReason | None
     """Null until the finish chunk, which carries ``stop``, ``length``, ``content_filter`` or ``tool_calls``."""
 
@@ -257,8 +260,8 @@ class ChatCompletionChunk(_Response):
     """One choice, or none on the usage chunk."""
 
     usage: Usage | None = None
-    """On the usage chunk only, the last before ``data: [DONE]``, sent when ``stream_options.include_usage`` is
-    true."""
+    """Sent only when ``stream_options.include_usage`` is true: the counts on the usage chunk (``choices: []``), the
+    last before ``data: [DONE]``, and null on every chunk that has a choice, as OpenAI sends it."""
 
 
 class OpenAIErrorBody(_Response):

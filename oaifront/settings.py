@@ -28,7 +28,7 @@ MIDDLEWARE = [
     # Serves the Swagger UI and ReDoc assets (drf-spectacular-sidecar) in every mode; WhiteNoise kept async.
     "oaifront.openapi.StaticAssetsMiddleware",
     "oaifront.middleware.CorsMiddleware",
-    "django.middleware.common.CommonMiddleware",
+    "oaifront.middleware.CommonMiddleware",
 ]
 
 ROOT_URLCONF = "oaifront.urls"
@@ -74,3 +74,22 @@ try:
 except ValidationError as invalid:
     raise ImproperlyConfigured(describe_invalid_settings(invalid)) from None
 """The front's namespaced settings (see oaifront.conf.FrontSettings for each variable)."""
+
+if HORDE_OAI.redis_url:
+    # Shared by every worker process (the model list cache, models_list.views); a Redis that cannot be reached is
+    # skipped, not an error: the list then comes from the Horde.
+    CACHES = {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": HORDE_OAI.redis_url,
+            "KEY_PREFIX": "horde-oai",
+            "OPTIONS": {
+                "SERIALIZER": "django_redis.serializers.json.JSONSerializer",
+                "IGNORE_EXCEPTIONS": True,
+                "SOCKET_CONNECT_TIMEOUT": 1,
+                "SOCKET_TIMEOUT": 1,
+            },
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "horde-oai"}}

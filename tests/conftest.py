@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from devhorde.launch import free_port, wait_http
+from devhorde.launch import START_UP_TIMEOUT_SECONDS, free_port, wait_http
 
 ROOT = Path(__file__).resolve().parent.parent
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -28,6 +28,7 @@ STREAM_REDIS_DB = 11
 
 FAST_FRONT_ENV = {
     "HORDE_OAI_SIGNAL_RECHECK_SECONDS": "0.2",
+    "HORDE_OAI_SIGNAL_RECHECK_MAX_SECONDS": "1.0",
     "HORDE_OAI_KEEPALIVE_SECONDS": "0.5",
     "HORDE_OAI_FAIL_FAST_GRACE_SECONDS": "1.5",
     "HORDE_OAI_MODELS_CACHE_SECONDS": "0",
@@ -80,20 +81,21 @@ def start_devhorde(tmp: Path, *, redis: bool = True, scenario: Path | str | None
     return process, api_root
 
 
-def wait_started(process: Process, url: str) -> None:
+def wait_started(process: Process, url: str, *, timeout: float = START_UP_TIMEOUT_SECONDS) -> None:
     """Wait until ``process`` answers ``url`` (``devhorde.launch.wait_http``); stop it if it does not, so a failed
     start leaves no process behind."""
     try:
-        wait_http(url, process.popen)
+        wait_http(url, process.popen, timeout=timeout)
     except BaseException:
         process.stop()
         raise
 
 
 def start_front(
-    tmp: Path, horde_url: str, *, redis: bool = True, env: dict[str, str] | None = None
+    tmp: Path, horde_url: str, *, redis: bool = True, env: dict[str, str] | None = None, workers: int = 1
 ) -> tuple[Process, str]:
-    """Start the front under uvicorn; return it and its base URL (``http://127.0.0.1:<port>``)."""
+    """Start the front under uvicorn (``workers`` processes behind one port); return it and its base URL
+    (``http://127.0.0.1:<port>``)."""
     port = free_port()
     front_env = {**FAST_FRONT_ENV, "HORDE_URL": horde_url, **(env or {})}
     if redis:
@@ -110,9 +112,12 @@ def start_front(
         str(port),
         "--no-access-log",
     ]
+    if workers > 1:
+        args += ["--workers", str(workers)]
     process = start_process(args, front_env, tmp / f"front-{port}.log")
     base = f"http://127.0.0.1:{port}"
-    wait_started(process, f"{base}/healthz")
+    # Each worker imports Django on its own: a loaded 2-core machine needs longer for several.
+    wait_started(process, f"{base}/healthz", timeout=START_UP_TIMEOUT_SECONDS * workers)
     return process, base
 
 
