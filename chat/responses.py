@@ -312,8 +312,38 @@ def responses_param(param: str | None, sources: list[str]) -> str | None:
     return param
 
 
+def message_path(path: str, sources: list[str]) -> str:
+    """A chat completions path as a Responses path for an error's message text: like :func:`responses_param`, but a
+    path inside a message item's content keeps its tail (``messages[1].content[0].image_url`` is
+    ``input[0].content[0].image_url``: a non-assistant item's parts keep their order and field names).
+    """
+    message = _MESSAGE_PARAM.match(path)
+    mapped = responses_param(path, sources) or path
+    if message is None or message.group(1) is None:
+        return mapped
+    tail = path[message.end() :]
+    if mapped.startswith("input[") and tail.startswith(".content["):
+        return mapped + tail
+    return mapped
+
+
+def responses_message(message: str, param: str | None, sources: list[str]) -> str:
+    """``message`` with the chat completions path ``param`` it names (quoted, or after ``supplied:``) written as the
+    Responses path (:func:`message_path`), so the text names the field the client sent.
+    """
+    if not param:
+        return message
+    path = message_path(param, sources)
+    if path == param:
+        return message
+    return message.replace(f"'{param}'", f"'{path}'").replace(f"supplied: {param}", f"supplied: {path}")
+
+
 def as_responses_error(error: OpenAIError, sources: list[str]) -> OpenAIError:
-    """``error`` with its ``param`` at the Responses path (:func:`responses_param`); modified in place."""
+    """``error`` with its ``param`` at the Responses path (:func:`responses_param`) and the chat path its message
+    names rewritten too (:func:`responses_message`); modified in place.
+    """
+    error.message = responses_message(error.message, error.param, sources)
     error.param = responses_param(error.param, sources)
     return error
 
@@ -817,6 +847,8 @@ async def response_events(
             for payload in read_chat_events(raw):
                 if isinstance(payload, dict) and "error" in payload:
                     error = dict(payload["error"])
+                    if isinstance(error.get("message"), str):
+                        error["message"] = responses_message(error["message"], error.get("param"), sources)
                     error["param"] = responses_param(error.get("param"), sources)
                     yield sse_event(writer.error({"error": error}))
                     return

@@ -662,6 +662,48 @@ def test_keepalives_pass_through_and_a_stream_error_is_one_error_event() -> None
 
 
 @pytest.mark.parametrize(
+    ("body", "param", "message"),
+    [
+        (
+            {"tools": [{"type": "function", "name": "bad name!"}]},
+            "tools[0].name",
+            (
+                "Invalid 'tools[0].name': string does not match pattern. Expected a string that matches the pattern "
+                "'^[a-zA-Z0-9_-]+$'."
+            ),
+        ),
+        (
+            {"input": [{"role": "system", "content": [{"type": "input_image", "image_url": "https://x/a.png"}]}]},
+            "input[0]",
+            "Unrecognized request argument supplied: input[0].content[0].image_url",
+        ),
+    ],
+)
+def test_error_messages_name_the_responses_path_not_the_chat_one(
+    body: dict[str, Any], param: str, message: str
+) -> None:
+    """The shared chat screening words its messages with chat paths (``tools[0].function.name``,
+    ``messages[0].content[0].image_url``); a Responses client reads the field it sent."""
+    error = refusal({"model": "org/m", "input": "Hi", **body})
+    assert (error["param"], error["message"]) == (param, message)
+
+
+def test_a_stream_error_message_names_the_responses_path() -> None:
+    request, _, sources = read({"model": "org/m", "input": "Hi", "stream": True})
+    writer = ResponseEventWriter(request, "r1", CREATED, "org/m")
+    error = OpenAIError(
+        status=400, message="Invalid 'max_completion_tokens': too large.", param="max_completion_tokens"
+    )
+    chat_items = [error.sse_event(), b"data: [DONE]\n\n"]
+
+    async def collect() -> list[bytes]:
+        return [item async for item in response_events(writer, _chat_stream(chat_items), sources, lambda: COMPLETED)]
+
+    event = json.loads(asyncio.run(collect())[-1].split(b"data: ", 1)[1])
+    assert (event["message"], event["param"]) == ("Invalid 'max_output_tokens': too large.", "max_output_tokens")
+
+
+@pytest.mark.parametrize(
     ("chat_param", "responses_path"),
     [
         ("messages[0].content", "instructions"),
