@@ -35,6 +35,7 @@ from horde_sdk.worker.chat_declaration import ChatFinishReason
 from pydantic import ValidationError
 
 from chat import errors
+from chat.contract import ORPHAN_TOOL_MESSAGE, UNANSWERED_TOOL_CALLS_MESSAGE, UNKNOWN_TOOL_CALL_ID_MESSAGE
 from chat.errors import OpenAIError, dumps
 from chat.responses_schema import (
     RESPONSES_UNION_TAGS,
@@ -348,6 +349,38 @@ def as_responses_error(error: OpenAIError, sources: list[str]) -> OpenAIError:
     return error
 
 
+NO_TOOL_CALL_MESSAGE: Final[str] = "No tool call found for function call output with call_id {call_id}."
+"""OpenAI's Responses message (param ``input``) for a ``function_call_output`` that answers no ``function_call``
+before it (chat completions words it as an orphan ``tool`` message or an unknown ``tool_call_id``)."""
+
+NO_TOOL_OUTPUT_MESSAGE: Final[str] = "No tool output found for function call {call_id}."
+"""OpenAI's Responses message (param ``input``) for a ``function_call`` without its ``function_call_output``; the
+first unanswered call is named."""
+
+_TOOL_HISTORY_PARAM: Final[re.Pattern[str]] = re.compile(r"^messages\.\[(\d+)\]\.(?:role|tool_call_id)$")
+_UNANSWERED_PREFIX: Final[str] = UNANSWERED_TOOL_CALLS_MESSAGE.partition("{ids}")[0]
+_UNKNOWN_CALL_PREFIX: Final[str] = UNKNOWN_TOOL_CALL_ID_MESSAGE.partition("{tool_call_id}")[0]
+
+
+def tool_history_error(error: OpenAIError, messages: list[dict[str, Any]]) -> OpenAIError | None:
+    """The Responses form of a chat tool-history refusal (chat.contract) of the chat ``messages`` a request became,
+    or None when ``error`` is another refusal: OpenAI's :data:`NO_TOOL_CALL_MESSAGE` or
+    :data:`NO_TOOL_OUTPUT_MESSAGE` at ``input``, same status and code.
+    """
+    if error.message.startswith(_UNANSWERED_PREFIX):
+        first = error.message.removeprefix(_UNANSWERED_PREFIX).split(", ")[0]
+        message = NO_TOOL_OUTPUT_MESSAGE.format(call_id=first)
+    elif error.message == ORPHAN_TOOL_MESSAGE or error.message.startswith(_UNKNOWN_CALL_PREFIX):
+        match = _TOOL_HISTORY_PARAM.match(error.param or "")
+        if match is None or int(match.group(1)) >= len(messages):
+            return None
+        message = NO_TOOL_CALL_MESSAGE.format(call_id=messages[int(match.group(1))].get("tool_call_id"))
+    else:
+        return None
+    error.message, error.param = message, "input"
+    return error
+
+
 def read_responses_request(raw: bytes) -> tuple[ResponsesRequest, ChatCompletionRequest, list[str]]:
     """Parse, screen and validate a ``POST /v1/responses`` body; return it, its chat completions request (validated
     and checked by chat.screening) and the source param of each chat message.
@@ -365,7 +398,7 @@ def read_responses_request(raw: bytes) -> tuple[ResponsesRequest, ChatCompletion
         chat_request = validate_chat_request(screened)
         check_chat_rules(screened)
     except OpenAIError as error:
-        raise as_responses_error(error, sources) from None
+        raise tool_history_error(error, screened["messages"]) or as_responses_error(error, sources) from None
     return request, chat_request, sources
 
 

@@ -314,10 +314,7 @@ def test_store_false_background_false_and_empty_include_are_accepted() -> None:
         (
             {"input": [{"type": "function_call", "call_id": "call_a", "name": "f", "arguments": "{}"}]},
             "input",
-            (
-                "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
-                "'tool_call_id'. The following tool_call_ids did not have response messages: call_a"
-            ),
+            "No tool output found for function call call_a.",
             "UnsupportedChatParameter",
         ),
         (
@@ -701,6 +698,39 @@ def test_a_stream_error_message_names_the_responses_path() -> None:
 
     event = json.loads(asyncio.run(collect())[-1].split(b"data: ", 1)[1])
     assert (event["message"], event["param"]) == ("Invalid 'max_output_tokens': too large.", "max_output_tokens")
+
+
+CALL_A = {"type": "function_call", "call_id": "call_a", "name": "f", "arguments": "{}"}
+CALL_B = {"type": "function_call", "call_id": "call_b", "name": "g", "arguments": "{}"}
+
+
+def output_of(call_id: str) -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": call_id, "output": "ok"}
+
+
+@pytest.mark.parametrize(
+    ("items", "message"),
+    [
+        ([output_of("call_z")], "No tool call found for function call output with call_id call_z."),
+        ([CALL_A, output_of("call_z")], "No tool call found for function call output with call_id call_z."),
+        (
+            [CALL_A, output_of("call_a"), output_of("call_a")],
+            "No tool call found for function call output with call_id call_a.",
+        ),
+        ([CALL_A, CALL_B, {"role": "user", "content": "and?"}], "No tool output found for function call call_a."),
+        ([CALL_A, CALL_B, output_of("call_a")], "No tool output found for function call call_b."),
+    ],
+)
+def test_tool_history_refusals_use_openais_responses_wording(items: list[dict[str, Any]], message: str) -> None:
+    """The chat rules' tool-history refusals speak of ``tool`` messages and ``tool_call_id``; the Responses API words
+    them with the ``function_call`` item's ``call_id``, param ``input``."""
+    error = refusal({"model": "org/m", "input": [{"role": "user", "content": "Hi"}, *items]})
+    assert error == {
+        "message": message,
+        "type": "invalid_request_error",
+        "param": "input",
+        "code": "UnsupportedChatParameter",
+    }
 
 
 @pytest.mark.parametrize(
