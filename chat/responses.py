@@ -330,8 +330,10 @@ def message_path(path: str, sources: list[str]) -> str:
 
 def responses_message(message: str, param: str | None, sources: list[str]) -> str:
     """``message`` with the chat completions path ``param`` it names (quoted, or after ``supplied:``) written as the
-    Responses path (:func:`message_path`), so the text names the field the client sent.
+    Responses path (:func:`message_path`), and a quoted ``'response_format'`` as ``'text.format'``, so the text names
+    the fields the client sent.
     """
+    message = message.replace("'response_format'", "'text.format'")  # the JSON guard names it beside 'messages'
     if not param:
         return message
     path = message_path(param, sources)

@@ -674,6 +674,11 @@ def test_keepalives_pass_through_and_a_stream_error_is_one_error_event() -> None
             "input[0]",
             "Unrecognized request argument supplied: input[0].content[0].image_url",
         ),
+        (
+            {"text": {"format": {"type": "json_object"}}, "horde": {"openai_guards": True}},
+            "input",
+            "'input' must contain the word 'json' in some form, to use 'text.format' of type 'json_object'.",
+        ),
     ],
 )
 def test_error_messages_name_the_responses_path_not_the_chat_one(
