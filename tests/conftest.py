@@ -81,7 +81,11 @@ def start_devhorde(tmp: Path, *, redis: bool = True, scenario: Path | str | None
         args += ["--scenario", str(scenario)]
     process = start_process(args, {}, tmp / f"devhorde-{port}.log")
     api_root = f"http://127.0.0.1:{port}/api"
-    wait_http(f"{api_root}/v2/status/models?type=text", process.popen)
+    try:
+        wait_http(f"{api_root}/v2/status/models?type=text", process.popen, timeout=60.0)  # as start_front: load
+    except Exception:
+        process.stop()
+        raise
     return process, api_root
 
 
@@ -121,8 +125,8 @@ def start_front(
     base = f"http://127.0.0.1:{port}"
     probe = f"{base}/healthz" if app == "oaifront.asgi:application" else f"{base}/v1/models"
     try:
-        # Each worker imports Django on its own: a loaded 2-core machine needs longer for several.
-        wait_http(probe, process.popen, timeout=30.0 * workers)
+        # Django starts in seconds, but a 2-core machine at load 10+ has taken over 30 s; each worker starts its own.
+        wait_http(probe, process.popen, timeout=60.0 * workers)
     except Exception:
         process.stop()
         raise
