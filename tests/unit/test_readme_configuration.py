@@ -18,6 +18,7 @@ def table() -> dict[str, str]:
     for line in (ROOT / "README.md").read_text().splitlines():
         match = ROW.match(line)
         if match is not None:
+            assert match.group(1) not in rows, f"{match.group(1)} is listed twice"
             rows[match.group(1)] = match.group(2)
     return rows
 
