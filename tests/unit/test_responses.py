@@ -327,6 +327,12 @@ def test_store_false_background_false_and_empty_include_are_accepted() -> None:
             "UnsupportedChatParameter",
         ),
         (
+            {"top_logprobs": 3},
+            "top_logprobs",
+            "Invalid value: 3. Supported values are: 0.",
+            "BadRequest",
+        ),
+        (
             {"input": None},
             "input",
             "Invalid type for 'input': expected one of a string or array of objects, but got null instead.",
