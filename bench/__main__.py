@@ -1,25 +1,177 @@
-"""``make bench`` / ``python -m bench``: run every benchmark in turn with its defaults (see bench/README.md)."""
+"""``make bench`` / ``python -m bench``: every benchmark in turn, then one summary table (rows 1-5 of issue 12).
+
+The defaults fit in about 10 minutes on 2 cores (see bench/README.md): front cost at 1, 16 and 128 clients for 4 s
+each, 100 and 1,000 waiting requests with Redis on and off, relay latency over 10 streams, relayed streams held at 100
+and 1,000. ``--large`` adds the 5,000 levels (waiting and relayed streams; several more minutes); ``--small`` runs
+every part at tiny levels to check that the benchmarks work.
+"""
 
 from __future__ import annotations
 
+import argparse
+import os
+import platform
 import sys
+import time
+from pathlib import Path
+from typing import Any
 
 from bench import front_cost, relay_capacity, relay_latency, responses_events
 
-BENCHMARKS = (
-    ("front_cost", front_cost.main),
-    ("relay_latency", relay_latency.main),
-    ("relay_capacity", relay_capacity.main),
-    ("responses_events", responses_events.main),
-)
+DEFAULT_ARGS: dict[str, list[str]] = {
+    "front_cost": [
+        "--levels",
+        "1,16,128",
+        "--seconds",
+        "4",
+        "--waiting",
+        "100,1000",
+        "--settle",
+        "15",
+        "--window",
+        "5",
+    ],
+    "relay_latency": ["--requests", "10"],
+    "relay_capacity": ["--levels", "100,1000"],
+    "responses_events": [],
+}
+LARGE_ARGS: dict[str, list[str]] = {
+    **DEFAULT_ARGS,
+    "front_cost": [*DEFAULT_ARGS["front_cost"][:6], "--waiting", "100,1000,5000", "--settle", "35", "--window", "10"],
+    "relay_capacity": ["--levels", "100,1000,5000"],
+}
+SMALL_ARGS: dict[str, list[str]] = {
+    "front_cost": ["--levels", "1,4", "--seconds", "2", "--waiting", "20", "--settle", "3", "--window", "2"],
+    "relay_latency": ["--requests", "3", "--deltas", "5"],
+    "relay_capacity": ["--levels", "10,30", "--deltas", "4", "--idle-window", "1"],
+    "responses_events": ["--streams", "20", "--deltas", "20"],
+}
 
 
-def main() -> int:
-    status = 0
-    for name, run in BENCHMARKS:
-        print(f"== bench.{name}", flush=True)
-        status = run([]) or status
-    return status
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def ratio(numerator: float | None, denominator: float | None) -> str:
+    if numerator is None or not denominator:
+        return "-"
+    return f"{numerator / denominator:.2f}x"
+
+
+def summary_rows(
+    cost: dict[str, Any], latency: dict[str, Any], capacity: dict[str, Any]
+) -> list[tuple[str, str, str, str]]:
+    """``(row, measure, figures, ratio)`` for each line of the summary table, from the benchmarks' results."""
+    rows: list[tuple[str, str, str, str]] = []
+    for level in cost.get("nonstream", []):
+        front, bare, direct = level["front"], level["passthrough"], level["direct"]
+        added_front = added_bare = None
+        if front["p50_ms"] is not None and bare["p50_ms"] is not None and direct["p50_ms"] is not None:
+            added_front, added_bare = front["p50_ms"] - direct["p50_ms"], bare["p50_ms"] - direct["p50_ms"]
+        rows.append(
+            (
+                f"1 (c={level['c']})",
+                "req/s front / pass-through / direct; p50 (p99) ms; ratio: added p50 front / pass-through",
+                f"{front['rps']} / {bare['rps']} / {direct['rps']}; {front['p50_ms']} ({front['p99_ms']}) / "
+                f"{bare['p50_ms']} ({bare['p99_ms']}) / {direct['p50_ms']} ({direct['p99_ms']})",
+                ratio(added_front, added_bare),
+            )
+        )
+    for level in cost.get("nonstream", []):
+        front_cpu = level["front"].get("cpu_ms_per_request")
+        bare_cpu = level["passthrough"].get("cpu_ms_per_request")
+        rows.append(
+            (
+                f"2 (c={level['c']})",
+                "CPU ms per request, front / pass-through",
+                f"{front_cpu} / {bare_cpu}",
+                ratio(front_cpu, bare_cpu),
+            )
+        )
+    waiting: dict[int, dict[bool, dict[str, Any]]] = {}
+    for row in cost.get("waiting", []):
+        waiting.setdefault(row["waiting"], {})[row["redis"]] = row
+    for count, modes in sorted(waiting.items()):
+        on, off = modes.get(True), modes.get(False)
+        figures = "; ".join(
+            f"Redis {name}: {row['front_cpu_pct']} % CPU, {row['front_rss_mib']} MiB ({row['submitted']} submitted)"
+            for name, row in (("on", on), ("off", off))
+            if row is not None
+        )
+        rows.append(
+            (
+                f"3 (N={count})",
+                "front CPU and RSS, N waiting; ratio: CPU Redis off / on",
+                figures,
+                ratio(off["front_cpu_pct"], on["front_cpu_pct"]) if on and off else "-",
+            )
+        )
+    added, base = latency.get("added_latency_ms", {}), latency.get("baseline_xadd_to_xread_ms", {})
+    rows.append(
+        (
+            "4 (latency)",
+            "XADD -> chunk p50 / p99 ms, pacing off; ratio: p50 over XADD -> XREAD BLOCK p50",
+            f"{added.get('p50')} / {added.get('p99')} (baseline {base.get('p50')} / {base.get('p99')})",
+            ratio(added.get("p50"), base.get("p50")),
+        )
+    )
+    levels = capacity.get("levels", [])
+    for level in levels:
+        if "reason" in level:
+            rows.append((f"4 (N={level['streams']})", "relayed streams held", level["reason"], "-"))
+            continue
+        rows.append(
+            (
+                f"4 (N={level['streams']})",
+                "streams held: every character delivered; RSS before -> held; p50 / p99 ms; ratio: RSS held / before",
+                f"{level['every_character_delivered']} ({level['exact_replies']} exact, {level['deltas_missing']} "
+                f"missing); {level['front_rss_before_mib']} -> {level['front_rss_held_mib']} MiB = "
+                f"{level['rss_kib_per_stream']} KiB/stream; "
+                f"{level['latency_ms']['p50']} / {level['latency_ms']['p99']}",
+                ratio(level["front_rss_held_mib"], level["front_rss_before_mib"]),
+            )
+        )
+    for level in (level for level in levels if "reason" not in level):
+        rows.append(
+            (
+                f"5 (N={level['streams']})",
+                "XREAD/s held idle (BLOCK 250: 4/s expected); XREAD/s and XADD/s relaying; ratio: XREAD per XADD",
+                f"{level['xread_per_second_idle']}; {level['xread_per_second_relay']} and "
+                f"{level['xadd_per_second_relay']}",
+                ratio(level["xread_per_second_relay"], level["xadd_per_second_relay"]),
+            )
+        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--large", action="store_true", help="add the 5,000 levels (waiting, relayed streams)")
+    size.add_argument("--small", action="store_true", help="tiny levels, to check the benchmarks work")
+    args = parser.parse_args(argv)
+    plan = LARGE_ARGS if args.large else SMALL_ARGS if args.small else DEFAULT_ARGS
+    started, load_start = time.monotonic(), load_average()
+    print(f"== bench.front_cost {' '.join(plan['front_cost'])}", flush=True)
+    cost = front_cost.run(plan["front_cost"])
+    print(f"== bench.relay_latency {' '.join(plan['relay_latency'])}", flush=True)
+    latency = relay_latency.run(plan["relay_latency"])
+    print(f"== bench.relay_capacity {' '.join(plan['relay_capacity'])}", flush=True)
+    capacity = relay_capacity.run(plan["relay_capacity"])
+    print(f"== bench.responses_events {' '.join(plan['responses_events'])}", flush=True)
+    status = responses_events.main(plan["responses_events"])
+    elapsed = time.monotonic() - started
+    print()
+    print(
+        f"## Summary: {platform.machine()}, nproc {os.cpu_count()}, Python {platform.python_version()}; "
+        f"load average {load_start} at start, {load_average()} at end; "
+        f"{elapsed / 60:.1f} min"
+    )
+    print("| row | measure | figures | ratio |")
+    print("|---|---|---|---|")
+    for row in summary_rows(cost, latency, capacity):
+        print("| " + " | ".join(row) + " |")
+    return status or (1 if latency.get("failures") else 0)
 
 
 if __name__ == "__main__":

@@ -370,7 +370,8 @@ async def waiting(levels: list[int], settle: float, window: float, redis: bool) 
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
+def run(argv: list[str] | None = None) -> dict[str, Any]:
+    """Parse ``argv``, run the parts (printing each row) and return ``{"nonstream": rows, "waiting": rows}``."""
     parser = argparse.ArgumentParser(prog="python -m bench.front_cost", description=__doc__.split("\n\n")[0])
     parser.add_argument("--part", default="nonstream,waiting")
     parser.add_argument("--levels", default="1,16,128", help="concurrent clients of the non-streamed loop")
@@ -399,6 +400,11 @@ def main(argv: list[str] | None = None) -> int:
             )
     if args.json:
         print(json.dumps(results))
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    run(argv)
     return 0
 
 

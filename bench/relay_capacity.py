@@ -1,6 +1,8 @@
 """How many concurrent relayed streams one front process holds.
 
-Run: ``.venv/bin/python -m bench.relay_capacity [--levels 100,200,400,800] [--deltas 10] [--post-interval 0.5]``.
+Run: ``.venv/bin/python -m bench.relay_capacity [--levels 100,1000] [--deltas 10] [--post-interval 0.5]``
+(``--levels 100,1000,5000`` for the issue's largest level; ``RLIMIT_NOFILE`` is raised for this process and the
+processes it starts).
 
 The stack is :mod:`bench.relay_latency`'s (a throwaway ``redis-server``, the devhorde, one front process under
 uvicorn), all on loopback. Each level opens ``N`` streamed requests, ``--open-rate`` per second, and waits for all
@@ -13,7 +15,11 @@ reply once the deltas are written. The front runs with the production defaults (
 Per level it reports: the streams that ended with exactly the reply, ``finish_reason: stop`` and ``[DONE]``; the
 deltas seen by the client and the deltas missing; the latency from issuing a seen delta's ``XADD`` to its first
 character on the client's wire (p50/p99/max); the CPU share of the front, the devhorde, Redis and this client while
-the streams are admitted (ramp) and while the deltas are written (relay; one CPU = 100); the front's resident memory.
+the streams are admitted (ramp) and while the deltas are written (relay; one CPU = 100); the front's resident memory
+(``VmRSS``) before the level and while its streams are held, and the difference per stream; the delta reader's Redis
+commands: ``XREAD`` calls per second (Redis ``INFO commandstats``, ``cmdstat_xread``) over a fixed window of
+``--idle-window`` seconds while the streams are held with nothing written (the reader's ``BLOCK 250`` cycle: about 4
+a second whatever the count) and over the relay window (with the ``XADD`` calls per second beside it).
 
 A delta is seen when the client had its first character as a relayed delta. It is missing when that character never
 came, came in or after the finish chunk (the final reply's remainder is the content chunk sent together with the
@@ -25,7 +31,8 @@ delta is not a latency sample.
 A level **holds** when every stream ended with exactly the reply, no delta is missing, and the p99 latency stays
 under ``--max-p99-ms`` (default 250 ms, about half a worker's post interval). A level whose streams are not all
 admitted (response headers) within ``max(5, 0.05 * N, 2 * N / open rate)`` seconds does not hold either. Levels run
-in increasing order and stop after the first that does not hold. Bounded: at most 6 levels of at most 2000 streams.
+in increasing order and stop after the first whose streams are not all admitted. Bounded: at most 6 levels of at
+most 5000 streams.
 """
 
 from __future__ import annotations
@@ -39,8 +46,10 @@ from bisect import bisect_right
 from typing import Any
 
 import httpx
+import redis as sync_redis
 from redis.asyncio import BlockingConnectionPool, Redis
 
+from bench.front_cost import raise_open_files
 from bench.relay_latency import (
     STREAM_DB,
     BenchStack,
@@ -69,6 +78,20 @@ MISSED_LATENCY_SECONDS = FINAL_REPLY_DELAY_SECONDS
 FINISH_BURST_SECONDS = 0.05
 """A content chunk arriving less than this before the finish chunk was sent with it: the final reply's remainder
 (the front writes the remainder and the finish chunk back to back; a relayed delta comes 2 s or more earlier)."""
+
+
+def command_calls(redis_url: str) -> dict[str, int]:
+    """Calls so far of each Redis command (``INFO commandstats``: ``cmdstat_xread`` -> ``xread``)."""
+    client = sync_redis.Redis.from_url(redis_url)
+    try:
+        stats = client.info("commandstats")
+    finally:
+        client.close()
+    return {name.removeprefix("cmdstat_"): int(value["calls"]) for name, value in stats.items()}
+
+
+def calls_per_second(before: dict[str, int], after: dict[str, int], command: str, seconds: float) -> float:
+    return round((after.get(command, 0) - before.get(command, 0)) / seconds, 1)
 
 
 def own_cpu_seconds() -> float:
@@ -144,7 +167,13 @@ async def open_stream(
 
 
 async def run_level(
-    stack: BenchStack, streams: int, deltas: int, interval: float, max_p99_ms: float, open_rate: float
+    stack: BenchStack,
+    streams: int,
+    deltas: int,
+    interval: float,
+    max_p99_ms: float,
+    open_rate: float,
+    idle_window: float,
 ) -> dict[str, Any]:
     texts = delta_texts(deltas)
     reply = "".join(texts)
@@ -154,10 +183,15 @@ async def run_level(
     stack.put_scenario(
         bench_scenario(
             reply,
-            finish_after_seconds=ramp_budget + JOIN_WAIT_SECONDS + deltas * interval + FINAL_REPLY_DELAY_SECONDS,
+            finish_after_seconds=ramp_budget
+            + JOIN_WAIT_SECONDS
+            + idle_window
+            + deltas * interval
+            + FINAL_REPLY_DELAY_SECONDS,
             threads=streams,
         )
     )
+    rss_before = rss_megabytes(stack.front_pid)
     cpu_start = cpu_snapshot(stack)
     started = time.perf_counter()
 
@@ -190,7 +224,13 @@ async def run_level(
         pool = BlockingConnectionPool.from_url(stack.redis_url, db=STREAM_DB, max_connections=32)
         redis = Redis(connection_pool=pool)
         issued: dict[str, list[float]] = {entry["id"]: [] for entry in natives}
-        inject_start = time.perf_counter() + JOIN_WAIT_SECONDS
+        await asyncio.sleep(JOIN_WAIT_SECONDS)
+        rss_held = rss_megabytes(stack.front_pid)
+        idle_before, idle_started = command_calls(stack.redis_url), time.perf_counter()
+        await asyncio.sleep(idle_window)
+        idle_after = command_calls(stack.redis_url)
+        idle_xread = calls_per_second(idle_before, idle_after, "xread", time.perf_counter() - idle_started)
+        inject_start = time.perf_counter() + 0.05
         writers = [
             write_deltas(
                 redis,
@@ -203,10 +243,12 @@ async def run_level(
             )
             for index, entry in enumerate(natives)
         ]
-        await asyncio.sleep(JOIN_WAIT_SECONDS)
         relay_start = cpu_snapshot(stack)
+        relay_calls = command_calls(stack.redis_url)
         await asyncio.gather(*writers)
-        relay_cpu = cpu_percent(relay_start, cpu_snapshot(stack), time.perf_counter() - inject_start)
+        relay_seconds = time.perf_counter() - inject_start
+        relay_cpu = cpu_percent(relay_start, cpu_snapshot(stack), relay_seconds)
+        relay_calls_after = command_calls(stack.redis_url)
         front_rss = rss_megabytes(stack.front_pid)
         _, unfinished = await asyncio.wait(readers, timeout=ramp_budget + deltas * interval + 60)
         for reader in unfinished:  # counted below as streams without the exact reply
@@ -231,10 +273,12 @@ async def run_level(
             seen_count += 1
             latencies.append(seen - times[index])
     p99 = percentile(latencies, 0.99) * 1000 if latencies else float("inf")
-    holds = exact == streams and missing == 0 and not refused and p99 <= max_p99_ms
+    delivered = exact == streams and missing == 0 and not refused
+    holds = delivered and p99 <= max_p99_ms
     return {
         "streams": streams,
         "holds": holds,
+        "every_character_delivered": delivered,
         "exact_replies": exact,
         "refused": len(refused),
         "deltas_seen": seen_count,
@@ -248,14 +292,27 @@ async def run_level(
         "ramp_cpu_percent": ramp_cpu,
         "relay_cpu_percent": relay_cpu,
         "front_rss_mib": round(front_rss),
+        "front_rss_before_mib": round(rss_before, 1),
+        "front_rss_held_mib": round(rss_held, 1),
+        "rss_kib_per_stream": round((rss_held - rss_before) * 1024 / streams, 1),
+        "xread_per_second_idle": idle_xread,
+        "xread_per_second_relay": calls_per_second(relay_calls, relay_calls_after, "xread", relay_seconds),
+        "xadd_per_second_relay": calls_per_second(relay_calls, relay_calls_after, "xadd", relay_seconds),
         "elapsed_seconds": round(elapsed, 1),
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def run(argv: list[str] | None = None) -> dict[str, Any]:
+    """Parse ``argv``, run the levels (printing each row unless ``--json``) and return the summary."""
     parser = argparse.ArgumentParser(prog="python -m bench.relay_capacity", description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--levels", default="100,200,400,800", help="concurrent streams per level, increasing (default 100,200,400,800)"
+        "--levels", default="100,1000", help="concurrent streams per level, increasing (default 100,1000; up to 5000)"
+    )
+    parser.add_argument(
+        "--idle-window",
+        type=float,
+        default=2.0,
+        help="seconds the streams are held with nothing written, counting XREAD calls (default 2)",
     )
     parser.add_argument("--deltas", type=int, default=10, help="deltas per stream (default 10)")
     parser.add_argument("--post-interval", type=float, default=0.5, help="seconds between a stream's deltas")
@@ -268,20 +325,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the results as JSON only")
     args = parser.parse_args(argv)
     levels = [int(level) for level in args.levels.split(",") if level.strip()]
-    if not (1 <= len(levels) <= 6 and all(1 <= level <= 2000 for level in levels) and levels == sorted(levels)):
-        parser.error("bounded: 1 to 6 increasing levels of 1 to 2000 streams")
+    if not (1 <= len(levels) <= 6 and all(1 <= level <= 5000 for level in levels) and levels == sorted(levels)):
+        parser.error("bounded: 1 to 6 increasing levels of 1 to 5000 streams")
+    if not 0.5 <= args.idle_window <= 30:
+        parser.error("bounded: an idle window of 0.5..30 s")
     if not (2 <= args.deltas <= 100 and 0.05 <= args.post_interval <= 5 and 1 <= args.open_rate <= 10000):
         parser.error("bounded: 2..100 deltas, a post interval of 0.05..5 s, an open rate of 1..10000 per second")
     front_env = {} if args.pacing else {"HORDE_OAI_DELTA_PACING_MAX_WINDOW_SECONDS": "0"}
-    description = machine()
+    open_files = raise_open_files()  # inherited by the front, which holds one socket per stream
+    description = f"{machine()}; open files {open_files}"
     rows: list[dict[str, Any]] = []
     with bench_stack(bench_scenario("x", 1.0, 1), front_env, args.redis_url) as stack:
         for level in levels:
-            row = asyncio.run(run_level(stack, level, args.deltas, args.post_interval, args.max_p99_ms, args.open_rate))
+            row = asyncio.run(
+                run_level(
+                    stack, level, args.deltas, args.post_interval, args.max_p99_ms, args.open_rate, args.idle_window
+                )
+            )
             rows.append(row)
             if not args.json:
                 print(json.dumps(row), flush=True)
-            if not row["holds"]:
+            if "reason" in row:  # not all admitted: a larger level would not be either
                 break
     held = [row["streams"] for row in rows if row["holds"]]
     summary = {
@@ -301,6 +365,11 @@ def main(argv: list[str] | None = None) -> int:
             f"one front process held {summary['holds']} concurrent relayed streams "
             f"(largest level that held; {description})"
         )
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    run(argv)
     return 0
 
 

@@ -445,7 +445,8 @@ async def measure(stack: BenchStack, requests: int, deltas: int, interval: float
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def run(argv: list[str] | None = None) -> dict[str, Any]:
+    """Parse ``argv``, measure (printing the result) and return it."""
     parser = argparse.ArgumentParser(prog="python -m bench.relay_latency", description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=20, help="sequential streamed requests (default 20)")
     parser.add_argument("--deltas", type=int, default=20, help="deltas per request (default 20)")
@@ -485,7 +486,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name:28} {result[name]}")
         print(f"  front CPU {result['front_cpu_seconds']} s over {result['elapsed_seconds']} s")
         print(f"  failures: {result['failures'] or 'none'}")
-    return 1 if result["failures"] else 0
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    return 1 if run(argv)["failures"] else 0
 
 
 if __name__ == "__main__":
