@@ -221,7 +221,8 @@ async def run_level(
         ramp_cpu = cpu_percent(cpu_start, cpu_snapshot(stack), ramp)
         refused = [result.error for result in results if result.error is not None]
         natives = [entry for entry in stack.native_requests() if entry["state"] in ("waiting", "processing")]
-        pool = BlockingConnectionPool.from_url(stack.redis_url, db=STREAM_DB, max_connections=32)
+        # Writers wait their turn for one of 32 connections (no pool timeout: at 5,000 streams the XADDs queue here).
+        pool = BlockingConnectionPool.from_url(stack.redis_url, db=STREAM_DB, max_connections=32, timeout=None)
         redis = Redis(connection_pool=pool)
         issued: dict[str, list[float]] = {entry["id"]: [] for entry in natives}
         await asyncio.sleep(JOIN_WAIT_SECONDS)
@@ -245,7 +246,8 @@ async def run_level(
         ]
         relay_start = cpu_snapshot(stack)
         relay_calls = command_calls(stack.redis_url)
-        await asyncio.gather(*writers)
+        written = await asyncio.gather(*writers, return_exceptions=True)
+        write_errors = [repr(error) for error in written if isinstance(error, BaseException)]
         relay_seconds = time.perf_counter() - inject_start
         relay_cpu = cpu_percent(relay_start, cpu_snapshot(stack), relay_seconds)
         relay_calls_after = command_calls(stack.redis_url)
@@ -273,7 +275,7 @@ async def run_level(
             seen_count += 1
             latencies.append(seen - times[index])
     p99 = percentile(latencies, 0.99) * 1000 if latencies else float("inf")
-    delivered = exact == streams and missing == 0 and not refused
+    delivered = exact == streams and missing == 0 and not refused and not write_errors
     holds = delivered and p99 <= max_p99_ms
     return {
         "streams": streams,
@@ -281,6 +283,8 @@ async def run_level(
         "every_character_delivered": delivered,
         "exact_replies": exact,
         "refused": len(refused),
+        "write_errors": len(write_errors),
+        **({"first_write_error": write_errors[0][:200]} if write_errors else {}),
         "deltas_seen": seen_count,
         "deltas_missing": missing,
         "latency_ms": {
