@@ -67,6 +67,7 @@ from devhorde.replies import (
     reply_text,
 )
 from devhorde.scenario import Scenario, WorkerSpec
+from devhorde.text_api import TextQueue
 
 logger = logging.getLogger("devhorde")
 
@@ -200,6 +201,8 @@ class DevHorde:
         self._wake: asyncio.Event | None = None
         self._dispatcher: asyncio.Task[None] | None = None
         self._routing_version = 0
+        self.text = TextQueue(self)
+        """The text generation API's requests (devhorde.text_api)."""
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -212,6 +215,7 @@ class DevHorde:
     async def stop(self) -> None:
         """Cancel the dispatcher and every running job, and close Redis."""
         tasks = [request.task for request in self.requests.values() if request.task is not None]
+        tasks += self.text.stop_all()
         if self._dispatcher is not None:
             tasks.append(self._dispatcher)
         for task in tasks:
@@ -592,10 +596,14 @@ class DevHorde:
             self._wake.set()
 
     def _busy(self) -> Counter[str]:
-        return Counter(
-            request.attempt.worker_name
-            for request in self.requests.values()
-            if request.state is RequestState.PROCESSING and request.attempt is not None
+        """Running jobs per worker name, chat and text (both share a worker's threads)."""
+        return (
+            Counter(
+                request.attempt.worker_name
+                for request in self.requests.values()
+                if request.state is RequestState.PROCESSING and request.attempt is not None
+            )
+            + self.text.busy()
         )
 
     def _dispatch(self) -> None:
@@ -612,6 +620,7 @@ class DevHorde:
             worker = max(free, key=lambda w: w.threads - busy[w.name])
             busy[worker.name] += 1
             self._pop(request, worker)
+        self.text.dispatch()
 
     def _pop(self, request: ChatRequest, worker: WorkerSpec) -> None:
         streams = request.stream and worker.posts_progress and self.bus.enabled
@@ -973,6 +982,9 @@ class DevHorde:
         count = len(self.requests)
         for request in self.requests.values():
             self._stop_task(request)
+        count += len(self.text.requests)
+        self.text.stop_all()
+        self.text.requests.clear()
         self.requests.clear()
         self._jobs_done.clear()
         self._refusal_uses.clear()
@@ -986,6 +998,7 @@ class DevHorde:
         return [
             {
                 "id": request.id,
+                "api": "chat",
                 "state": request.state.value,
                 "cancelled": request.cancelled,
                 "cancel_requests": request.cancel_requests,
@@ -999,4 +1012,4 @@ class DevHorde:
                 "attempts": [dataclasses.asdict(attempt) for attempt in request.attempts],
             }
             for request in sorted(self.requests.values(), key=lambda r: r.seq)
-        ]
+        ] + self.text.describe()
