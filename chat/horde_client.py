@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 from horde_sdk.generic_api.consts import ANON_API_KEY
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 
 ANONYMOUS_API_KEY = ANON_API_KEY
 """The Horde's anonymous key (horde-sdk's ``ANON_API_KEY``), sent when the client sent no bearer key."""
@@ -63,6 +63,13 @@ class NativeStatus(NativeModel):
     stream_progress: bool = False
     generations: list[NativeGeneration] = []
     fault_reason: str | None = None
+    _front_x_horde: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @property
+    def front_x_horde(self) -> dict[str, Any]:
+        """Keys the front adds to ``x_horde`` for this request (the text API path's, chat.text_api); never read from
+        the Horde's answer."""
+        return self._front_x_horde
 
     @property
     def finished_generation(self) -> NativeGeneration | None:

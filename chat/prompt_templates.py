@@ -71,7 +71,9 @@ def _contract(
         accepted_roles=["system", "user", "assistant"],
         role_markers=markers,
         stop_sequences=stops,
-        templates=[RawPromptTemplate(template_id=profile_id, name=name, syntax=TemplateSyntax.JINJA2, template=template)],
+        templates=[
+            RawPromptTemplate(template_id=profile_id, name=name, syntax=TemplateSyntax.JINJA2, template=template)
+        ],
     )
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from chat import errors
+from chat import errors, text_api
 from chat.errors import CORS_HEADERS, OpenAIError, json_response
 from chat.horde_client import HordeRefusal, HordeUnreachable, SubmitResult
 from chat.mapping import build_completion, build_native_payload, relays_deltas
@@ -22,7 +22,6 @@ from chat.runtime import get_runtime
 from chat.screening import read_chat_request
 from chat.streaming import SSE_HEADERS, ChatEventStream, buffered_stream
 from chat.waiter import ChatWaiter, submit_refusal_error
-
 
 INVALID_API_KEY_MESSAGE = (
     "The API key in the Authorization header is not a valid Horde API key: a key is printable ASCII. "
@@ -58,13 +57,18 @@ def method_not_allowed(allowed: str) -> HttpResponse:
     ).to_response()
 
 
-async def submit_shielded(runtime: Any, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
+async def submit_shielded(
+    runtime: Any, payload: dict[str, Any], apikey: str | None, *, horde: Any = None, cancels: Any = None
+) -> SubmitResult:
     """Submit, so that a client disconnecting meanwhile still gets the request cancelled once the Horde answers.
 
     The submit runs as its own task; when the view is cancelled while it runs, the request it creates is handed to
-    the cancel queue (reference: Cancel outcomes). Raises what ``runtime.horde.submit`` raises.
+    the cancel queue (reference: Cancel outcomes). ``horde`` and ``cancels`` default to the native route's
+    (``runtime.horde``, ``runtime.cancels``); the text path passes its own. Raises what ``horde.submit`` raises.
     """
-    task = asyncio.ensure_future(runtime.horde.submit(payload, apikey))
+    horde = runtime.horde if horde is None else horde
+    cancels = runtime.cancels if cancels is None else cancels
+    task = asyncio.ensure_future(horde.submit(payload, apikey))
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
@@ -72,7 +76,7 @@ async def submit_shielded(runtime: Any, payload: dict[str, Any], apikey: str | N
 
         def cancel_created(done: asyncio.Future[SubmitResult]) -> None:
             if not done.cancelled() and done.exception() is None:
-                runtime.cancels.cancel_soon(done.result().id, apikey, submitted_at)
+                cancels.cancel_soon(done.result().id, apikey, submitted_at)
 
         task.add_done_callback(cancel_created)
         raise
@@ -95,12 +99,33 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         return error.to_response()
 
     runtime = get_runtime()
-    stream_progress = relays_deltas(chat_request) and runtime.has_redis
-    payload = build_native_payload(chat_request, stream_progress=stream_progress)
+    horde: Any = runtime.horde
+    cancels = runtime.cancels
+    text_route = await text_api.find_text_route(runtime, chat_request.requested_models)
+    if text_route:
+        # The model has text workers but no chat worker: the text generation API (chat.text_api).
+        try:
+            prepared = text_api.prepare_chat_request(chat_request)
+            max_kudos = chat_request.horde.max_kudos if chat_request.horde is not None else None
+            if max_kudos is not None:
+                await text_api.check_max_kudos(runtime.text_horde, prepared.payload, apikey, max_kudos)
+        except OpenAIError as error:
+            return error.to_response()
+        except HordeUnreachable as exc:
+            return errors.horde_unavailable(str(exc)).to_response()
+        horde = text_api.TextRoutes(runtime.text_horde, prepared)
+        cancels = runtime.text_cancels
+        stream_progress = False
+        payload = prepared.payload
+    else:
+        stream_progress = relays_deltas(chat_request) and runtime.has_redis
+        payload = build_native_payload(chat_request, stream_progress=stream_progress)
     created = int(time.time())
     try:
-        submitted = await submit_shielded(runtime, payload, apikey)
+        submitted = await submit_shielded(runtime, payload, apikey, horde=horde, cancels=cancels)
     except HordeRefusal as refusal:
+        if text_route:
+            return errors.error_from_refusal(refusal, request=chat_request).to_response()
         return (await submit_refusal_error(runtime.horde, refusal, chat_request)).to_response()
     except HordeUnreachable as exc:
         return errors.horde_unavailable(str(exc)).to_response()
@@ -108,7 +133,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
 
     settings = runtime.settings
     timeout = settings.stream_timeout_seconds if chat_request.is_stream else settings.nonstream_timeout_seconds
-    waiter = ChatWaiter(runtime, submitted.id, apikey, timeout_seconds=timeout, request=chat_request)
+    waiter = ChatWaiter(runtime, submitted.id, apikey, timeout_seconds=timeout, request=chat_request, horde=horde)
 
     finished = False
 
@@ -120,7 +145,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         finished = True
         waiter.close()
         if not waiter.terminal:
-            runtime.cancels.cancel_soon(submitted.id, apikey, submitted_at)
+            cancels.cancel_soon(submitted.id, apikey, submitted_at)
 
     handed_to_stream = False
     try:

@@ -451,6 +451,8 @@ class ChatWaiter:
             gap messages); None acts as a ``model`` request in ``wait`` mode.
         clock: ``time.monotonic``-like seconds, injectable for tests.
         sleep: ``asyncio.sleep``-like, injectable for tests (with ``clock``, time never passes for real).
+        horde: The routes the status is read from (``status``, ``text_models``); default ``runtime.horde``, the
+            native chat route. The text API path passes chat.text_api's ``TextRoutes``.
     """
 
     def __init__(
@@ -463,8 +465,10 @@ class ChatWaiter:
         request: Any = None,
         clock: Clock = time.monotonic,
         sleep: Sleep = asyncio.sleep,
+        horde: Any = None,
     ) -> None:
         self.runtime = runtime
+        self.horde = runtime.horde if horde is None else horde
         self.settings = runtime.settings
         self.request_id = request_id
         self.apikey = apikey
@@ -517,7 +521,7 @@ class ChatWaiter:
         OpenAIError for a refusal (such as 404 ``RequestNotFound``) or after :data:`MAX_CONSECUTIVE_READ_FAILURES` failures in a row (502
         ``HordeUnavailable``)."""
         try:
-            status = await self.runtime.horde.status(self.request_id, self.apikey)
+            status = await self.horde.status(self.request_id, self.apikey)
         except HordeRefusal as refusal:
             if refusal.status >= 500:
                 return self._failed_read(f"{refusal.status} {refusal.rc}: {refusal.message}")
@@ -610,7 +614,7 @@ class ChatWaiter:
         reason = declaration_gap(status)
         if reason is not None:
             raise await service_gap_error_from_horde(
-                self.runtime.horde,
+                self.horde,
                 reason,
                 requested_models=self.requested_models,
                 listed_models=self.listed_models,

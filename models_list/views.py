@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
@@ -12,23 +10,15 @@ from chat import errors
 from chat.errors import OpenAIError, json_response
 from chat.horde_client import HordeRefusal, HordeUnreachable
 from chat.runtime import get_runtime
+from chat.text_api import cached_text_models
 from chat.views import method_not_allowed
 from models_list.cards import model_list
 
-_cache: dict[asyncio.AbstractEventLoop, tuple[float, list[dict[str, Any]]]] = {}
-
 
 async def native_text_models() -> list[dict[str, Any]]:
-    """The native text model list, reused for ``HORDE_OAI_MODELS_CACHE_SECONDS``."""
-    runtime = get_runtime()
-    loop = asyncio.get_running_loop()
-    cached = _cache.get(loop)
-    now = time.monotonic()
-    if cached is not None and now - cached[0] < runtime.settings.models_cache_seconds:
-        return cached[1]
-    entries = await runtime.horde.text_models()
-    _cache[loop] = (now, entries)
-    return entries
+    """The native text model list, reused for ``HORDE_OAI_MODELS_CACHE_SECONDS`` (the cache chat.text_api's
+    detection reads too)."""
+    return await cached_text_models(get_runtime())
 
 
 async def _served_models() -> dict[str, Any]:
@@ -44,7 +34,7 @@ async def _served_models() -> dict[str, Any]:
         raise errors.error_from_refusal(refusal) from refusal
     except HordeUnreachable as exc:
         raise errors.horde_unavailable(str(exc)) from exc
-    return model_list(entries)
+    return model_list(entries, get_runtime().settings.text_api_fallback)
 
 
 def model_not_found(model: str) -> OpenAIError:
