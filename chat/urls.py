@@ -2,8 +2,9 @@
 
 from django.urls import path
 
-from chat import views
+from chat import legacy_completions, views
 
 urlpatterns = [
     path("v1/chat/completions", views.chat_completions, name="chat-completions"),
+    path("v1/completions", legacy_completions.completions, name="completions"),
 ]

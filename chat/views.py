@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
@@ -15,7 +16,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from chat import errors, text_api
 from chat.errors import CORS_HEADERS, OpenAIError, json_response
-from chat.horde_client import HordeRefusal, HordeUnreachable, SubmitResult
+from chat.horde_client import HordeRefusal, HordeUnreachable, NativeStatus, SubmitResult
 from chat.mapping import build_completion, build_native_payload, relays_deltas
 from chat.relayed_stream import relayed_stream
 from chat.runtime import get_runtime
@@ -129,11 +130,44 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         return (await submit_refusal_error(runtime.horde, refusal, chat_request)).to_response()
     except HordeUnreachable as exc:
         return errors.horde_unavailable(str(exc)).to_response()
-    submitted_at = time.time()
+    return await wait_and_respond(
+        runtime,
+        chat_request,
+        submitted.id,
+        apikey,
+        horde=horde,
+        cancels=cancels,
+        created=created,
+        build_body=lambda status: build_completion(chat_request, status, submitted.id, created),
+        relay=stream_progress,
+    )
 
+
+async def wait_and_respond(
+    runtime: Any,
+    request: Any,
+    request_id: str,
+    apikey: str | None,
+    *,
+    horde: Any,
+    cancels: Any,
+    created: int,
+    build_body: Callable[[NativeStatus], dict[str, Any]],
+    build_chunks: Callable[[NativeStatus], list[dict[str, Any]]] | None = None,
+    relay: bool = False,
+) -> HttpResponse:
+    """Wait for a submitted request and answer it: the body ``build_body`` makes from the finished status, or an
+    event stream (the relayed stream when ``relay``, else the buffered stream of ``build_chunks``, by default the
+    chat chunks). Shared by chat completions on both Horde paths and the legacy completions route.
+
+    ``request`` is the validated request (``is_stream``, and what chat.waiter.ChatWaiter reads); ``horde`` and
+    ``cancels`` are the routes the request was submitted to. A request left before it is terminal (refusal,
+    timeout, client disconnect) is cancelled there.
+    """
+    submitted_at = time.time()
     settings = runtime.settings
-    timeout = settings.stream_timeout_seconds if chat_request.is_stream else settings.nonstream_timeout_seconds
-    waiter = ChatWaiter(runtime, submitted.id, apikey, timeout_seconds=timeout, request=chat_request, horde=horde)
+    timeout = settings.stream_timeout_seconds if request.is_stream else settings.nonstream_timeout_seconds
+    waiter = ChatWaiter(runtime, request_id, apikey, timeout_seconds=timeout, request=request, horde=horde)
 
     finished = False
 
@@ -145,23 +179,25 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         finished = True
         waiter.close()
         if not waiter.terminal:
-            cancels.cancel_soon(submitted.id, apikey, submitted_at)
+            cancels.cancel_soon(request_id, apikey, submitted_at)
 
     handed_to_stream = False
     try:
         first_status = await waiter.first_read()
-        if chat_request.is_stream:
-            if stream_progress:
-                events = relayed_stream(chat_request, waiter, first_status, created, finish, runtime)
+        if request.is_stream:
+            if relay:
+                events = relayed_stream(request, waiter, first_status, created, finish, runtime)
             else:
-                events = buffered_stream(chat_request, waiter, first_status, created, on_end=finish)
+                events = buffered_stream(
+                    request, waiter, first_status, created, on_end=finish, build_chunks=build_chunks
+                )
             response = ChatEventStream(events, on_end=finish, loop=asyncio.get_running_loop())
             for name, value in {**SSE_HEADERS, **CORS_HEADERS}.items():
                 response[name] = value
             handed_to_stream = True
             return response
         status = await waiter.wait_done(first_status)
-        return json_response(build_completion(chat_request, status, submitted.id, created))
+        return json_response(build_body(status))
     except OpenAIError as error:
         return error.to_response()
     finally:

@@ -68,6 +68,7 @@ from chat.schema import (
     ToolMessage,
     UserMessage,
 )
+from chat.legacy_completions import CompletionRequest, TextCompletion
 from chat.screening import DEFAULT_NO_OP_PARAMETERS, REQUEST_KEYS
 from chat.waiter import QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS
 from models_list.schema import ModelCard, ModelList
@@ -78,7 +79,7 @@ DOCS_URL: Final = "https://github.com/Haidra-Org/AI-Horde/blob/main/README.md"
 SCHEMA_REF: Final = "#/components/schemas/{model}"
 """Where a component schema lives in the document; pydantic's ``ref_template``."""
 
-REQUEST_MODELS: Final[tuple[type[BaseModel], ...]] = (ChatCompletionRequest,)
+REQUEST_MODELS: Final[tuple[type[BaseModel], ...]] = (ChatCompletionRequest, CompletionRequest)
 """Models documented as validated (``mode="validation"``): what a client may send."""
 
 RESPONSE_MODELS: Final[tuple[type[BaseModel], ...]] = (
@@ -87,6 +88,7 @@ RESPONSE_MODELS: Final[tuple[type[BaseModel], ...]] = (
     OpenAIErrorEnvelope,
     ModelList,
     ModelCard,
+    TextCompletion,
 )
 """Models documented as serialized (``mode="serialization"``): what the front answers."""
 
@@ -392,6 +394,21 @@ MODEL_RETRIEVE_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappin
 )
 """The error statuses of ``GET /v1/models/{model}``: those of ``GET /v1/models`` and 404 ``model_not_found``."""
 
+LEGACY_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = MappingProxyType(
+    {
+        **{status: codes for status, codes in CHAT_COMPLETION_ERRORS.items() if status != 404},
+        404: (
+            DocumentedError(
+                errors.MODEL_NOT_FOUND,
+                "The model is not served through the Horde's text generation API here (`x_horde.api` is not `text` "
+                "in `GET /v1/models`); the message names `POST /v1/chat/completions`. `param` is `model`.",
+            ),
+        ),
+    }
+)
+"""The error statuses of ``POST /v1/completions``: those of chat completions, with 404 ``model_not_found`` for a
+model without a text API path."""
+
 RETRY_HEADER_STATUSES: Final = frozenset({408, 429, 502, 503})
 """Statuses the official OpenAI SDKs retry by default, where ``Retry-After`` and ``x-should-retry`` tune the retry."""
 
@@ -510,8 +527,8 @@ SSE_DESCRIPTION: Final = (
 
 
 def front_paths() -> dict[str, Any]:
-    """The front's documented routes: ``POST /v1/chat/completions``, ``GET /v1/models`` and
-    ``GET /v1/models/{model}``.
+    """The front's documented routes: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models``
+    and ``GET /v1/models/{model}``.
 
     ``/healthz``, ``/``, ``/openapi.json``, ``/docs`` and ``/redoc`` are left out (reference: API documentation).
     """
@@ -540,6 +557,23 @@ def front_paths() -> dict[str, Any]:
         },
     }
     model_responses |= {str(status): error_response(status, codes) for status, codes in MODEL_RETRIEVE_ERRORS.items()}
+    legacy_responses: dict[str, Any] = {
+        "200": {
+            "description": (
+                "The `text_completion` (`application/json`). With `stream: true`, server-sent events: each `data:` "
+                'line holds one `text_completion` chunk (the whole text, the finish chunk with `text: ""`, then the '
+                "usage chunk when `stream_options.include_usage` is true), and `data: [DONE]` ends the stream; "
+                "comment lines keep the connection alive while the request waits."
+            ),
+            "content": {
+                "application/json": {"schema": _ref(TextCompletion)},
+                "text/event-stream": {"schema": {"type": "string"}},
+            },
+        },
+    }
+    legacy_responses |= {
+        str(status): error_response(status, codes) for status, codes in LEGACY_COMPLETION_ERRORS.items()
+    }
     return {
         "/v1/chat/completions": {
             "post": {
@@ -564,6 +598,30 @@ def front_paths() -> dict[str, Any]:
                     },
                 },
                 "responses": chat_responses,
+            },
+        },
+        "/v1/completions": {
+            "post": {
+                "operationId": "createCompletion",
+                "tags": ["Completions"],
+                "summary": "Create a completion (legacy)",
+                "description": (
+                    "OpenAI's legacy completions, for models the front reaches through the Horde's text generation "
+                    "API (`x_horde.api: text` in `GET /v1/models`): the raw `prompt` goes to the text API unchanged. "
+                    "Other models answer 404 `model_not_found` naming `POST /v1/chat/completions`. `echo` only false, "
+                    "`n` only 1; keys the body does not define are refused like unknown keys."
+                ),
+                "security": security,
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": _ref(CompletionRequest),
+                            "example": {"model": "example/model-7b", "prompt": "Once upon a time", "max_tokens": 64},
+                        },
+                    },
+                },
+                "responses": legacy_responses,
             },
         },
         "/v1/models": {

@@ -86,6 +86,7 @@ def test_document_lists_the_three_routes_and_leaves_out_health_and_docs(document
     """ref: api-documentation.1"""
     assert {path: sorted(operations) for path, operations in document["paths"].items()} == {
         CHAT: ["post"],
+        "/v1/completions": ["post"],
         MODELS: ["get"],
         MODEL: ["get"],
     }
