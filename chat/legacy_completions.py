@@ -35,8 +35,8 @@ from chat.errors import OpenAIError
 from chat.horde_client import HordeRefusal, HordeUnreachable, NativeStatus
 from chat.limits import DEFAULT_CHAT_MAX_TOKENS
 from chat.mapping import build_system_fingerprint, estimate_tokens, reply_text
-from chat.runtime import get_runtime
 from chat.response_schema import HordeExtras, Usage
+from chat.runtime import get_runtime
 from chat.schema import Stop, StreamOptions, _Strict
 from chat.screening import openai_error_from_validation, parse_json_body, show_value, unsupported_chat_parameter
 from chat.views import bearer_key, method_not_allowed, submit_shielded, wait_and_respond

@@ -48,6 +48,7 @@ from whitenoise.middleware import WhiteNoiseMiddleware
 
 from chat import errors
 from chat.errors import reason_phrase
+from chat.legacy_completions import CompletionRequest, TextCompletion
 from chat.schema import (
     AssistantMessage,
     ChatCompletionChunk,
@@ -68,7 +69,6 @@ from chat.schema import (
     ToolMessage,
     UserMessage,
 )
-from chat.legacy_completions import CompletionRequest, TextCompletion
 from chat.screening import DEFAULT_NO_OP_PARAMETERS, REQUEST_KEYS
 from chat.waiter import QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS
 from models_list.schema import ModelCard, ModelList

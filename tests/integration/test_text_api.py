@@ -5,10 +5,11 @@ worker, the kudos cap's dry run, and the legacy ``POST /v1/completions`` with Ll
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import openai
@@ -21,7 +22,6 @@ pytestmark = pytest.mark.integration
 
 LLAMA = "koboldcpp/Meta-Llama-3-8B-Instruct"
 MISTRAL = "koboldcpp/Mistral-7B-Instruct-v0.3"
-T = TypeVar("T")
 
 
 @pytest.fixture
@@ -45,7 +45,7 @@ def text_requests(stack: LiveStack, mark: str) -> list[dict[str, Any]]:
     return [r for r in stack.native_requests() if r.get("api") == "text" and mark in r["payload"]["prompt"]]
 
 
-def eventually(probe: Callable[[], T | None], *, timeout: float = 15.0, what: str = "condition") -> T:
+def eventually[T](probe: Callable[[], T | None], *, timeout: float = 15.0, what: str = "condition") -> T:
     deadline = time.monotonic() + timeout
     while True:
         value = probe()
@@ -248,8 +248,6 @@ def test_a_worker_going_offline_is_no_eligible_worker_after_the_grace(text_stack
     def offline_when_queued() -> None:
         eventually(lambda: text_requests(text_stack, mark), what="the request to be queued")
         patch_worker(text_stack, "tiny-text-1", {"online": False})
-
-    import threading
 
     switcher = threading.Thread(target=offline_when_queued)
     switcher.start()
