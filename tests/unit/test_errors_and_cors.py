@@ -94,7 +94,7 @@ async def test_preflight_and_cors_on_every_response() -> None:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("path", ["/v1/embeddings", "/v1/completions", "/v1/files", "/docs/"])
+@pytest.mark.parametrize("path", ["/v1/embeddings", "/v1/images/generations", "/v1/files", "/docs/"])
 async def test_unknown_routes_answer_in_the_openai_envelope(path: str) -> None:
     """A route the front does not serve is a JSON 404, never Django's HTML page."""
     response = await AsyncClient().get(path)
