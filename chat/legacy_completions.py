@@ -37,7 +37,7 @@ from chat.limits import DEFAULT_CHAT_MAX_TOKENS
 from chat.mapping import build_system_fingerprint, estimate_tokens, reply_text
 from chat.response_schema import HordeExtras, Usage
 from chat.runtime import get_runtime
-from chat.schema import Stop, StreamOptions, _Strict
+from chat.schema import Stop, StreamOptions
 from chat.screening import openai_error_from_validation, parse_json_body, show_value, unsupported_chat_parameter
 from chat.views import bearer_key, method_not_allowed, submit_shielded, wait_and_respond
 
@@ -57,8 +57,10 @@ ONLY_DEFAULT_KEYS: Final[dict[str, object]] = {"echo": False, "n": 1}
 """Keys accepted only at their default (or null); any other value is 400 ``UnsupportedChatParameter`` at the key."""
 
 
-class CompletionRequest(_Strict):
+class CompletionRequest(BaseModel):
     """The body of ``POST /v1/completions`` (OpenAI's legacy completions, text API models only)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
 
     model: Annotated[str, StringConstraints(min_length=1)]
     """A model served through the Horde's text generation API (``x_horde.api: "text"`` in ``GET /v1/models``)."""
