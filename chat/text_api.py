@@ -14,7 +14,9 @@ Detection (:func:`text_path_models`), per Horde and per model, under ``HORDE_OAI
 
 A request takes the text path when every model it names is such a model (:func:`find_text_route`); otherwise the
 native route, which refuses what it cannot serve as before. The model list is read through the front's model list
-cache (``HORDE_OAI_MODELS_CACHE_SECONDS``); when it cannot be read, the request takes the native route.
+cache (``HORDE_OAI_MODELS_CACHE_SECONDS``); when it cannot be read, the request takes the native route. Under
+``auto``, a Horde whose list had a ``chat`` entry is taken as a native chat Horde for
+:data:`NATIVE_HORDE_VERDICT_SECONDS` (60 s) without reading the list again, so the native path pays no extra read.
 
 What the text API cannot honour is refused before submit with the status, type and code of a native declaration
 gap (:func:`text_api_refusal`): 404 ``not_found_error`` ``no_worker_supports_features`` at the parameter for
@@ -123,6 +125,14 @@ STATUS_KEYS: Final[tuple[str, ...]] = (
 
 _cache: dict[asyncio.AbstractEventLoop, tuple[float, list[dict[str, Any]]]] = {}
 
+NATIVE_HORDE_VERDICT_SECONDS: Final[float] = 60.0
+"""Under ``auto``, how long a Horde whose model list had a ``chat`` entry is taken as a native chat Horde without
+reading the list again: the native path then pays no model list read per request, whatever
+``HORDE_OAI_MODELS_CACHE_SECONDS`` is (a Horde gains or loses its chat routes with a deploy, not per request)."""
+
+_native_verdicts: dict[asyncio.AbstractEventLoop, float] = {}
+"""When each event loop's front last saw a ``chat`` entry in the model list (``time.monotonic()``)."""
+
 
 async def cached_text_models(runtime: Any) -> list[dict[str, Any]]:
     """The native text model list (``runtime.horde.text_models()``), reused for ``HORDE_OAI_MODELS_CACHE_SECONDS``
@@ -168,14 +178,21 @@ def text_path_models(entries: Sequence[Mapping[str, Any]], mode: TextApiFallback
 
 async def find_text_route(runtime: Any, models: Sequence[str]) -> bool:
     """Whether a request naming ``models`` takes the text path (every model is a :func:`text_path_models` entry).
-    False under ``off`` without reading the model list, and when the list cannot be read."""
+    False without reading the model list under ``off``, and under ``auto`` within
+    :data:`NATIVE_HORDE_VERDICT_SECONDS` of a list with a ``chat`` entry; False when the list cannot be read."""
     mode: TextApiFallback = runtime.settings.text_api_fallback
     if mode == "off" or not models:
+        return False
+    loop = asyncio.get_running_loop()
+    seen_chat_at = _native_verdicts.get(loop)
+    if mode == "auto" and seen_chat_at is not None and time.monotonic() - seen_chat_at < NATIVE_HORDE_VERDICT_SECONDS:
         return False
     try:
         entries = await cached_text_models(runtime)
     except (HordeRefusal, HordeUnreachable):
         return False
+    if any(isinstance(entry.get("chat"), Mapping) for entry in entries):
+        _native_verdicts[loop] = time.monotonic()
     served = text_path_models(entries, mode)
     return all(model in served for model in models)
 

@@ -157,3 +157,39 @@ def test_a_text_status_reads_as_a_native_status() -> None:
     assert status.front_x_horde == PREPARED.x_horde
     long = native_status({**body, "generations": [{"text": "0123456789abcdef"}]}, PREPARED).finished_generation
     assert long is not None and long.finish_reason == "length"
+
+
+class CountingHorde:
+    """A native client stub whose model list reads are counted."""
+
+    def __init__(self, entries: list[dict[str, Any]]) -> None:
+        self.entries = entries
+        self.reads = 0
+
+    async def text_models(self) -> list[dict[str, Any]]:
+        self.reads += 1
+        return self.entries
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("mode", ["auto", "on", "off"])
+async def test_the_native_path_reads_the_model_list_at_most_once_a_minute_under_auto(mode: str) -> None:
+    """On a Horde with chat entries, ``auto`` reads the list once and then leaves the native path alone; ``on``
+    reads it (through the cache, 0 s here) for every request; ``off`` never reads it."""
+    from types import SimpleNamespace
+
+    from chat.text_api import find_text_route
+
+    horde = CountingHorde([CHAT_ENTRY, TEXT_ENTRY])
+    runtime = SimpleNamespace(settings=SimpleNamespace(text_api_fallback=mode, models_cache_seconds=0), horde=horde)
+    native = [await find_text_route(runtime, ["org/chat-8b"]) for _ in range(3)]
+    text = await find_text_route(runtime, [TEXT_ENTRY["name"]])
+    assert native == [False, False, False]
+    assert text == (mode == "on")
+    assert horde.reads == {"auto": 1, "on": 4, "off": 0}[mode]
+    text_only = CountingHorde([TEXT_ENTRY])
+    runtime.horde = text_only
+    if mode == "auto":
+        # A Horde seen with chat entries a moment ago stays a native chat Horde for the verdict's minute.
+        assert await find_text_route(runtime, [TEXT_ENTRY["name"]]) is False
+        assert text_only.reads == 0
