@@ -30,7 +30,7 @@ from horde_sdk.generation_parameters.text.chat_limits import (
 )
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from chat import errors, text_api
+from chat import errors, refusals, text_api
 from chat.errors import OpenAIError
 from chat.horde_client import HordeRefusal, HordeUnreachable, NativeStatus
 from chat.limits import DEFAULT_CHAT_MAX_TOKENS
@@ -295,6 +295,8 @@ async def completions(request: HttpRequest) -> HttpResponse:
     except OpenAIError as error:
         return error.to_response()
     runtime = get_runtime()
+    if runtime.stopping.is_set():
+        return errors.front_shutting_down(None).to_response()  # stopping: nothing is submitted any more
     if not await text_api.find_text_route(runtime, legacy.requested_models):
         return OpenAIError(
             status=404,
@@ -312,9 +314,9 @@ async def completions(request: HttpRequest) -> HttpResponse:
     try:
         submitted = await submit_shielded(runtime, prepared.payload, apikey, horde=routes, cancels=runtime.text_cancels)
     except HordeRefusal as refusal:
-        return errors.error_from_refusal(refusal).to_response()
+        return refusals.error_from_refusal(refusal).to_response()
     except HordeUnreachable as exc:
-        return errors.horde_unavailable(str(exc)).to_response()
+        return errors.horde_unavailable(exc.detail, reached=exc.reached).to_response()
 
     def body(status: NativeStatus) -> dict[str, Any]:
         return build_text_completion(legacy, prepared, status, submitted.id, created)

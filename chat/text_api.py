@@ -53,9 +53,10 @@ from annotated_types import Ge, Le
 from horde_sdk.ai_horde_api.apimodels.generate.text.async_ import ModelPayloadRootKobold, TextGenerateAsyncRequest
 from horde_sdk.ai_horde_api.endpoints import AI_HORDE_API_ENDPOINT_SUBPATH
 from horde_sdk.generation_parameters.text.chat_policy import ChatConformance
+from django.core.cache import cache
 from pydantic import ValidationError
 
-from chat import errors
+from chat import errors, refusals
 from chat.errors import OpenAIError
 from chat.horde_client import HordeClient, HordeRefusal, HordeUnreachable, NativeGeneration, NativeStatus, SubmitResult
 from chat.limits import DEFAULT_CHAT_MAX_TOKENS
@@ -123,7 +124,9 @@ STATUS_KEYS: Final[tuple[str, ...]] = (
 
 # --- detection ---------------------------------------------------------------------------------------------------
 
-_cache: dict[asyncio.AbstractEventLoop, tuple[float, list[dict[str, Any]]]] = {}
+MODELS_CACHE_KEY: Final[str] = "native-text-models:{horde_url}"
+"""The key of the native model list in Django's ``default`` cache (``KEY_PREFIX`` ``horde-oai``), per ``HORDE_URL``
+so fronts of different Hordes sharing one Redis keep their own lists."""
 
 NATIVE_HORDE_VERDICT_SECONDS: Final[float] = 60.0
 """Under ``auto``, how long a Horde whose model list had a ``chat`` entry is taken as a native chat Horde without
@@ -136,14 +139,20 @@ _native_verdicts: dict[asyncio.AbstractEventLoop, float] = {}
 
 async def cached_text_models(runtime: Any) -> list[dict[str, Any]]:
     """The native text model list (``runtime.horde.text_models()``), reused for ``HORDE_OAI_MODELS_CACHE_SECONDS``
-    per event loop. Raises what ``text_models`` raises."""
-    loop = asyncio.get_running_loop()
-    cached = _cache.get(loop)
-    now = time.monotonic()
-    if cached is not None and now - cached[0] < runtime.settings.models_cache_seconds:
-        return cached[1]
+    through Django's ``default`` cache: django-redis on ``HORDE_OAI_REDIS_URL``, shared by every worker process, or
+    local memory (one per process) without Redis (oaifront.settings ``CACHES``). 0 reads the Horde every time. A
+    cache that cannot be reached is skipped (django-redis ``IGNORE_EXCEPTIONS``): the list then comes from the Horde.
+    ``GET /v1/models`` and the text API detection share it. Raises what ``text_models`` raises."""
+    seconds = runtime.settings.models_cache_seconds
+    if seconds <= 0:
+        fresh: list[dict[str, Any]] = await runtime.horde.text_models()
+        return fresh
+    key = MODELS_CACHE_KEY.format(horde_url=runtime.horde.base_url)
+    cached = await cache.aget(key)
+    if isinstance(cached, list):
+        return cached
     entries: list[dict[str, Any]] = await runtime.horde.text_models()
-    _cache[loop] = (now, entries)
+    await cache.aset(key, entries, timeout=seconds)
     return entries
 
 
@@ -429,24 +438,24 @@ class TextHordeClient(HordeClient):
 
     async def submit(self, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
         """``POST /v2/generate/text/async``; 202 ``{"id", "kudos"}``. Raises HordeRefusal or HordeUnreachable."""
-        body = await self._call("POST", TEXT_ASYNC_PATH, apikey, json=payload)
+        body = await self._call("POST", TEXT_ASYNC_PATH, apikey, payload=payload)
         if not isinstance(body, dict) or not isinstance(body.get("id"), str):
-            raise HordeUnreachable("text submit: the answer has no request id")
+            raise HordeUnreachable("the text submit without a request id", reached=True)
         return SubmitResult(id=body["id"], kudos=body.get("kudos"), warnings=list(body.get("warnings") or []))
 
     async def dry_run_kudos(self, payload: dict[str, Any], apikey: str | None) -> float:
         """The kudos estimate of ``payload`` from the text API's dry run (``dry_run: true``, 200 ``{"kudos"}``)."""
-        body = await self._call("POST", TEXT_ASYNC_PATH, apikey, json={**payload, "dry_run": True})
+        body = await self._call("POST", TEXT_ASYNC_PATH, apikey, payload={**payload, "dry_run": True})
         kudos = body.get("kudos") if isinstance(body, dict) else None
         if not isinstance(kudos, int | float) or isinstance(kudos, bool):
-            raise HordeUnreachable("text dry run: the answer has no kudos")
+            raise HordeUnreachable("the text dry run without kudos", reached=True)
         return float(kudos)
 
     async def status_body(self, request_id: str, apikey: str | None) -> dict[str, Any]:
         """``GET /v2/generate/text/status/{id}`` as JSON."""
         body = await self._call("GET", TEXT_STATUS_PATH.format(id=request_id), apikey)
         if not isinstance(body, dict):
-            raise HordeUnreachable("text status: the answer is not an object")
+            raise HordeUnreachable("a text status that is not an object", reached=True)
         return body
 
     async def cancel(self, request_id: str, apikey: str | None) -> Any:  # type: ignore[override]
@@ -492,7 +501,9 @@ def native_status(body: Mapping[str, Any], prepared: PreparedTextRequest) -> Nat
             {**fields, "generations": [NativeGeneration.model_validate(g) for g in generations]}
         )
     except ValidationError as exc:
-        raise HordeUnreachable(f"text status: the answer does not match the contract: {exc.error_count()}") from exc
+        raise HordeUnreachable(
+            f"a text status that does not match the text contract ({exc.error_count()} errors)", reached=True
+        ) from exc
     status.front_x_horde.update(prepared.x_horde)
     return status
 
@@ -533,7 +544,7 @@ async def check_max_kudos(client: TextHordeClient, payload: dict[str, Any], apik
     try:
         estimate = await client.dry_run_kudos(payload, apikey)
     except HordeRefusal as refusal:
-        raise errors.error_from_refusal(refusal) from None
+        raise refusals.error_from_refusal(refusal) from None
     if estimate > cap:
         raise errors.kudos_cap_error(
             f"The request's kudos estimate at current pricing is {format_kudos(estimate)}, above its horde.max_kudos "

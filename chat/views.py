@@ -12,14 +12,16 @@ from collections.abc import Callable
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
-from chat import errors, text_api
+from chat import errors, refusals, text_api
+from chat.cancels import CancelQueue
 from chat.errors import CORS_HEADERS, OpenAIError, json_response
 from chat.horde_client import HordeRefusal, HordeUnreachable, NativeStatus, SubmitResult
 from chat.mapping import build_completion, build_native_payload, relays_deltas
 from chat.relayed_stream import relayed_stream
-from chat.runtime import get_runtime
+from chat.runtime import FrontRuntime, get_runtime
 from chat.screening import read_chat_request
 from chat.streaming import SSE_HEADERS, ChatEventStream, buffered_stream
 from chat.waiter import ChatWaiter, submit_refusal_error
@@ -59,17 +61,22 @@ def method_not_allowed(allowed: str) -> HttpResponse:
 
 
 async def submit_shielded(
-    runtime: Any, payload: dict[str, Any], apikey: str | None, *, horde: Any = None, cancels: Any = None
+    runtime: FrontRuntime,
+    payload: dict[str, Any],
+    apikey: str | None,
+    *,
+    horde: Any = None,
+    cancels: CancelQueue | None = None,
 ) -> SubmitResult:
     """Submit, so that a client disconnecting meanwhile still gets the request cancelled once the Horde answers.
 
     The submit runs as its own task; when the view is cancelled while it runs, the request it creates is handed to
     the cancel queue (reference: Cancel outcomes). ``horde`` and ``cancels`` default to the native route's
-    (``runtime.horde``, ``runtime.cancels``); the text path passes its own. Raises what ``horde.submit`` raises.
+    (``runtime.horde``, ``runtime.cancels``); the text API path passes its own. Raises what ``horde.submit`` raises.
     """
-    horde = runtime.horde if horde is None else horde
-    cancels = runtime.cancels if cancels is None else cancels
-    task = asyncio.ensure_future(horde.submit(payload, apikey))
+    routes = runtime.horde if horde is None else horde
+    queue = runtime.cancels if cancels is None else cancels
+    task = asyncio.ensure_future(routes.submit(payload, apikey))
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
@@ -77,19 +84,20 @@ async def submit_shielded(
 
         def cancel_created(done: asyncio.Future[SubmitResult]) -> None:
             if not done.cancelled() and done.exception() is None:
-                cancels.cancel_soon(done.result().id, apikey, submitted_at)
+                queue.cancel_soon(done.result().id, apikey, submitted_at)
 
         task.add_done_callback(cancel_created)
         raise
 
 
 @csrf_exempt
-async def chat_completions(request: HttpRequest) -> HttpResponse:
+async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     """Serve one chat completion, streamed or not (OpenAI's ``POST /v1/chat/completions``).
 
     Every refusal before the stream's headers is OpenAI's JSON error with its status, ``Retry-After`` and
     ``x-should-retry`` (reference: No eligible worker, Stream errors); a request abandoned after submit (refusal,
-    timeout, client disconnect) is cancelled at the Horde.
+    timeout, client disconnect, the process stopping) is cancelled at the Horde. When the process stops
+    (chat.runtime), a request not yet answered gets 503 ``FrontShuttingDown`` with ``Retry-After``.
     """
     if request.method != "POST":
         return method_not_allowed("POST")
@@ -100,6 +108,8 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         return error.to_response()
 
     runtime = get_runtime()
+    if runtime.stopping.is_set():
+        return errors.front_shutting_down(None).to_response()  # stopping: nothing is submitted any more
     horde: Any = runtime.horde
     cancels = runtime.cancels
     text_route = await text_api.find_text_route(runtime, chat_request.requested_models)
@@ -113,7 +123,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         except OpenAIError as error:
             return error.to_response()
         except HordeUnreachable as exc:
-            return errors.horde_unavailable(str(exc)).to_response()
+            return errors.horde_unavailable(exc.detail, reached=exc.reached).to_response()
         horde = text_api.TextRoutes(runtime.text_horde, prepared)
         cancels = runtime.text_cancels
         stream_progress = False
@@ -126,10 +136,10 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         submitted = await submit_shielded(runtime, payload, apikey, horde=horde, cancels=cancels)
     except HordeRefusal as refusal:
         if text_route:
-            return errors.error_from_refusal(refusal, request=chat_request).to_response()
+            return refusals.error_from_refusal(refusal, request=chat_request).to_response()
         return (await submit_refusal_error(runtime.horde, refusal, chat_request)).to_response()
     except HordeUnreachable as exc:
-        return errors.horde_unavailable(str(exc)).to_response()
+        return errors.horde_unavailable(exc.detail, reached=exc.reached).to_response()
     return await wait_and_respond(
         runtime,
         chat_request,
@@ -144,25 +154,25 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
 
 
 async def wait_and_respond(
-    runtime: Any,
+    runtime: FrontRuntime,
     request: Any,
     request_id: str,
     apikey: str | None,
     *,
     horde: Any,
-    cancels: Any,
+    cancels: CancelQueue,
     created: int,
     build_body: Callable[[NativeStatus], dict[str, Any]],
     build_chunks: Callable[[NativeStatus], list[dict[str, Any]]] | None = None,
     relay: bool = False,
-) -> HttpResponse:
+) -> HttpResponseBase:
     """Wait for a submitted request and answer it: the body ``build_body`` makes from the finished status, or an
     event stream (the relayed stream when ``relay``, else the buffered stream of ``build_chunks``, by default the
     chat chunks). Shared by chat completions on both Horde paths and the legacy completions route.
 
     ``request`` is the validated request (``is_stream``, and what chat.waiter.ChatWaiter reads); ``horde`` and
     ``cancels`` are the routes the request was submitted to. A request left before it is terminal (refusal,
-    timeout, client disconnect) is cancelled there.
+    timeout, client disconnect, the process stopping) is cancelled there.
     """
     submitted_at = time.time()
     settings = runtime.settings
@@ -183,7 +193,7 @@ async def wait_and_respond(
 
     handed_to_stream = False
     try:
-        first_status = await waiter.first_read()
+        first_status = await runtime.unless_stopping(waiter.first_read(), request_id)
         if request.is_stream:
             if relay:
                 events = relayed_stream(request, waiter, first_status, created, finish, runtime)
@@ -196,7 +206,7 @@ async def wait_and_respond(
                 response[name] = value
             handed_to_stream = True
             return response
-        status = await waiter.wait_done(first_status)
+        status = await runtime.unless_stopping(waiter.wait_done(first_status), request_id)
         return json_response(build_body(status))
     except OpenAIError as error:
         return error.to_response()

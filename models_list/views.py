@@ -6,34 +6,36 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
-from chat import errors
+from chat import errors, refusals, text_api
 from chat.errors import OpenAIError, json_response
 from chat.horde_client import HordeRefusal, HordeUnreachable
 from chat.runtime import get_runtime
-from chat.text_api import cached_text_models
 from chat.views import method_not_allowed
 from models_list.cards import model_list
 
+MODELS_CACHE_KEY = text_api.MODELS_CACHE_KEY
+"""The key of the native model list in Django's ``default`` cache (chat.text_api's, shared with its detection)."""
+
 
 async def native_text_models() -> list[dict[str, Any]]:
-    """The native text model list, reused for ``HORDE_OAI_MODELS_CACHE_SECONDS`` (the cache chat.text_api's
-    detection reads too)."""
-    return await cached_text_models(get_runtime())
+    """The native text model list, reused for ``HORDE_OAI_MODELS_CACHE_SECONDS`` through Django's ``default`` cache
+    (:func:`chat.text_api.cached_text_models`, which the text API detection reads too)."""
+    return await text_api.cached_text_models(get_runtime())
 
 
 async def _served_models() -> dict[str, Any]:
     """The model list (``{"object": "list", "data": [card, ...]}``) built from :func:`native_text_models`.
 
     Raises:
-        OpenAIError: The Horde's refusal mapped by ``chat.errors.error_from_refusal`` (429 ``rate_limit_exceeded``
+        OpenAIError: The Horde's refusal mapped by ``chat.refusals.error_from_refusal`` (429 ``rate_limit_exceeded``
             or its rc, 503 ``MaintenanceMode``, ...), or 502 ``HordeUnavailable`` when it cannot be reached.
     """
     try:
         entries = await native_text_models()
     except HordeRefusal as refusal:
-        raise errors.error_from_refusal(refusal) from refusal
+        raise refusals.error_from_refusal(refusal) from refusal
     except HordeUnreachable as exc:
-        raise errors.horde_unavailable(str(exc)) from exc
+        raise errors.horde_unavailable(exc.detail, reached=exc.reached) from exc
     return model_list(entries, get_runtime().settings.text_api_fallback)
 
 
@@ -59,7 +61,8 @@ async def list_models(request: HttpRequest) -> HttpResponse:
 async def retrieve_model(request: HttpRequest, model: str) -> HttpResponse:
     """OpenAI's model retrieve: the card ``GET /v1/models`` lists for ``model`` (an id such as ``org/name``, slashes
     included), or 404 :func:`model_not_found` when the list does not hold it (unknown to the Horde, or no online chat
-    worker). Horde failures map as for ``GET /v1/models``; other methods are 405."""
+    worker). Horde failures map as for ``GET /v1/models``; other methods are 405.
+    """
     if request.method != "GET":
         return method_not_allowed("GET")
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from pydantic import ValidationError
@@ -27,7 +28,7 @@ MIDDLEWARE = [
     # Serves the Swagger UI and ReDoc assets (drf-spectacular-sidecar) in every mode; WhiteNoise kept async.
     "oaifront.openapi.StaticAssetsMiddleware",
     "oaifront.middleware.CorsMiddleware",
-    "django.middleware.common.CommonMiddleware",
+    "oaifront.middleware.CommonMiddleware",
 ]
 
 ROOT_URLCONF = "oaifront.urls"
@@ -48,7 +49,7 @@ LOGGING_CONFIG = None
 
 # The API description (oaifront.openapi): drf-spectacular serves /openapi.json, /docs and /redoc. The front has no
 # users or sessions, so DRF authenticates nobody.
-REST_FRAMEWORK = {
+REST_FRAMEWORK: dict[str, Any] = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": [],
     "DEFAULT_PERMISSION_CLASSES": [],
@@ -73,3 +74,22 @@ try:
 except ValidationError as invalid:
     raise ImproperlyConfigured(describe_invalid_settings(invalid)) from None
 """The front's namespaced settings (see oaifront.conf.FrontSettings for each variable)."""
+
+if HORDE_OAI.redis_url:
+    # Shared by every worker process (the model list cache, models_list.views); a Redis that cannot be reached is
+    # skipped, not an error: the list then comes from the Horde.
+    CACHES = {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": HORDE_OAI.redis_url,
+            "KEY_PREFIX": "horde-oai",
+            "OPTIONS": {
+                "SERIALIZER": "django_redis.serializers.json.JSONSerializer",
+                "IGNORE_EXCEPTIONS": True,
+                "SOCKET_CONNECT_TIMEOUT": 1,
+                "SOCKET_TIMEOUT": 1,
+            },
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "horde-oai"}}

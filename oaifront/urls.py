@@ -1,5 +1,6 @@
 """The front's routes: chat completions, the model list and model retrieve, health, and the API description
-(/openapi.json, /docs, /redoc; / redirects to /docs)."""
+(/openapi.json, /docs, /redoc; / redirects to /docs).
+"""
 
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
