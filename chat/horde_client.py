@@ -81,7 +81,8 @@ class NativeStatus(NativeModel):
     @property
     def front_x_horde(self) -> dict[str, Any]:
         """Keys the front adds to ``x_horde`` for this request (the text API path's, chat.text_api); never read from
-        the Horde's answer."""
+        the Horde's answer.
+        """
         return self._front_x_horde
 
     @property

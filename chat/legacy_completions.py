@@ -21,7 +21,8 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any, Final, Literal
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 from horde_sdk.generation_parameters.text.chat_limits import (
     MAX_CHAT_MAX_TOKENS,
@@ -153,7 +154,8 @@ class TextCompletionChoice(BaseModel):
 class TextCompletion(BaseModel):
     """OpenAI's ``text_completion`` object, the body of ``POST /v1/completions`` and, with ``stream: true``, each
     event's chunk (a chunk has no ``usage``, except the last one with ``stream_options.include_usage``, whose
-    ``choices`` is empty)."""
+    ``choices`` is empty).
+    """
 
     model_config = ConfigDict(use_attribute_docstrings=True)
 
@@ -215,7 +217,8 @@ def read_completion_request(raw: bytes) -> CompletionRequest:
 
 def prepare_completion_request(request: CompletionRequest) -> text_api.PreparedTextRequest:
     """The text API request of a legacy completion: the prompt unchanged, the client's stops, ``max_length`` from
-    ``max_tokens`` (default 512) and no context length (the text API's default applies)."""
+    ``max_tokens`` (default 512) and no context length (the text API's default applies).
+    """
     max_length = request.max_tokens if request.max_tokens is not None else DEFAULT_CHAT_MAX_TOKENS
     stops = text_api.merged_stops(request.stop, ())
     payload = text_api.text_payload(
@@ -274,7 +277,8 @@ def build_text_completion(
 
 def completion_chunks(completion: dict[str, Any]) -> list[dict[str, Any]]:
     """The ``text_completion`` chunks of a reply delivered whole: the text (when not empty), the finish chunk, and
-    the usage chunk when asked for (the caller adds ``data: [DONE]``)."""
+    the usage chunk when asked for (the caller adds ``data: [DONE]``).
+    """
     head = {key: completion[key] for key in ("id", "object", "created", "model", "system_fingerprint")}
     choice = completion["choices"][0]
     chunks = []
@@ -285,7 +289,7 @@ def completion_chunks(completion: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @csrf_exempt
-async def completions(request: HttpRequest) -> HttpResponse:
+async def completions(request: HttpRequest) -> HttpResponseBase:
     """Serve one legacy completion, streamed or not (OpenAI's ``POST /v1/completions``), through the text API."""
     if request.method != "POST":
         return method_not_allowed("POST")

@@ -220,7 +220,8 @@ def template_for_model(
     model: str, *, instruct_format: str | None = None, catalog: TextPromptContract | None = None
 ) -> TextPromptContract:
     """The prompt contract for ``model`` (see the module docstring for the order). ``catalog`` overrides the
-    catalog lookup (tests); ``instruct_format`` is the model's legacy label, when known."""
+    catalog lookup (tests); ``instruct_format`` is the model's legacy label, when known.
+    """
     contract = catalog if catalog is not None else catalog_contract(model)
     if contract is not None and jinja_template(contract) is not None:
         return contract

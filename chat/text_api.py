@@ -50,10 +50,10 @@ from decimal import Decimal
 from typing import Any, Final, Literal
 
 from annotated_types import Ge, Le
+from django.core.cache import cache
 from horde_sdk.ai_horde_api.apimodels.generate.text.async_ import ModelPayloadRootKobold, TextGenerateAsyncRequest
 from horde_sdk.ai_horde_api.endpoints import AI_HORDE_API_ENDPOINT_SUBPATH
 from horde_sdk.generation_parameters.text.chat_policy import ChatConformance
-from django.core.cache import cache
 from pydantic import ValidationError
 
 from chat import errors, refusals
@@ -71,11 +71,18 @@ TEXT_API: Final[str] = "text"
 """``x_horde.api`` of a reply served through the text generation API, and of its model card."""
 
 
+def _bound(name: str, kind: type[Ge] | type[Le]) -> float:
+    """horde_sdk's ``ge`` or ``le`` bound of a ``ModelPayloadRootKobold`` field."""
+    for item in ModelPayloadRootKobold.model_fields[name].metadata:
+        if isinstance(item, Ge) and kind is Ge:
+            return float(str(item.ge))
+        if isinstance(item, Le) and kind is Le:
+            return float(str(item.le))
+    raise LookupError(f"ModelPayloadRootKobold.{name} has no {kind.__name__} bound")
+
+
 def _bounds(name: str) -> tuple[int, int]:
-    metadata = ModelPayloadRootKobold.model_fields[name].metadata
-    low = next(int(item.ge) for item in metadata if isinstance(item, Ge))
-    high = next(int(item.le) for item in metadata if isinstance(item, Le))
-    return low, high
+    return int(_bound(name, Ge)), int(_bound(name, Le))
 
 
 MIN_TEXT_MAX_LENGTH, MAX_TEXT_MAX_LENGTH = _bounds("max_length")
@@ -87,9 +94,7 @@ MIN_TEXT_CONTEXT_LENGTH, MAX_TEXT_CONTEXT_LENGTH = _bounds("max_context_length")
 DEFAULT_TEXT_MAX_CONTEXT_LENGTH: Final[int] = int(ModelPayloadRootKobold.model_fields["max_context_length"].default)
 """``params.max_context_length`` when the client sets no ``horde.max_context_length`` (horde_sdk's default, 2048)."""
 
-SMALLEST_TEXT_TOP_P: Final[float] = float(
-    next(item.ge for item in ModelPayloadRootKobold.model_fields["top_p"].metadata if isinstance(item, Ge))
-)
+SMALLEST_TEXT_TOP_P: Final[float] = _bound("top_p", Ge)
 """The text API's smallest ``top_p`` (horde_sdk: 0.001); OpenAI's ``top_p: 0`` is sent as it."""
 
 WORKER_OPTION_KEYS: Final[tuple[str, ...]] = ("trusted_workers", "slow_workers", "workers", "worker_blacklist")
@@ -142,7 +147,8 @@ async def cached_text_models(runtime: Any) -> list[dict[str, Any]]:
     through Django's ``default`` cache: django-redis on ``HORDE_OAI_REDIS_URL``, shared by every worker process, or
     local memory (one per process) without Redis (oaifront.settings ``CACHES``). 0 reads the Horde every time. A
     cache that cannot be reached is skipped (django-redis ``IGNORE_EXCEPTIONS``): the list then comes from the Horde.
-    ``GET /v1/models`` and the text API detection share it. Raises what ``text_models`` raises."""
+    ``GET /v1/models`` and the text API detection share it. Raises what ``text_models`` raises.
+    """
     seconds = runtime.settings.models_cache_seconds
     if seconds <= 0:
         fresh: list[dict[str, Any]] = await runtime.horde.text_models()
@@ -175,7 +181,8 @@ def text_api_enabled(entries: Sequence[Mapping[str, Any]], mode: TextApiFallback
 
 def text_path_models(entries: Sequence[Mapping[str, Any]], mode: TextApiFallback) -> dict[str, Mapping[str, Any]]:
     """The entries served through the text API, by model name: online workers (``count`` > 0) and no online chat
-    worker, when :func:`text_api_enabled`."""
+    worker, when :func:`text_api_enabled`.
+    """
     if not text_api_enabled(entries, mode):
         return {}
     return {
@@ -188,7 +195,8 @@ def text_path_models(entries: Sequence[Mapping[str, Any]], mode: TextApiFallback
 async def find_text_route(runtime: Any, models: Sequence[str]) -> bool:
     """Whether a request naming ``models`` takes the text path (every model is a :func:`text_path_models` entry).
     False without reading the model list under ``off``, and under ``auto`` within
-    :data:`NATIVE_HORDE_VERDICT_SECONDS` of a list with a ``chat`` entry; False when the list cannot be read."""
+    :data:`NATIVE_HORDE_VERDICT_SECONDS` of a list with a ``chat`` entry; False when the list cannot be read.
+    """
     mode: TextApiFallback = runtime.settings.text_api_fallback
     if mode == "off" or not models:
         return False
@@ -230,7 +238,8 @@ def _gap(request: ChatCompletionRequest, param: str, what: str) -> OpenAIError:
 def text_api_refusal(request: ChatCompletionRequest) -> OpenAIError | None:
     """The first part of a validated request the text API cannot honour, as a 404 ``no_worker_supports_features``
     at its parameter (see the module docstring), or a completion limit outside the text API's range as 400
-    ``no_worker_supports_limit``; None when the text path can serve it."""
+    ``no_worker_supports_limit``; None when the text path can serve it.
+    """
     if request.tools:
         return _gap(request, "tools", "tools")
     if request.response_format is not None and request.response_format.type != "text":
@@ -267,7 +276,8 @@ def text_api_refusal(request: ChatCompletionRequest) -> OpenAIError | None:
 
 def context_length_error(max_context_length: int, prompt_tokens: int, max_length: int) -> OpenAIError:
     """400 ``context_length_exceeded`` at ``messages``, in OpenAI's wording, for a prompt that cannot fit even with
-    every droppable message dropped (token counts are the front's estimates)."""
+    every droppable message dropped (token counts are the front's estimates).
+    """
     return OpenAIError(
         status=400,
         message=(
@@ -458,7 +468,7 @@ class TextHordeClient(HordeClient):
             raise HordeUnreachable("a text status that is not an object", reached=True)
         return body
 
-    async def cancel(self, request_id: str, apikey: str | None) -> Any:  # type: ignore[override]
+    async def cancel(self, request_id: str, apikey: str | None) -> Any:
         """``DELETE /v2/generate/text/status/{id}``; the answer is not read (the cancel queue needs no status)."""
         return await self._call("DELETE", TEXT_STATUS_PATH.format(id=request_id), apikey)
 
@@ -510,7 +520,8 @@ def native_status(body: Mapping[str, Any], prepared: PreparedTextRequest) -> Nat
 
 class TextRoutes:
     """One text request's view of the Horde with the native client's methods (``submit``, ``status``, ``cancel``,
-    ``text_models``), so chat.views and chat.waiter serve it as a native request."""
+    ``text_models``), so chat.views and chat.waiter serve it as a native request.
+    """
 
     def __init__(self, client: TextHordeClient, prepared: PreparedTextRequest) -> None:
         self.client = client

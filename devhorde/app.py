@@ -38,7 +38,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
-from devhorde.horde import DevHorde, HordeReply
+from devhorde.answers import HordeReply
+from devhorde.horde import DevHorde
 from devhorde.scenario import Scenario, load_scenario
 
 BAD_JSON_MESSAGE = "The browser (or proxy) sent a request that this server could not understand."

@@ -46,6 +46,15 @@ from horde_sdk.worker.chat_declaration import (
 )
 from strenum import StrEnum
 
+from devhorde.answers import (
+    CONTROL_INVALID_KEY_MESSAGE,
+    MAINTENANCE_MESSAGE,
+    NOT_FOUND_MESSAGE,
+    HordeReply,
+)
+from devhorde.answers import (
+    refusal as _refusal,
+)
 from devhorde.limits import ANONYMOUS_API_KEY, DEFAULT_CHAT_MAX_TOKENS
 from devhorde.payload import (
     VALIDATION_FAILED_MESSAGE,
@@ -77,9 +86,6 @@ DISPATCH_TICK_SECONDS: Final[float] = 0.25
 STREAM_WRITE_WAIT_SECONDS: Final[float] = 0.5
 """The longest a job waits for one of its own stream writes before going on (a slow Redis never stalls a job)."""
 
-CONTROL_INVALID_KEY_MESSAGE: Final[str] = "No user matching sent API Key. Have you remembered to register?"
-MAINTENANCE_MESSAGE: Final[str] = "The Horde is in maintenance mode and accepts no new work. Please try again later."
-NOT_FOUND_MESSAGE: Final[str] = "Request Not found"
 SUBMIT_LOG_LENGTH: Final[int] = 1000
 """How many of the latest submits ``GET /_devhorde/submits`` keeps (older ones are dropped, so load stays bounded)."""
 DIVERGED_PREFIX: Final[str] = "Correction: "
@@ -100,15 +106,6 @@ class RequestState(StrEnum):
 TERMINAL_STATES: Final = frozenset(
     {RequestState.DONE, RequestState.FAULTED, RequestState.CANCELLED, RequestState.EXPIRED},
 )
-
-
-@dataclass(frozen=True, slots=True)
-class HordeReply:
-    """An HTTP answer of the simulated Horde: status, JSON body and extra headers."""
-
-    status: int
-    body: Any
-    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -174,14 +171,6 @@ def format_number(value: float) -> str:
     (``chat/contract.py``), which takes plain decimal text only (contract: Submit).
     """
     return format(Decimal(repr(float(value))).normalize(), "f")
-
-
-def _refusal(status: int, message: str, rc: str | None, **extra: Any) -> HordeReply:
-    body: dict[str, Any] = {"message": message}
-    if rc is not None:
-        body["rc"] = rc
-    body.update(extra)
-    return HordeReply(status, body)
 
 
 class DevHorde:

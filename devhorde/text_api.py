@@ -28,11 +28,18 @@ from typing import TYPE_CHECKING, Any, Final
 from horde_sdk.ai_horde_api.apimodels.generate.text.async_ import ModelPayloadRootKobold, TextGenerateAsyncRequest
 from pydantic import ValidationError
 
+from devhorde.answers import (
+    CONTROL_INVALID_KEY_MESSAGE,
+    MAINTENANCE_MESSAGE,
+    NOT_FOUND_MESSAGE,
+    HordeReply,
+    refusal,
+)
 from devhorde.replies import conversation_seed, count_tokens, cut_reply, reply_text
 from devhorde.scenario import WorkerSpec
 
 if TYPE_CHECKING:
-    from devhorde.horde import DevHorde, HordeReply
+    from devhorde.horde import DevHorde
 
 DEFAULT_TEXT_MAX_LENGTH: Final[int] = int(ModelPayloadRootKobold.model_fields["max_length"].default)
 """``params.max_length`` when a text request sets none (horde_sdk's ``ModelPayloadRootKobold`` default)."""
@@ -106,9 +113,8 @@ class TextQueue:
     def submit(self, payload: Any, apikey: str | None) -> HordeReply:
         """``POST /v2/generate/text/async``: 400 for a body that is not a valid ``TextGenerateAsyncRequest`` or
         without a prompt, 401 ``InvalidAPIKey``, 503 ``MaintenanceMode``, a scripted refusal; a dry run is 200
-        ``{"kudos"}``; else 202 ``{"id", "kudos"}``."""
-        from devhorde.horde import CONTROL_INVALID_KEY_MESSAGE, MAINTENANCE_MESSAGE, HordeReply, _refusal
-
+        ``{"kudos"}``; else 202 ``{"id", "kudos"}``.
+        """
         if not isinstance(payload, dict):
             return HordeReply(400, {"message": TEXT_VALIDATION_FAILED_MESSAGE, "errors": {"": "not an object"}})
         errors: dict[str, str] = {}
@@ -125,9 +131,9 @@ class TextQueue:
             return HordeReply(400, {"message": TEXT_VALIDATION_FAILED_MESSAGE, "errors": errors})
         scenario = self.horde.scenario
         if apikey in scenario.invalid_api_keys:
-            return _refusal(401, CONTROL_INVALID_KEY_MESSAGE, "InvalidAPIKey")
+            return refusal(401, CONTROL_INVALID_KEY_MESSAGE, "InvalidAPIKey")
         if scenario.maintenance:
-            return _refusal(503, MAINTENANCE_MESSAGE, "MaintenanceMode")
+            return refusal(503, MAINTENANCE_MESSAGE, "MaintenanceMode")
         scripted = self.horde._scripted_refusal(payload, apikey, list(parsed.models))
         if scripted is not None:
             return scripted
@@ -166,20 +172,16 @@ class TextQueue:
 
     def status(self, request_id: str) -> HordeReply:
         """``GET /v2/generate/text/status/{id}``; 404 ``RequestNotFound``."""
-        from devhorde.horde import NOT_FOUND_MESSAGE, HordeReply, _refusal
-
         request = self._lookup(request_id)
         if request is None:
-            return _refusal(404, NOT_FOUND_MESSAGE, "RequestNotFound")
+            return refusal(404, NOT_FOUND_MESSAGE, "RequestNotFound")
         return HordeReply(200, self.status_body(request))
 
     def cancel(self, request_id: str) -> HordeReply:
         """``DELETE /v2/generate/text/status/{id}``: a waiting or processing request ends done with no generation."""
-        from devhorde.horde import NOT_FOUND_MESSAGE, HordeReply, _refusal
-
         request = self._lookup(request_id)
         if request is None:
-            return _refusal(404, NOT_FOUND_MESSAGE, "RequestNotFound")
+            return refusal(404, NOT_FOUND_MESSAGE, "RequestNotFound")
         request.cancel_requests += 1
         if request.state in ("waiting", "processing"):
             self._stop(request)

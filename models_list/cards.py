@@ -106,7 +106,8 @@ def text_model_card(entry: dict[str, Any]) -> dict[str, Any]:
     """The card of a model served through the text generation API (chat.text_api): the text API's list entry has no
     declared limits or features, so ``context_length`` and ``top_provider``'s limits are null, ``features`` and
     ``image_transports`` empty; ``architecture.instruct_type`` names the prompt template; ``x_horde.api`` is
-    ``text`` and ``x_horde.workers`` the online text workers (``count``)."""
+    ``text`` and ``x_horde.workers`` the online text workers (``count``).
+    """
     name = entry["name"]
     return {
         "id": name,
@@ -154,7 +155,8 @@ def _online_workers(chat: dict[str, Any]) -> int:
 def model_list(entries: list[dict[str, Any]], text_api_fallback: TextApiFallback = "off") -> dict[str, Any]:
     """``{"object": "list", "data": [card, ...]}`` for every text entry with at least one online chat worker, and
     every entry chat.text_api serves through the text generation API under ``text_api_fallback``
-    (:func:`text_model_card`)."""
+    (:func:`text_model_card`).
+    """
     cards = [
         model_card(entry)
         for entry in entries

@@ -151,7 +151,8 @@ class ModelCard(_Card):
 
 class ModelList(_Card):
     """The body of ``GET /v1/models``: every text model with at least one online chat worker, and each model served
-    through the text generation API (``x_horde.api: "text"``), sorted by id."""
+    through the text generation API (``x_horde.api: "text"``), sorted by id.
+    """
 
     object: Literal["list"]
     """Always ``list``."""

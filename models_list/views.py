@@ -19,7 +19,8 @@ MODELS_CACHE_KEY = text_api.MODELS_CACHE_KEY
 
 async def native_text_models() -> list[dict[str, Any]]:
     """The native text model list, reused for ``HORDE_OAI_MODELS_CACHE_SECONDS`` through Django's ``default`` cache
-    (:func:`chat.text_api.cached_text_models`, which the text API detection reads too)."""
+    (:func:`chat.text_api.cached_text_models`, which the text API detection reads too).
+    """
     return await text_api.cached_text_models(get_runtime())
 
 
