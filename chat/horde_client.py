@@ -16,7 +16,7 @@ from typing import Any, Final
 import httpx
 import orjson
 from horde_sdk.generic_api.consts import ANON_API_KEY
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 
 from chat import errors
 from chat.errors import OpenAIError
@@ -80,6 +80,14 @@ class NativeStatus(NativeModel):
     stream_progress: bool = False
     generations: list[NativeGeneration] = []
     fault_reason: str | None = None
+    _front_x_horde: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @property
+    def front_x_horde(self) -> dict[str, Any]:
+        """Keys the front adds to ``x_horde`` for this request (the text API path's, chat.text_api); never read from
+        the Horde's answer.
+        """
+        return self._front_x_horde
 
     @property
     def finished_generation(self) -> NativeGeneration | None:

@@ -49,7 +49,7 @@ from chat import errors, refusals
 from chat.errors import OpenAIError
 from chat.horde_client import HordeRefusal, HordeUnreachable, NativeStatus
 from chat.schema import ChatCompletionRequest
-from chat.seams import HordeApi, WaiterRuntime
+from chat.seams import HordeApi, WaitedRequest, WaiterRuntime
 
 MAX_CONSECUTIVE_READ_FAILURES: Final[int] = 3
 """Status reads that may fail in a row (unreachable Horde, 5xx) before the wait ends with ``HordeUnavailable``."""
@@ -483,6 +483,8 @@ class ChatWaiter:
             gap messages); None acts as a ``model`` request in ``wait`` mode.
         clock: ``time.monotonic``-like seconds, injectable for tests.
         sleep: ``asyncio.sleep``-like, injectable for tests (with ``clock``, time never passes for real).
+        horde: The routes the status is read from (``status``, ``text_models``); default ``runtime.horde``, the
+            native chat route. The text API path passes chat.text_api's ``TextRoutes``.
     """
 
     def __init__(
@@ -492,11 +494,13 @@ class ChatWaiter:
         apikey: str | None,
         *,
         timeout_seconds: float,
-        request: ChatCompletionRequest | None = None,
+        request: WaitedRequest | None = None,
         clock: Clock = time.monotonic,
         sleep: Sleep = asyncio.sleep,
+        horde: HordeApi | None = None,
     ) -> None:
         self.runtime = runtime
+        self.horde = runtime.horde if horde is None else horde
         self.settings = runtime.settings
         self.request_id = request_id
         self.apikey = apikey
@@ -557,7 +561,7 @@ class ChatWaiter:
         ``HordeUnavailable``).
         """
         try:
-            status = await self.runtime.horde.status(self.request_id, self.apikey)
+            status = await self.horde.status(self.request_id, self.apikey)
         except HordeRefusal as refusal:
             if refusal.status >= 500:
                 detail = f"HTTP {refusal.status} {refusal.rc or 'without an error code'}: {refusal.message}"
@@ -679,7 +683,7 @@ class ChatWaiter:
         reason = declaration_gap(status)
         if reason is not None:
             raise await service_gap_error_from_horde(
-                self.runtime.horde,
+                self.horde,
                 reason,
                 requested_models=self.requested_models,
                 listed_models=self.listed_models,

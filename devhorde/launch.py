@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
+from typing import Final
 
 import httpx
 
@@ -21,7 +22,12 @@ def free_port() -> int:
         return port
 
 
-def wait_http(url: str, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+STARTUP_TIMEOUT_SECONDS: Final[float] = 180.0
+"""How long a started process may take to answer: importing the front (Django, horde_sdk) took 40 s and more on a
+loaded 2-core machine (load average 13), so 30 s failed whole integration runs there."""
+
+
+def wait_http(url: str, process: subprocess.Popen[bytes], timeout: float = STARTUP_TIMEOUT_SECONDS) -> None:
     """Wait until ``url`` answers any HTTP status.
 
     Raises:

@@ -8,6 +8,7 @@ and the front's code reads it through :func:`front_settings`.
 from __future__ import annotations
 
 from functools import cache
+from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from horde_sdk.ai_horde_api.endpoints import AI_HORDE_BASE_URL
@@ -79,6 +80,11 @@ class FrontSettings(BaseSettings):
 
     models_cache_seconds: float = 10.0
     """``HORDE_OAI_MODELS_CACHE_SECONDS``: how long the native model list is reused."""
+
+    text_api_fallback: Literal["auto", "on", "off"] = "auto"
+    """``HORDE_OAI_TEXT_API_FALLBACK``: when models with text workers but no chat worker are served through the
+    Horde's text generation API (chat.text_api). ``auto``: when the Horde's model list has no ``chat`` entry at all
+    (a Horde without the native chat routes, such as the public Horde today); ``on``: always; ``off``: never."""
 
     @field_validator("horde_url")
     @classmethod

@@ -52,6 +52,7 @@ from whitenoise.middleware import WhiteNoiseMiddleware
 
 from chat import errors
 from chat.errors import OpenAIError, reason_phrase
+from chat.legacy_completions import CompletionRequest, TextCompletion
 from chat.responses import STATE_FLAGS, STATEFUL_PARAMETERS
 from chat.responses_schema import ResponseObject, ResponsesRequest
 from chat.schema import (
@@ -91,7 +92,7 @@ BEHAVIOUR_GUIDE: Final = Path(__file__).resolve().parent.parent / "docs" / "beha
 SCHEMA_REF: Final = "#/components/schemas/{model}"
 """Where a component schema lives in the document; pydantic's ``ref_template``."""
 
-REQUEST_MODELS: Final[tuple[type[BaseModel], ...]] = (ChatCompletionRequest, ResponsesRequest)
+REQUEST_MODELS: Final[tuple[type[BaseModel], ...]] = (ChatCompletionRequest, ResponsesRequest, CompletionRequest)
 """Models documented as validated (``mode="validation"``): what a client may send."""
 
 RESPONSE_MODELS: Final[tuple[type[BaseModel], ...]] = (
@@ -101,6 +102,7 @@ RESPONSE_MODELS: Final[tuple[type[BaseModel], ...]] = (
     OpenAIErrorEnvelope,
     ModelList,
     ModelCard,
+    TextCompletion,
 )
 """Models documented as serialized (``mode="serialization"``): what the front answers."""
 
@@ -446,6 +448,21 @@ MODEL_RETRIEVE_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappin
 )
 """The error statuses of ``GET /v1/models/{model}``: those of ``GET /v1/models`` and 404 ``model_not_found``."""
 
+LEGACY_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = MappingProxyType(
+    {
+        **{status: codes for status, codes in CHAT_COMPLETION_ERRORS.items() if status != 404},
+        404: (
+            DocumentedError(
+                errors.MODEL_NOT_FOUND,
+                "The model is not served through the Horde's text generation API here (`x_horde.api` is not `text` "
+                "in `GET /v1/models`); the message names `POST /v1/chat/completions`. `param` is `model`.",
+            ),
+        ),
+    }
+)
+"""The error statuses of ``POST /v1/completions``: those of chat completions, with 404 ``model_not_found`` for a
+model without a text API path."""
+
 RETRY_HEADER_STATUSES: Final = frozenset({408, 429, 502, 503})
 """Statuses the official OpenAI SDKs retry by default, where ``Retry-After`` and ``x-should-retry`` tune the retry."""
 
@@ -660,8 +677,8 @@ SSE_DESCRIPTION: Final = (
 
 
 def front_paths() -> dict[str, Any]:
-    """The front's documented routes: ``POST /v1/chat/completions``, ``POST /v1/responses``, ``GET /v1/models`` and
-    ``GET /v1/models/{model}``.
+    """The front's documented routes: ``POST /v1/chat/completions``, ``POST /v1/responses``,
+    ``POST /v1/completions``, ``GET /v1/models`` and ``GET /v1/models/{model}``.
 
     ``/healthz``, ``/``, ``/openapi.json``, ``/docs`` and ``/redoc`` are left out (reference: API documentation).
     """
@@ -701,6 +718,23 @@ def front_paths() -> dict[str, Any]:
     }
     responses_responses |= {
         str(status): error_response(status, codes) for status, codes in CHAT_COMPLETION_ERRORS.items()
+    }
+    legacy_responses: dict[str, Any] = {
+        "200": {
+            "description": (
+                "The `text_completion` (`application/json`). With `stream: true`, server-sent events: each `data:` "
+                'line holds one `text_completion` chunk (the whole text, the finish chunk with `text: ""`, then the '
+                "usage chunk when `stream_options.include_usage` is true), and `data: [DONE]` ends the stream; "
+                "comment lines keep the connection alive while the request waits."
+            ),
+            "content": {
+                "application/json": {"schema": _ref(TextCompletion)},
+                "text/event-stream": {"schema": {"type": "string"}},
+            },
+        },
+    }
+    legacy_responses |= {
+        str(status): error_response(status, codes) for status, codes in LEGACY_COMPLETION_ERRORS.items()
     }
     return {
         "/v1/chat/completions": {
@@ -754,6 +788,30 @@ def front_paths() -> dict[str, Any]:
                     },
                 },
                 "responses": responses_responses,
+            },
+        },
+        "/v1/completions": {
+            "post": {
+                "operationId": "createCompletion",
+                "tags": ["Completions"],
+                "summary": "Create a completion (legacy)",
+                "description": (
+                    "OpenAI's legacy completions, for models the front reaches through the Horde's text generation "
+                    "API (`x_horde.api: text` in `GET /v1/models`): the raw `prompt` goes to the text API unchanged. "
+                    "Other models answer 404 `model_not_found` naming `POST /v1/chat/completions`. `echo` only false, "
+                    "`n` only 1; keys the body does not define are refused like unknown keys."
+                ),
+                "security": security,
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": _ref(CompletionRequest),
+                            "example": {"model": "example/model-7b", "prompt": "Once upon a time", "max_tokens": 64},
+                        },
+                    },
+                },
+                "responses": legacy_responses,
             },
         },
         "/v1/models": {

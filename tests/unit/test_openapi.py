@@ -90,6 +90,7 @@ def test_document_lists_the_four_routes_and_leaves_out_health_and_docs(document:
     assert {path: sorted(operations) for path, operations in document["paths"].items()} == {
         CHAT: ["post"],
         RESPONSES: ["post"],
+        "/v1/completions": ["post"],
         MODELS: ["get"],
         MODEL: ["get"],
     }
