@@ -66,6 +66,7 @@ def test_text_cards_state_the_mode_and_only_its_parameters() -> None:
         "features": [],
         "image_transports": [],
         "api": "text",
+        "routes": ["/v1/chat/completions", "/v1/responses", "/v1/completions"],
     }
     native = model_list([CHAT_ENTRY, TEXT_ENTRY], "auto")
     assert [(card["id"], card["x_horde"]["api"]) for card in native["data"]] == [("org/chat-8b", "chat")]
