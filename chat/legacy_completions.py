@@ -320,7 +320,7 @@ async def completions(request: HttpRequest) -> HttpResponseBase:
     except HordeRefusal as refusal:
         return refusals.error_from_refusal(refusal).to_response()
     except HordeUnreachable as exc:
-        return errors.horde_unavailable(exc.detail, reached=exc.reached).to_response()
+        return exc.to_error().to_response()
 
     def body(status: NativeStatus) -> dict[str, Any]:
         return build_text_completion(legacy, prepared, status, submitted.id, created)

@@ -54,7 +54,12 @@ class FrontRuntime:
             attempt_timeout=settings.horde_timeout_seconds,
         )
         # The text generation API (chat.text_api): its own client and cancel queue, the same settings.
-        self.text_horde = TextHordeClient(settings.horde_url, settings.client_agent, settings.horde_timeout_seconds)
+        self.text_horde = TextHordeClient(
+            settings.horde_url,
+            settings.client_agent,
+            settings.horde_timeout_seconds,
+            connections=settings.horde_connections,
+        )
         self.text_cancels = CancelQueue(
             self.text_horde,
             retry_seconds=settings.cancel_retry_seconds,
