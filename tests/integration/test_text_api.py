@@ -355,3 +355,70 @@ def test_completions_without_a_text_path_name_chat_completions(stack: LiveStack)
         "code": "model_not_found",
     }
     assert json.dumps(missing.value.body).count("/v1/chat/completions") == 1
+
+
+# --- the Responses API over the text API -----------------------------------------------------------------------
+
+
+def test_responses_on_a_text_model_go_through_the_text_api(text_stack: LiveStack) -> None:
+    """``POST /v1/responses`` for a text-only model renders the instructions and input with the model's template,
+    submits to the text API and answers the generation as a ``response``, whole and as typed events."""
+    mark = marker()
+    sdk = client(text_stack)
+    response = sdk.responses.create(
+        model=LLAMA, instructions="Be brief.", input=f"Tides? [{mark}]", max_output_tokens=40, store=False
+    )
+    [native] = text_requests(text_stack, mark)
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": f"Tides? [{mark}]"}]
+    assert native["payload"]["prompt"] == render(LLAMA_3, template_messages(messages))
+    assert native["payload"]["params"]["max_length"] == 40
+    assert response.id == f"resp_{native['id']}"
+    assert (response.object, response.model) == ("response", LLAMA)
+    status = httpx.get(f"{text_stack.horde_url}/v2/generate/text/status/{native['id']}").json()
+    assert response.output_text == status["generations"][0]["text"].lstrip()
+
+    stream_mark = marker()
+    with sdk.responses.stream(model=LLAMA, input=f"Waves? [{stream_mark}]", max_output_tokens=40) as events:
+        kinds = [event.type for event in events]
+        final = events.get_final_response()
+    [streamed] = text_requests(text_stack, stream_mark)
+    assert kinds[:2] == ["response.created", "response.in_progress"]
+    assert kinds[-1] == "response.completed"
+    assert "response.output_text.delta" in kinds
+    assert final.id == f"resp_{streamed['id']}"
+    status = httpx.get(f"{text_stack.horde_url}/v2/generate/text/status/{streamed['id']}").json()
+    assert final.output_text == status["generations"][0]["text"].lstrip()
+
+
+@pytest.mark.parametrize(
+    ("extra", "param", "what"),
+    [
+        ({"reasoning": {"effort": "low"}}, "reasoning.effort", "reasoning_effort"),
+        (
+            {"tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]},
+            "tools",
+            "tools",
+        ),
+    ],
+)
+def test_responses_refusals_on_the_text_path_name_the_responses_param(
+    text_stack: LiveStack, extra: dict[str, Any], param: str, what: str
+) -> None:
+    mark = marker()
+    with pytest.raises(openai.NotFoundError) as refused:
+        client(text_stack).responses.create(model=LLAMA, input=f"weather [{mark}]", extra_body=extra)
+    assert refused.value.body == {
+        "message": "No worker can serve this request: the model is served through the Horde's text generation API, "
+        f"which cannot honour {what}. Leave it out, or use a model with a chat worker (GET /v1/models: x_horde.api "
+        'is "text" for these models).',
+        "type": "not_found_error",
+        "param": param,
+        "code": "no_worker_supports_features",
+    }
+    assert text_requests(text_stack, mark) == []
+
+
+def test_text_model_cards_list_the_three_routes(text_stack: LiveStack) -> None:
+    card = client(text_stack).models.retrieve(LLAMA)
+    assert card.model_extra["x_horde"]["api"] == "text"
+    assert card.model_extra["x_horde"]["routes"] == ["/v1/chat/completions", "/v1/responses", "/v1/completions"]
