@@ -16,13 +16,14 @@ from django.views.decorators.csrf import csrf_exempt
 from chat import errors
 from chat.errors import CORS_HEADERS, OpenAIError, json_response
 from chat.horde_client import HordeRefusal, HordeUnreachable, SubmitResult
+from chat.logs import RequestRecord, record_refusal
 from chat.mapping import build_completion, build_native_payload, relays_deltas
+from chat.metrics import STAGE_SUBMIT, front_metrics
 from chat.relayed_stream import relayed_stream
 from chat.runtime import get_runtime
 from chat.screening import read_chat_request
 from chat.streaming import SSE_HEADERS, ChatEventStream, buffered_stream
 from chat.waiter import ChatWaiter, submit_refusal_error
-
 
 INVALID_API_KEY_MESSAGE = (
     "The API key in the Authorization header is not a valid Horde API key: a key is printable ASCII. "
@@ -88,32 +89,52 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     """
     if request.method != "POST":
         return method_not_allowed("POST")
+    started = time.monotonic()
+    body = request.body
+    front_metrics().body_size.record(len(body))
     try:
         apikey = bearer_key(request)
-        chat_request = read_chat_request(request.body)
+        chat_request = read_chat_request(body)
     except OpenAIError as error:
+        record_refusal(error)
         return error.to_response()
 
     runtime = get_runtime()
+    record = RequestRecord(chat_request, started=started)
     stream_progress = relays_deltas(chat_request) and runtime.has_redis
+    record.relayed = stream_progress
     payload = build_native_payload(chat_request, stream_progress=stream_progress)
     created = int(time.time())
+    record.submitted_at = time.time()
     try:
         submitted = await submit_shielded(runtime, payload, apikey)
     except HordeRefusal as refusal:
-        return (await submit_refusal_error(runtime.horde, refusal, chat_request)).to_response()
+        error = await submit_refusal_error(runtime.horde, refusal, chat_request)
+        record.failed(error, stage=STAGE_SUBMIT)
+        record.finish()
+        return error.to_response()
     except HordeUnreachable as exc:
-        return errors.horde_unavailable(str(exc)).to_response()
+        error = errors.horde_unavailable(str(exc))
+        record.failed(error)
+        record.finish()
+        return error.to_response()
+    except asyncio.CancelledError:
+        record.disconnected = True
+        record.finish()
+        raise
     submitted_at = time.time()
+    record.request_id = submitted.id
+    record.submitted_at = submitted_at
 
     settings = runtime.settings
     timeout = settings.stream_timeout_seconds if chat_request.is_stream else settings.nonstream_timeout_seconds
     waiter = ChatWaiter(runtime, submitted.id, apikey, timeout_seconds=timeout, request=chat_request)
+    record.waiter = waiter
 
     finished = False
 
     def finish() -> None:
-        """Once: stop listening for signals and cancel the native request unless it is terminal."""
+        """Once: stop listening for signals, cancel the native request unless it is terminal, log and count it."""
         nonlocal finished
         if finished:
             return
@@ -121,23 +142,36 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         waiter.close()
         if not waiter.terminal:
             runtime.cancels.cancel_soon(submitted.id, apikey, submitted_at)
+            if record.error is None:
+                record.disconnected = True
+        elif record.completion is None and record.error is None:
+            status = waiter.last_status
+            if status is not None and status.finished_generation is not None:
+                record.completion = build_completion(chat_request, status, submitted.id, created)
+        record.finish()
 
     handed_to_stream = False
     try:
         first_status = await waiter.first_read()
         if chat_request.is_stream:
             if stream_progress:
-                events = relayed_stream(chat_request, waiter, first_status, created, finish, runtime)
+                events = relayed_stream(
+                    chat_request, waiter, first_status, created, finish, runtime, on_error=record.stream_failed
+                )
             else:
-                events = buffered_stream(chat_request, waiter, first_status, created, on_end=finish)
+                events = buffered_stream(
+                    chat_request, waiter, first_status, created, on_end=finish, on_error=record.stream_failed
+                )
             response = ChatEventStream(events, on_end=finish, loop=asyncio.get_running_loop())
             for name, value in {**SSE_HEADERS, **CORS_HEADERS}.items():
                 response[name] = value
             handed_to_stream = True
             return response
         status = await waiter.wait_done(first_status)
-        return json_response(build_completion(chat_request, status, submitted.id, created))
+        record.completion = build_completion(chat_request, status, submitted.id, created)
+        return json_response(record.completion)
     except OpenAIError as error:
+        record.failed(error)
         return error.to_response()
     finally:
         if not handed_to_stream:

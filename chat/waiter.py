@@ -483,6 +483,8 @@ class ChatWaiter:
         self.impossible_since: float | None = None
         self.wakes = 0
         self.woke_by: str | None = None
+        self.woke_at: float | None = None
+        """Unix seconds of the last wake (the finished log line's ``woke_at``)."""
         self.cancelled_signal = False
         self.done_without_generation_reads = 0
         self._read_failures = 0
@@ -572,6 +574,7 @@ class ChatWaiter:
         delay = max(0.0, min(delay, self.remaining_seconds))
         self.wakes += 1
         event = await self._next_signal(delay)
+        self.woke_at = time.time()
         if event is None:
             self.woke_by = "timer"
             return
@@ -591,7 +594,9 @@ class ChatWaiter:
             if event == CANCELLED_SIGNAL:
                 self.cancelled_signal = True
                 self.woke_by = "signal"
+                self.woke_at = time.time()
                 return
+        self.woke_at = time.time()
 
     def _recheck_delay(self) -> float:
         """``signal_recheck_seconds``, shortened so a read comes when the grace ends."""

@@ -1,25 +1,43 @@
-"""The front's ASGI application: Django, wrapped so the ASGI lifespan closes the per-process resources.
+"""The front's ASGI application: Django behind the admission guards, with the ASGI lifespan closing the per-process
+resources.
 
-Serve it with ``uvicorn oaifront.asgi:application``. Without ``HORDE_URL`` it talks to the public Horde.
-At shutdown it retries pending cancels once more, stops the Redis tasks and closes the HTTP pool.
+Serve it with ``uvicorn oaifront.asgi:application``. Without ``HORDE_URL`` it talks to the public Horde. Start-up
+configures the log sink (oaifront.logconfig) and, when enabled, telemetry (oaifront.telemetry) before the
+application is built. The admission guards (oaifront.guards) refuse a request over the in-flight caps, a body over the
+size limit or one that arrives too slowly before Django reads it. At shutdown it retries pending cancels once more,
+stops the Redis tasks and closes the HTTP pool.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oaifront.settings")
 
-from django.core.asgi import get_asgi_application  # noqa: E402
+import django
 
-django_application = get_asgi_application()
+django.setup(set_prefix=False)
+
+from django.core.handlers.asgi import ASGIHandler
+
+from oaifront.conf import front_settings
+from oaifront.guards import AdmissionGuards, Receive, Scope, Send
+from oaifront.logconfig import configure_logging
+from oaifront.telemetry import configure_telemetry, instrument_app
+
+settings = front_settings()
+configure_logging(settings)
+telemetry_configured = configure_telemetry(settings)
+
+django_application = ASGIHandler()
+guarded_application = AdmissionGuards(django_application, settings)
+served_application = instrument_app(guarded_application) if telemetry_configured else guarded_application
 
 
-async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """Lifespan events are handled here; everything else goes to Django."""
+async def application(scope: Scope, receive: Receive, send: Send) -> None:
+    """Lifespan events are handled here; everything else goes through the guards to Django."""
     if scope["type"] != "lifespan":
-        await django_application(scope, receive, send)
+        await served_application(scope, receive, send)
         return
     from chat.runtime import close_runtime
 

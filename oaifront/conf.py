@@ -8,6 +8,7 @@ and the front's code reads it through :func:`front_settings`.
 from __future__ import annotations
 
 from functools import cache
+from typing import Literal
 
 from horde_sdk.ai_horde_api.endpoints import AI_HORDE_BASE_URL
 from pydantic import AliasChoices, Field, ValidationError, field_validator
@@ -21,7 +22,7 @@ development Horde by accident."""
 class FrontSettings(BaseSettings):
     """The front's configuration. Field names map to ``HORDE_OAI_<NAME>`` variables unless an alias says otherwise."""
 
-    model_config = SettingsConfigDict(env_prefix="HORDE_OAI_", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(env_prefix="HORDE_OAI_", extra="ignore", frozen=True, allow_inf_nan=False)
 
     horde_url: str = Field(default=PUBLIC_HORDE_URL, validation_alias=AliasChoices("HORDE_URL"))
     """The native Horde API root (``HORDE_URL``), such as ``https://aihorde.net/api``; paths are relative to it."""
@@ -30,41 +31,81 @@ class FrontSettings(BaseSettings):
     """``HORDE_OAI_REDIS_URL``: the Redis the Horde publishes progress streams and signals on. Unset: no relay,
     no signals; the waiter re-reads the status on its timer."""
 
-    stream_redis_db: int = 0
+    stream_redis_db: int = Field(default=0, ge=0)
     """``HORDE_OAI_STREAM_REDIS_DB``: the Redis database of the ``horde:chat:stream:<id>`` progress streams."""
 
     client_agent: str = "horde-oai-front:0.1:https://github.com/Haidra-Org/AI-Horde"
     """``HORDE_OAI_CLIENT_AGENT``: the ``Client-Agent`` header sent to the Horde (``name:version:contact``)."""
 
-    nonstream_timeout_seconds: float = 300.0
+    nonstream_timeout_seconds: float = Field(default=300.0, gt=0)
     """``HORDE_OAI_NONSTREAM_TIMEOUT_SECONDS``: how long a non-streamed request may wait for its reply."""
 
-    stream_timeout_seconds: float = 600.0
+    stream_timeout_seconds: float = Field(default=600.0, gt=0)
     """``HORDE_OAI_STREAM_TIMEOUT_SECONDS``: how long a streamed request may wait for its reply."""
 
-    signal_recheck_seconds: float = 1.0
+    signal_recheck_seconds: float = Field(default=1.0, gt=0)
     """``HORDE_OAI_SIGNAL_RECHECK_SECONDS``: the waiter's status re-read interval when no signal wakes it."""
 
-    fail_fast_grace_seconds: float = 30.0
+    fail_fast_grace_seconds: float = Field(default=30.0, ge=0)
     """``HORDE_OAI_FAIL_FAST_GRACE_SECONDS``: how long a request reported impossible waits for a worker to appear."""
 
-    keepalive_seconds: float = 10.0
+    keepalive_seconds: float = Field(default=10.0, gt=0)
     """``HORDE_OAI_KEEPALIVE_SECONDS``: the interval of the SSE keepalive comments while a stream waits."""
 
-    horde_timeout_seconds: float = 30.0
+    horde_timeout_seconds: float = Field(default=30.0, gt=0)
     """``HORDE_OAI_HORDE_TIMEOUT_SECONDS``: the timeout of one native HTTP call."""
 
-    cancel_retry_seconds: float = 10.0
+    cancel_retry_seconds: float = Field(default=10.0, gt=0)
     """``HORDE_OAI_CANCEL_RETRY_SECONDS``: the interval between retries of a failed cancel."""
 
-    delta_pacing_max_window_seconds: float = 2.0
+    delta_pacing_max_window_seconds: float = Field(default=2.0, ge=0)
     """``HORDE_OAI_DELTA_PACING_MAX_WINDOW_SECONDS``: the largest pacing window; 0 sends each delta as it arrives."""
 
-    delta_pacing_max_chunks_per_second: float = 20.0
+    delta_pacing_max_chunks_per_second: float = Field(default=20.0, gt=0)
     """``HORDE_OAI_DELTA_PACING_MAX_CHUNKS_PER_SECOND``: the most paced pieces sent per second."""
 
-    models_cache_seconds: float = 10.0
+    models_cache_seconds: float = Field(default=10.0, ge=0)
     """``HORDE_OAI_MODELS_CACHE_SECONDS``: how long the native model list is reused."""
+
+    log_level: Literal["TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    """``HORDE_OAI_LOG_LEVEL``: the lowest Loguru level written to standard error (``DEBUG`` shows the relay's and the
+    waiter's detail lines)."""
+
+    log_json: bool = False
+    """``HORDE_OAI_LOG_JSON``: write each log record as one JSON object (Loguru's ``serialize``), with the values of
+    the reference's log lines under ``record.extra``."""
+
+    max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    """``HORDE_OAI_MAX_BODY_BYTES``: the largest request body, in bytes; a larger one is refused with 413 before it is
+    read (oaifront.guards). The default fits the largest legal request: image data URLs included."""
+
+    body_timeout_seconds: float = Field(default=30.0, gt=0)
+    """``HORDE_OAI_BODY_TIMEOUT_SECONDS``: how long a client may take to send its whole request body before 408
+    ``RequestBodyTimeout``."""
+
+    max_in_flight: int = Field(default=1000, gt=0)
+    """``HORDE_OAI_MAX_IN_FLIGHT``: the most requests the process serves at once; one more is refused with 503
+    ``FrontAtCapacity`` and ``Retry-After``."""
+
+    max_in_flight_per_client: int = Field(default=32, gt=0)
+    """``HORDE_OAI_MAX_IN_FLIGHT_PER_CLIENT``: the most requests one client address has in flight at once."""
+
+    client_address_header: str | None = None
+    """``HORDE_OAI_CLIENT_ADDRESS_HEADER``: behind a trusted proxy, the header that carries the client's address
+    (such as ``X-Forwarded-For``; its first entry is used). Unset: the connection's peer address."""
+
+    capacity_retry_after_seconds: int = Field(default=1, gt=0)
+    """``HORDE_OAI_CAPACITY_RETRY_AFTER_SECONDS``: the ``Retry-After`` of a 503 ``FrontAtCapacity``."""
+
+    readiness_cache_seconds: float = Field(default=2.0, ge=0)
+    """``HORDE_OAI_READINESS_CACHE_SECONDS``: how long ``GET /readyz`` reuses its last checks."""
+
+    telemetry_enabled: bool = False
+    """``HORDE_OAI_TELEMETRY_ENABLED``: configure Logfire / OpenTelemetry traces, metrics and logs (off by default;
+    ``OTEL_SDK_DISABLED=true`` keeps them off)."""
+
+    metrics_endpoint: bool = False
+    """``HORDE_OAI_METRICS_ENDPOINT``: serve ``GET /metrics`` in Prometheus text format (off by default)."""
 
     @field_validator("horde_url")
     @classmethod

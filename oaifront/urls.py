@@ -1,7 +1,7 @@
 """The front's routes: chat completions, the model list and model retrieve, health, and the API description
 (/openapi.json, /docs, /redoc; / redirects to /docs)."""
 
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularJSONAPIView
@@ -14,10 +14,24 @@ async def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
+async def metrics_endpoint(request: HttpRequest) -> HttpResponse:
+    """``GET /metrics``: the front's instruments in Prometheus text format, with ``HORDE_OAI_METRICS_ENDPOINT=true``
+    (left out of the API description); otherwise the unknown-route 404."""
+    from oaifront.conf import front_settings
+    from oaifront.views import not_found
+
+    if not front_settings().metrics_endpoint:
+        return not_found(request)
+    from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+
+    return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)
+
+
 urlpatterns = [
     path("", include("chat.urls")),
     path("", include("models_list.urls")),
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics_endpoint, name="metrics"),
     path("openapi.json", SpectacularJSONAPIView.as_view(), name="schema"),
     path("docs", OfflineSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("redoc", OfflineRedocView.as_view(url_name="schema"), name="redoc"),
