@@ -7,12 +7,29 @@ and the front's code reads it through :func:`front_settings`.
 
 from __future__ import annotations
 
+import math
 from functools import cache
-from typing import Literal
+from typing import Final, Literal
 
 from horde_sdk.ai_horde_api.endpoints import AI_HORDE_BASE_URL
+from horde_sdk.generation_parameters.text.chat_limits import MAX_CHAT_TEXT_BYTES, MAX_CHAT_TOOL_SPEC_BYTES
 from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+OPENAI_MAX_IMAGE_BYTES: Final[int] = 20 * 1000 * 1000
+"""OpenAI's documented limit of one image input (20 MB); no SDK publishes it."""
+
+JSON_ESCAPE_FACTOR: Final[int] = 6
+"""The most bytes JSON may spend on one byte of text (``\\u0001``)."""
+
+DEFAULT_MAX_BODY_BYTES: Final[int] = (
+    math.ceil(OPENAI_MAX_IMAGE_BYTES * 4 / 3)  # one image at OpenAI's limit as a base64 data URL
+    + JSON_ESCAPE_FACTOR * MAX_CHAT_TEXT_BYTES  # the Horde's whole message text budget, every byte escaped
+    + MAX_CHAT_TOOL_SPEC_BYTES  # tools, tool_choice and response_format
+    + 1024 * 1024  # the rest of the request's keys
+)
+"""The default ``HORDE_OAI_MAX_BODY_BYTES`` (34,268,843 bytes, about 32.7 MiB): the largest legal request, an image
+at OpenAI's size limit included, fits; a larger body cannot be a request the Horde would serve."""
 
 PUBLIC_HORDE_URL = AI_HORDE_BASE_URL.rstrip("/")
 """The public Horde's API root, the default ``HORDE_URL``: a front started without configuration never talks to the
@@ -75,9 +92,10 @@ class FrontSettings(BaseSettings):
     """``HORDE_OAI_LOG_JSON``: write each log record as one JSON object (Loguru's ``serialize``), with the values of
     the reference's log lines under ``record.extra``."""
 
-    max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0)
     """``HORDE_OAI_MAX_BODY_BYTES``: the largest request body, in bytes; a larger one is refused with 413 before it is
-    read (oaifront.guards). The default fits the largest legal request: image data URLs included."""
+    read (oaifront.guards). The default (:data:`DEFAULT_MAX_BODY_BYTES`) fits the largest legal request, an image data
+    URL included."""
 
     body_timeout_seconds: float = Field(default=30.0, gt=0)
     """``HORDE_OAI_BODY_TIMEOUT_SECONDS``: how long a client may take to send its whole request body before 408
