@@ -131,11 +131,14 @@ class OpenAIError(Exception):
     def sse_event(self) -> bytes:
         """Return the mid-stream form: ``data: {"error": ...}`` (the caller sends ``data: [DONE]`` after it).
 
-        ``metadata.retry_after`` carries the interval a ``Retry-After`` header would have (reference: Stream errors).
+        ``metadata.retry_after`` carries the interval a ``Retry-After`` header would have (reference: Stream errors),
+        and ``metadata.should_retry`` the boolean an ``x-should-retry`` header would have, when the error sets one.
         """
         envelope = self.envelope()
         if self.retry_after is not None:
             envelope["error"].setdefault("metadata", {})["retry_after"] = self.retry_after
+        if self.should_retry is not None:
+            envelope["error"].setdefault("metadata", {})["should_retry"] = self.should_retry
         return b"data: " + dumps(envelope) + b"\n\n"
 
 
@@ -161,14 +164,16 @@ def reason_phrase(status: int) -> str:
 
 
 def no_eligible_worker(message: str, *, metadata: dict[str, Any] | None = None) -> OpenAIError:
-    """503 ``no_eligible_worker`` with ``Retry-After: 30`` and ``x-should-retry: true`` (Model availability)."""
+    """503 ``no_eligible_worker`` with ``Retry-After: 30`` and ``x-should-retry: false`` (reference: Model
+    availability, Native admission refusals 4-5): an SDK retries within seconds, and the online workers are most likely
+    the same by then, so a silent retry only repeats the refusal (at submit) or the whole grace (after it)."""
     return OpenAIError(
         status=503,
         message=message,
         code=NO_ELIGIBLE_WORKER,
         metadata=metadata,
         retry_after=NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS,
-        should_retry=True,
+        should_retry=False,
     )
 
 

@@ -276,7 +276,8 @@ class OpenAIErrorBody(_Response):
     metadata: dict[str, Any] | None = None
     """Extra facts, each present only on the errors it applies to: ``request_id`` (the native request's id, on most
     errors after the Horde accepted the request); ``retry_after`` (whole seconds, on an error inside a stream that
-    would otherwise carry a ``Retry-After`` header); ``rc``, ``kudos_estimate`` and ``max_kudos`` (with
+    would otherwise carry a ``Retry-After`` header); ``should_retry`` (a boolean, on an error inside a stream that would
+    otherwise carry an ``x-should-retry`` header); ``rc``, ``kudos_estimate`` and ``max_kudos`` (with
     ``max_kudos_exceeded``); ``reason``, ``eligible_worker_threads``, ``wait_time`` and ``remaining_budget_seconds``
     (with ``queue_unavailable``); ``fault_reason`` (with ``ChatRequestFaulted``). Absent when there is none."""
 

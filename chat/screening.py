@@ -80,14 +80,26 @@ class NoOpParameter:
     Attributes:
         default: OpenAI's default, as JSON. ``null`` is also accepted: OpenAI reads an explicit null as the default.
         description: What the parameter asks of OpenAI and why the Horde serves only its default (OpenAPI text).
+        unrecognized_otherwise: Any other value is refused as an unknown key (OpenAI's ``Unrecognized request
+            argument supplied: <key>``, in the unknown keys' pass) instead of with the unsupported-value message:
+            the key is one the front does not define, accepted at its default only because clients send it there.
     """
 
     default: object
     description: str
+    unrecognized_otherwise: bool = False
 
 
 DEFAULT_NO_OP_PARAMETERS: Final[Mapping[str, NoOpParameter]] = {
     "audio": NoOpParameter(None, "Audio output settings. The Horde's workers reply with text only; only null."),
+    "logit_bias": NoOpParameter(
+        {},
+        "Token biases. Workers take none, so any bias is refused as an unrecognized argument; the empty map (OpenAI's "
+        "default) and null change nothing and are accepted and dropped. A deliberate deviation from the reference, "
+        "which refuses logit_bias whatever its value: SillyTavern's Custom (OpenAI-compatible) source sends {} by "
+        "default.",
+        unrecognized_otherwise=True,
+    ),
     "logprobs": NoOpParameter(False, "Log probabilities of the output tokens. Workers do not return them; only false."),
     "modalities": NoOpParameter(["text"], 'Output types. Workers reply with text only; only ["text"].'),
     "prediction": NoOpParameter(None, "Predicted output. Workers do not use one; only null."),
@@ -101,10 +113,16 @@ DEFAULT_NO_OP_PARAMETERS: Final[Mapping[str, NoOpParameter]] = {
 }
 """OpenAI chat completions parameters (API reference, "Create chat completion") that the front accepts only at their
 default, where they change nothing, and then drops (:func:`drop_default_no_ops`); any other value is 400
-``UnsupportedChatParameter`` at the key. Defaults, from OpenAI's reference: ``audio`` null, ``logprobs`` false,
+``UnsupportedChatParameter`` at the key. Defaults, from OpenAI's reference: ``audio`` null, ``logit_bias`` ``{}``
+(OpenAI: null, no bias; see below), ``logprobs`` false,
 ``modalities`` ``["text"]``, ``prediction`` null, ``service_tier`` ``"auto"``, ``store`` false (for chat
 completions), ``top_logprobs`` 0 (no alternatives; OpenAI states no default), ``verbosity`` ``"medium"``,
 ``web_search_options`` null (absent). ``n``, ``stream`` and ``parallel_tool_calls`` are request fields.
+
+``logit_bias`` is a deliberate deviation from the reference, which lists it among the parameters the front does not
+define (:data:`UNDEFINED_OPENAI_PARAMETERS`): SillyTavern's Custom (OpenAI-compatible) source sends ``{}`` by default,
+which biases nothing, so the empty map and null are dropped like the other defaults; any other value keeps the
+unknown key's refusal (``Unrecognized request argument supplied: logit_bias``) and its ``logit_bias`` label.
 
 The identifiers that never change a reply (``user``, ``safety_identifier``, ``prompt_cache_key``, ``metadata``) are
 request fields accepted with any valid value, because real clients always send them; they are validated and not
@@ -125,7 +143,8 @@ UNDEFINED_OPENAI_PARAMETERS: Final[frozenset[str]] = frozenset(
     }
 )
 """OpenAI parameters the front does not define: refused like any unknown key, whatever their value (even null),
-and named in the refusal counter's label (reference: Refusal attributes). ``functions`` and ``function_call`` are
+and named in the refusal counter's label (reference: Refusal attributes). The one exception, a deliberate deviation,
+is ``logit_bias`` at its no-op default (``{}`` or null), accepted and dropped (:data:`DEFAULT_NO_OP_PARAMETERS`). ``functions`` and ``function_call`` are
 OpenAI's deprecated forms of ``tools`` and ``tool_choice``; ``best_of``, ``echo`` and ``suffix`` are parameters of
 OpenAI's legacy completions route that clients send to chat."""
 
@@ -420,8 +439,9 @@ class RefusedParameter:
 def find_refused_parameter(body: Mapping[str, Any]) -> RefusedParameter | None:
     """The first parameter the front refuses before validation (reference: Parameter screening, step 1).
 
-    In this order: an unknown top-level key (OpenAI's ``Unrecognized request argument supplied: <key>``); a
-    :data:`DEFAULT_NO_OP_PARAMETERS` key with a value other than its default or null; then, message by message, an
+    In this order: an unknown top-level key (OpenAI's ``Unrecognized request argument supplied: <key>``; so is
+    ``logit_bias`` at any value other than ``{}`` or null); a :data:`DEFAULT_NO_OP_PARAMETERS` key with a value other
+    than its default or null; then, message by message, an
     unsupported role (``messages[<i>].role``), ``tool_calls`` on a message other than an assistant message
     (``messages[<i>].tool_calls``; null is let through and dropped) and a content part type the role does not take
     (param ``messages[<i>].content[<j>].type=<type>``). A role or type that is missing or not a string is left to
@@ -430,8 +450,11 @@ def find_refused_parameter(body: Mapping[str, Any]) -> RefusedParameter | None:
     Returns:
         The refusal, or None when screening passes.
     """
-    for key in body:
-        if key not in REQUEST_KEYS and key not in DEFAULT_NO_OP_PARAMETERS:
+    for key, value in body.items():
+        no_op = DEFAULT_NO_OP_PARAMETERS.get(key)
+        if key not in REQUEST_KEYS and (
+            no_op is None or (no_op.unrecognized_otherwise and not is_default_no_op(key, value))
+        ):
             return RefusedParameter(path=key, param=key, message=f"Unrecognized request argument supplied: {key}")
     for key, value in body.items():
         if key in DEFAULT_NO_OP_PARAMETERS and not is_default_no_op(key, value):

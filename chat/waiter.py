@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from horde_sdk.generation_parameters.text.chat_policy import ChatGuarantee, ChatLimitField, ChatServiceGapKind
+from horde_sdk.worker.chat_declaration import ChatFaultReason
 
 from chat import errors
 from chat.errors import OpenAIError
@@ -73,6 +74,10 @@ SIZE_LIMIT_NOUNS: Final[Mapping[str, str]] = {
     ChatLimitField.MAX_CONTEXT_LENGTH.value: "a context length",
 }
 """How a size limit gap's sentence names each limit (reference: Size limit gaps)."""
+
+UNRETRIABLE_FAULT_REASONS: Final[frozenset[str]] = frozenset({ChatFaultReason.PROMPT_OVERFLOW.value})
+"""``fault_reason`` values of a 502 ``ChatRequestFaulted`` that set ``x-should-retry: false``: the same prompt
+overflows again, so a silent SDK retry only repeats the wait."""
 
 GUARANTEE_VALUES: Final[frozenset[str]] = frozenset(guarantee.value for guarantee in ChatGuarantee)
 """The declarations that are guarantees (``horde_sdk``'s ``ChatGuarantee``), not required under ``best_effort``."""
@@ -408,7 +413,7 @@ def queue_unavailable_error(
 
 def grace_error(grace_seconds: float, request_id: str) -> OpenAIError:
     """503 ``no_eligible_worker`` when the fail-fast grace ended (reference: Model availability), with
-    ``Retry-After: 30`` and ``x-should-retry: true`` (:func:`chat.errors.no_eligible_worker`)."""
+    ``Retry-After: 30`` and ``x-should-retry: false`` (:func:`chat.errors.no_eligible_worker`)."""
     return errors.no_eligible_worker(
         f"No online worker could serve this request for {grace_seconds:g} seconds: the workers serving the model "
         "went offline or are busy with other work." + CANCELLED_SENTENCE,
@@ -417,12 +422,17 @@ def grace_error(grace_seconds: float, request_id: str) -> OpenAIError:
 
 
 def faulted_error(status: NativeStatus, request_id: str) -> OpenAIError:
-    """502 ``ChatRequestFaulted``: the worker faulted the request (``metadata.fault_reason``)."""
+    """502 ``ChatRequestFaulted``: the worker faulted the request (``metadata.fault_reason``).
+
+    A fault in :data:`UNRETRIABLE_FAULT_REASONS` (``prompt_overflow``) sets ``x-should-retry: false``; any other
+    sets no header, so the SDK's default (retry a 5xx) applies.
+    """
     return OpenAIError(
         status=502,
         message=f"The worker faulted the request ({status.fault_reason or 'no reason given'}).",
         code=errors.CHAT_REQUEST_FAULTED,
         metadata={"request_id": request_id, "fault_reason": status.fault_reason},
+        should_retry=False if status.fault_reason in UNRETRIABLE_FAULT_REASONS else None,
     )
 
 
@@ -504,19 +514,22 @@ class ChatWaiter:
         return max(0.0, self.deadline - self.clock())
 
     def timeout_error(self) -> OpenAIError:
-        """408 ``ChatRequestTimeout``."""
+        """408 ``ChatRequestTimeout`` with ``x-should-retry: false``: the request already waited its whole budget, and
+        a silent SDK retry (two by default) would triple the client's wait."""
         return OpenAIError(
             status=408,
             message=f"No worker finished the request within {self.timeout_seconds:g} seconds." + CANCELLED_SENTENCE,
             code=errors.CHAT_REQUEST_TIMEOUT,
             metadata={"request_id": self.request_id},
+            should_retry=False,
         )
 
     # --- reads and sleeps ----------------------------------------------------------------------------------------
 
     async def read(self) -> NativeStatus | None:
         """One status read; None for a failure that may pass (a 429 is waited out for its ``Retry-After``). Raises
-        OpenAIError for a refusal (such as 404 ``RequestNotFound``) or after :data:`MAX_CONSECUTIVE_READ_FAILURES` failures in a row (502
+        OpenAIError for a refusal (such as 404 ``RequestNotFound`` or 401 ``InvalidAPIKey``, with the request's id as
+        ``metadata.request_id``) or after :data:`MAX_CONSECUTIVE_READ_FAILURES` failures in a row (502
         ``HordeUnavailable``)."""
         try:
             status = await self.runtime.horde.status(self.request_id, self.apikey)
@@ -529,7 +542,9 @@ class ChatWaiter:
                 retry_after = errors.error_from_refusal(refusal).retry_after or 0
                 await self._sleep(min(float(retry_after), self.remaining_seconds))
                 return None
-            raise errors.error_from_refusal(refusal) from None
+            error = errors.error_from_refusal(refusal)
+            error.metadata = {**(error.metadata or {}), "request_id": self.request_id}
+            raise error from None
         except HordeUnreachable as exc:
             return self._failed_read(str(exc))
         self._read_failures = 0

@@ -15,7 +15,9 @@ Control routes, for the tests and the demo only, under ``/_devhorde`` (also reac
 - ``POST /_devhorde/workers/{name}``: merge a JSON object into one worker, such as ``{"online": false}``
   (404 unknown worker, 400 invalid).
 - ``GET /_devhorde/requests``: every request with ``id``, ``state``, ``cancelled``, ``payload``, ``apikey``, ...
-- ``POST /_devhorde/reset``: forget every request.
+- ``GET /_devhorde/submits``: the latest submits received, accepted or refused, with ``status``, ``rc``, ``id`` and
+  ``payload``.
+- ``POST /_devhorde/reset``: forget every request and submit.
 
 Every body is JSON. A body that is not JSON (or holds NaN or Infinity) answers 400 with a ``message``.
 """
@@ -164,6 +166,11 @@ async def list_requests(request: Request) -> Response:
     return JSONResponse(horde.describe_requests())
 
 
+async def list_submits(request: Request) -> Response:
+    """``GET /_devhorde/submits``: a JSON list of the latest submits, oldest first (see ``DevHorde.submit``)."""
+    return JSONResponse(list(_horde(request).submits))
+
+
 async def reset(request: Request) -> Response:
     """``POST /_devhorde/reset``: forget every request; ``{"forgotten": n}``."""
     return JSONResponse({"forgotten": _horde(request).reset()})
@@ -182,6 +189,7 @@ CONTROL_ROUTES = [
     Route("/scenario", put_scenario, methods=["PUT"]),
     Route("/workers/{name}", patch_worker, methods=["POST"]),
     Route("/requests", list_requests, methods=["GET"]),
+    Route("/submits", list_submits, methods=["GET"]),
     Route("/reset", reset, methods=["POST"]),
 ]
 

@@ -19,7 +19,7 @@ import logging
 import math
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -79,6 +79,8 @@ STREAM_WRITE_WAIT_SECONDS: Final[float] = 0.5
 CONTROL_INVALID_KEY_MESSAGE: Final[str] = "No user matching sent API Key. Have you remembered to register?"
 MAINTENANCE_MESSAGE: Final[str] = "The Horde is in maintenance mode and accepts no new work. Please try again later."
 NOT_FOUND_MESSAGE: Final[str] = "Request Not found"
+SUBMIT_LOG_LENGTH: Final[int] = 1000
+"""How many of the latest submits ``GET /_devhorde/submits`` keeps (older ones are dropped, so load stays bounded)."""
 DIVERGED_PREFIX: Final[str] = "Correction: "
 """Prefix of the submitted content of a worker whose ``final_text_diverges``."""
 
@@ -197,6 +199,8 @@ class DevHorde:
         self._next_seq = 0
         self._jobs_done: Counter[str] = Counter()
         self._refusal_uses: Counter[int] = Counter()
+        self.submits: deque[dict[str, Any]] = deque(maxlen=SUBMIT_LOG_LENGTH)
+        """The latest submits received, accepted or refused, oldest first (``GET /_devhorde/submits``)."""
         self._wake: asyncio.Event | None = None
         self._dispatcher: asyncio.Task[None] | None = None
         self._routing_version = 0
@@ -323,6 +327,15 @@ class DevHorde:
     # ----------------------------------------------------------------- submit
 
     def submit(self, payload: Any, apikey: str | None, client_agent: str | None) -> HordeReply:
+        """Answer a submit with :meth:`answer_submit` and record it in :attr:`submits`: ``{"status", "rc", "id",
+        "payload"}`` (``rc`` and ``id`` null when the answer has none), so a test can count what reached the Horde,
+        refusals included."""
+        reply = self.answer_submit(payload, apikey, client_agent)
+        body = reply.body if isinstance(reply.body, dict) else {}
+        self.submits.append({"status": reply.status, "rc": body.get("rc"), "id": body.get("id"), "payload": payload})
+        return reply
+
+    def answer_submit(self, payload: Any, apikey: str | None, client_agent: str | None) -> HordeReply:
         """Handle ``POST /v2/generate/chat/async`` (contract: Submit); returns 202 or a refusal of its table.
 
         Checks, in order: payload validation and the ``apikey`` header (400 with ``errors``), invalid keys (401
@@ -976,6 +989,7 @@ class DevHorde:
         self.requests.clear()
         self._jobs_done.clear()
         self._refusal_uses.clear()
+        self.submits.clear()
         return count
 
     def describe_requests(self) -> list[dict[str, Any]]:

@@ -344,14 +344,20 @@ CHAT_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappi
         ),
         408: (
             DocumentedError(
-                errors.CHAT_REQUEST_TIMEOUT, "No reply came within the front's timeout; the request was cancelled."
+                errors.CHAT_REQUEST_TIMEOUT,
+                "No reply came within the front's timeout; the request was cancelled. `x-should-retry: false`: the "
+                "request already waited its whole budget.",
             ),
             _REQUEST_BODY_TIMEOUT,
         ),
         413: (_REQUEST_TOO_LARGE,),
         429: _RATE_LIMITS,
         502: (
-            DocumentedError(errors.CHAT_REQUEST_FAULTED, "The worker failed the request."),
+            DocumentedError(
+                errors.CHAT_REQUEST_FAULTED,
+                "The worker failed the request; `metadata.fault_reason` says why. With `prompt_overflow`, "
+                "`x-should-retry: false`: the same prompt overflows again.",
+            ),
             DocumentedError(
                 errors.CHAT_REQUEST_NO_GENERATION, "The Horde ended the request without a reply; it was cancelled."
             ),
@@ -361,7 +367,8 @@ CHAT_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappi
             DocumentedError(
                 errors.NO_ELIGIBLE_WORKER,
                 f"No online worker can serve the request: at submit, or after waiting for one to appear. `Retry-After: "
-                f"{errors.NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS}` and `x-should-retry: true`.",
+                f"{errors.NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS}` and `x-should-retry: false`: a retry within seconds "
+                "meets the same online workers.",
             ),
             DocumentedError(
                 errors.QUEUE_UNAVAILABLE,
@@ -417,8 +424,10 @@ RETRY_HEADERS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType(
         },
         "x-should-retry": {
             "description": (
-                "Whether the official OpenAI SDKs should retry; when present it decides alone. Every "
-                "`no_eligible_worker` sends `true`."
+                "Whether the official OpenAI SDKs should retry; when present it decides alone. `false` with every "
+                "`no_eligible_worker`, with `ChatRequestTimeout` and with a `ChatRequestFaulted` whose fault is "
+                "`prompt_overflow`: a retry within seconds meets the same workers, waits the whole budget again, or "
+                "overflows again. Absent otherwise, so the SDKs' defaults apply."
             ),
             "schema": {"type": "string", "enum": ["true", "false"]},
         },

@@ -139,6 +139,11 @@ class LiveStack:
         body = httpx.get(f"{self.devhorde_control}/requests", timeout=5).json()
         return body["requests"] if isinstance(body, dict) else body
 
+    def native_submits(self) -> list[dict[str, Any]]:
+        """The latest submits the devhorde received, accepted or refused (``status``, ``rc``, ``id``, ``payload``)."""
+        body: list[dict[str, Any]] = httpx.get(f"{self.devhorde_control}/submits", timeout=5).json()
+        return body
+
     def reset(self) -> None:
         """Forget every request."""
         httpx.post(f"{self.devhorde_control}/reset", timeout=5).raise_for_status()

@@ -37,7 +37,7 @@ FIXED_REPLY = "The tide is high."
 GRACE_SECONDS = 1.5
 BUDGET_SECONDS = 20
 OFFLINE_MESSAGE = "No worker is currently serving the model 'avail/offline-9b'. Retry later."
-RETRY_AFTER_30 = {"Retry-After": "30", "x-should-retry": "true"}
+RETRY_AFTER_30 = {"Retry-After": "30", "x-should-retry": "false"}
 
 AVAILABILITY_SCENARIO: dict[str, Any] = {
     "name": "availability",
@@ -239,26 +239,60 @@ def test_a_model_without_an_online_worker_is_503_at_once(avail: LiveStack) -> No
         assert error.response.headers["content-type"] == "application/json"
 
 
-def test_the_sdk_retries_a_no_eligible_worker_at_submit(avail: LiveStack) -> None:
-    """ref: native-admission-refusals.5, model-availability.2"""
+def marked_submits(stack: LiveStack, marker: str) -> list[dict[str, Any]]:
+    """Every submit the devhorde received whose messages carry ``marker``, accepted or refused, in arrival order."""
+    return [submit for submit in stack.native_submits() if marker in json.dumps(submit["payload"].get("messages"))]
+
+
+NO_RETRY_SUBMIT_BUDGET_SECONDS = 2.0
+"""A refusal at submit answers within this; one SDK retry alone would wait ``Retry-After: 30`` first."""
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        {"status": 503, "rc": "NoEligibleWorker", "message": OFFLINE_MESSAGE},
+        {"status": 403, "rc": "NoEligibleWorker", "message": "No worker can take this request for kudos now."},
+    ],
+    ids=["503", "403-without-reason"],
+)
+def test_a_default_sdk_client_gets_the_submit_refusal_at_once_and_submits_once(
+    avail: LiveStack, refusal: dict[str, Any]
+) -> None:
+    """The official SDK with its default ``max_retries`` (2) raises the 503 ``no_eligible_worker`` at once: the
+    front's ``x-should-retry: false`` decides alone, so the SDK neither waits ``Retry-After: 30`` nor submits again.
+
+    ref: native-admission-refusals.2, native-admission-refusals.5, model-availability.2"""
     marker = new_marker()
-    with_scenario(
-        avail,
-        submit_refusals=[
-            {
-                "status": 503,
-                "rc": "NoEligibleWorker",
-                "message": OFFLINE_MESSAGE,
-                "models": ["avail/plain-2b"],
-                "times": 2,
-            }
-        ],
+    with_scenario(avail, submit_refusals=[{**refusal, "models": ["avail/plain-2b"]}])
+    client = openai.OpenAI(base_url=avail.openai_base_url, api_key="0000000000", timeout=60)
+    assert client.max_retries == 2  # the SDK's default, untouched
+    started = time.monotonic()
+    error = status_error(lambda: client.chat.completions.create(model="avail/plain-2b", messages=prompt(marker)))
+    elapsed = time.monotonic() - started
+    assert (error.status_code, error.body["code"], error.body["message"]) == (
+        503,
+        "no_eligible_worker",
+        refusal["message"],
     )
-    client = sdk(avail.openai_base_url, max_retries=2)
-    completion = client.chat.completions.create(model="avail/plain-2b", messages=prompt(marker))
-    assert completion.choices[0].message.content == FIXED_REPLY
-    assert client.retry_delays == [30.0, 30.0]  # the SDK read Retry-After: 30 (the test skips the wait)
-    assert len(marked_requests(avail, marker)) == 1  # two refused submits, then the one the Horde created
+    assert headers_of(error) == RETRY_AFTER_30
+    assert elapsed < NO_RETRY_SUBMIT_BUDGET_SECONDS, elapsed
+    assert [(s["status"], s["rc"]) for s in marked_submits(avail, marker)] == [(refusal["status"], "NoEligibleWorker")]
+    assert marked_requests(avail, marker) == []  # the Horde created nothing
+
+
+def test_a_default_sdk_client_gets_the_model_without_a_worker_at_once(avail: LiveStack) -> None:
+    """A model no online worker serves, refused by the Horde itself (not a scripted refusal): one submit, no retry.
+
+    ref: model-availability.1, model-availability.2, native-admission-refusals.5"""
+    marker = new_marker()
+    client = openai.OpenAI(base_url=avail.openai_base_url, api_key="0000000000", timeout=60)
+    started = time.monotonic()
+    error = status_error(lambda: client.chat.completions.create(model="avail/offline-9b", messages=prompt(marker)))
+    assert time.monotonic() - started < NO_RETRY_SUBMIT_BUDGET_SECONDS
+    assert (error.status_code, error.body["message"]) == (503, OFFLINE_MESSAGE)
+    assert headers_of(error) == RETRY_AFTER_30
+    assert len(marked_submits(avail, marker)) == 1
 
 
 def test_impossible_after_submit_waits_the_grace_then_503(avail: LiveStack) -> None:
@@ -284,8 +318,11 @@ def test_impossible_after_submit_waits_the_grace_then_503(avail: LiveStack) -> N
     assert headers_of(error) == RETRY_AFTER_30
 
 
-def test_the_sdk_retries_the_grace_refusal_and_each_attempt_is_cancelled(avail: LiveStack) -> None:
-    """ref: native-admission-refusals.5, model-availability.8"""
+def test_a_default_sdk_client_does_not_retry_the_grace_refusal(avail: LiveStack) -> None:
+    """After the grace the 503 carries ``x-should-retry: false``: the SDK (default ``max_retries``) raises it after one
+    grace, not three, and the Horde saw one submit, cancelled.
+
+    ref: native-admission-refusals.5, model-availability.8"""
     marker = new_marker()
     client = sdk(avail.openai_base_url, max_retries=2)
     error = status_error(
@@ -294,9 +331,11 @@ def test_the_sdk_retries_the_grace_refusal_and_each_attempt_is_cancelled(avail: 
         )
     )
     assert (error.status_code, error.body["code"]) == (503, "no_eligible_worker")
-    assert client.retry_delays == [30.0, 30.0]
-    natives = all_cancelled(avail, marker, 3)
-    assert error.body["metadata"] == {"request_id": natives[-1]["id"]}
+    assert headers_of(error) == RETRY_AFTER_30
+    assert client.retry_delays == []
+    [native] = all_cancelled(avail, marker, 1)
+    assert len(marked_submits(avail, marker)) == 1
+    assert error.body["metadata"] == {"request_id": native["id"]}
 
 
 def test_a_worker_going_offline_mid_stream_is_an_sse_error_after_the_grace(avail: LiveStack) -> None:
@@ -327,7 +366,7 @@ def test_a_worker_going_offline_mid_stream_is_an_sse_error_after_the_grace(avail
         "type": "api_error",
         "param": None,
         "code": "no_eligible_worker",
-        "metadata": {"request_id": native["id"], "retry_after": 30},
+        "metadata": {"request_id": native["id"], "retry_after": 30, "should_retry": False},
     }
 
 
@@ -345,6 +384,7 @@ def test_the_sdk_raises_the_stream_error_event(avail: LiveStack) -> None:
     assert not isinstance(caught.value, openai.APIStatusError)  # the response was a 200 stream
     assert caught.value.code == "no_eligible_worker"
     assert caught.value.body["metadata"]["retry_after"] == 30
+    assert caught.value.body["metadata"]["should_retry"] is False
     all_cancelled(avail, marker, 1)
 
 

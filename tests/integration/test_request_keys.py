@@ -170,6 +170,34 @@ def test_real_client_shapes_succeed(keys: LiveStack) -> None:
         assert key not in payload
 
 
+def test_logit_bias_at_its_default_is_dropped(keys: LiveStack) -> None:
+    """``logit_bias`` ``{}`` (SillyTavern's default) through the SDK, streamed and not, and ``null`` in a raw body are
+    served, and the Horde never sees the key: a deliberate deviation from the reference, documented in the README.
+    ref: parameter-screening.4"""
+    recorder = Recorder()
+    client = client_for(keys, recorder)
+    messages: list[Any] = [{"role": "user", "content": "Hi"}]
+    completion = client.chat.completions.create(model=TEXT_MODEL, messages=messages, logit_bias={}, max_tokens=16)
+    assert completion.choices[0].message.content
+    assert recorder.bodies[-1]["logit_bias"] == {}
+    chunks = list(
+        client.chat.completions.create(model=TEXT_MODEL, messages=messages, logit_bias={}, max_tokens=16, stream=True)
+    )
+    assert "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
+    raw = httpx.post(
+        f"{keys.openai_base_url}/chat/completions",
+        json={"model": TEXT_MODEL, "messages": messages, "logit_bias": None, "max_tokens": 16},
+        headers={"Authorization": "Bearer 0000000000"},
+        timeout=30,
+    )
+    assert raw.status_code == 200, raw.text
+    assert raw.json()["choices"][0]["message"]["content"]
+    sent = keys.native_requests()
+    assert len(sent) == 3
+    assert all("logit_bias" not in request["payload"] for request in sent)
+    assert all("logit_bias" not in request["payload"].get("params", {}) for request in sent)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "status", "code", "param", "message"),
     [
@@ -189,6 +217,14 @@ def test_real_client_shapes_succeed(keys: LiveStack) -> None:
             "Unsupported value: 'logprobs' does not support true on the AI Horde. Only the default (false) value is "
             "supported.",
             id="no-op-not-default",
+        ),
+        pytest.param(
+            {"logit_bias": {"50256": -100}},
+            400,
+            "UnsupportedChatParameter",
+            "logit_bias",
+            "Unrecognized request argument supplied: logit_bias",
+            id="logit-bias-not-default",
         ),
         pytest.param(
             {"temperature": 2.5},

@@ -313,7 +313,7 @@ NATIVE_MESSAGE = "No worker is currently serving the model 'm/offline'. Retry la
             None,
             NATIVE_MESSAGE,
             "30",
-            "true",
+            "false",
         ),
         (
             refusal(403, "NoEligibleWorker", "Refused for kudos."),
@@ -324,7 +324,7 @@ NATIVE_MESSAGE = "No worker is currently serving the model 'm/offline'. Retry la
             None,
             "Refused for kudos.",
             "30",
-            "true",
+            "false",
         ),
         (
             refusal(403, "NoEligibleWorker", "Refused for kudos.", impossible_reason={"kind": "mystery"}),
@@ -335,7 +335,7 @@ NATIVE_MESSAGE = "No worker is currently serving the model 'm/offline'. Retry la
             None,
             "Refused for kudos.",
             "30",
-            "true",
+            "false",
         ),
         (
             refusal(403, "NoEligibleWorker", "Refused.", impossible_reason=gap(["reasoning_effort"])),
@@ -435,7 +435,7 @@ async def test_the_model_list_is_read_only_for_a_size_limit_gap() -> None:
 # --- Model availability: the grace -------------------------------------------------------------------------------
 
 
-def test_grace_error_has_retry_after_30_and_should_retry() -> None:
+def test_grace_error_has_retry_after_30_and_should_retry_false() -> None:
     """ref: model-availability.8, native-admission-refusals.5, stream-errors.2, stream-errors.3"""
     status, body, headers = envelope_of(grace_error(1.5, REQUEST_ID))
     assert status == 503
@@ -447,10 +447,14 @@ def test_grace_error_has_retry_after_30_and_should_retry() -> None:
         "code": "no_eligible_worker",
         "metadata": {"request_id": REQUEST_ID},
     }
-    assert (headers["Retry-After"], headers["x-should-retry"]) == ("30", "true")
+    assert (headers["Retry-After"], headers["x-should-retry"]) == ("30", "false")
     event = grace_error(1.5, REQUEST_ID).sse_event()
     assert event.startswith(b"data: ") and event.endswith(b"\n\n")
-    assert json.loads(event[len(b"data: ") :])["error"]["metadata"] == {"request_id": REQUEST_ID, "retry_after": 30}
+    assert json.loads(event[len(b"data: ") :])["error"]["metadata"] == {
+        "request_id": REQUEST_ID,
+        "retry_after": 30,
+        "should_retry": False,
+    }
 
 
 # --- Fail-fast admission ----------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ def test_envelope_has_message_type_param_code() -> None:
 @pytest.mark.parametrize(
     ("status", "rc", "headers", "expected_status", "expected_code", "retry_after", "should_retry"),
     [
-        (503, "NoEligibleWorker", {}, 503, "no_eligible_worker", "30", "true"),
+        (503, "NoEligibleWorker", {}, 503, "no_eligible_worker", "30", "false"),
         (429, None, {"Retry-After": "7"}, 429, "rate_limit_exceeded", "7", None),
         (429, "TooManyPrompts", {}, 429, "TooManyPrompts", None, None),
         (401, "InvalidAPIKey", {}, 401, "InvalidAPIKey", None, None),
@@ -42,7 +42,7 @@ def test_native_refusals_map_to_openai_envelopes(
     retry_after: str | None,
     should_retry: str | None,
 ) -> None:
-    """ref: model-availability.2, model-availability.3, error-attributes.1"""
+    """ref: model-availability.2, model-availability.3, native-admission-refusals.5, error-attributes.1"""
     refusal = HordeRefusal(
         status=status, message="native says no", rc=rc, body={"message": "native says no"}, headers=headers
     )

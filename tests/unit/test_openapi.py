@@ -400,6 +400,7 @@ def test_request_schema_lists_the_no_op_parameters_at_their_defaults(document: d
     expected = {key: parameter for key, parameter in DEFAULT_NO_OP_PARAMETERS.items() if key not in fields}
     assert sorted(expected) == [
         "audio",
+        "logit_bias",
         "logprobs",
         "modalities",
         "prediction",
@@ -416,6 +417,9 @@ def test_request_schema_lists_the_no_op_parameters_at_their_defaults(document: d
     }
     assert properties["modalities"]["anyOf"] == [{"const": ["text"]}, {"type": "null"}]
     assert properties["audio"] == {"type": "null", "description": DEFAULT_NO_OP_PARAMETERS["audio"].description}
+    assert properties["logit_bias"]["anyOf"] == [{"const": {}}, {"type": "null"}]
+    assert "A deliberate deviation from the reference" in properties["logit_bias"]["description"]
+    assert "sends {} by default" in properties["logit_bias"]["description"]
     for key, parameter in expected.items():
         assert properties[key] == dict(NO_OP_PARAMETER_SCHEMAS[key])
         assert properties[key]["description"] == plain_description(parameter.description)
@@ -586,7 +590,11 @@ def test_retry_headers_on_the_statuses_the_sdks_retry(document: dict[str, Any], 
         if status in {"408", "429", "502", "503"}:
             assert response["headers"]["Retry-After"]["schema"] == {"type": "integer", "minimum": 0}
             assert response["headers"]["x-should-retry"]["schema"] == {"type": "string", "enum": ["true", "false"]}
-            assert "Every `no_eligible_worker` sends `true`." in response["headers"]["x-should-retry"]["description"]
+            assert response["headers"]["x-should-retry"]["description"].startswith(
+                "Whether the official OpenAI SDKs should retry; when present it decides alone. `false` with every "
+                "`no_eligible_worker`, with `ChatRequestTimeout` and with a `ChatRequestFaulted` whose fault is "
+                "`prompt_overflow`"
+            )
             assert response["headers"]["Retry-After"]["description"].startswith(
                 "Whole seconds to wait before retrying: 30 with `no_eligible_worker`"
             )

@@ -175,6 +175,7 @@ def test_stream_options_states_it_is_accepted_without_stream() -> None:
 METADATA_KEYS = [
     "request_id",
     "retry_after",
+    "should_retry",
     "rc",
     "kudos_estimate",
     "max_kudos",

@@ -143,8 +143,8 @@ REFUSALS = [
         body(foo_bar=1), _unsupported("foo_bar", "Unrecognized request argument supplied: foo_bar"), id="unknown-key"
     ),
     pytest.param(
-        body(logit_bias=None),
-        _unsupported("logit_bias", "Unrecognized request argument supplied: logit_bias"),
+        body(functions=None),
+        _unsupported("functions", "Unrecognized request argument supplied: functions"),
         id="undefined-openai-null",
     ),
     pytest.param(
@@ -283,6 +283,7 @@ def test_tool_calls_null_on_a_user_message_is_dropped() -> None:
 NO_OP_ROWS = {
     # key: (documented default, a value that would change the reply, how the refusal quotes each)
     "audio": (None, {"voice": "alloy", "format": "wav"}, '{"voice":"alloy","format":"wav"}', "null"),
+    "logit_bias": ({}, {"50256": -100}, "", ""),
     "logprobs": (False, True, "true", "false"),
     "modalities": (["text"], ["text", "audio"], '["text","audio"]', '["text"]'),
     "prediction": (None, {"type": "content", "content": "x"}, '{"type":"content","content":"x"}', "null"),
@@ -318,6 +319,11 @@ def test_no_op_accepted_at_default_and_null_and_dropped(key: str) -> None:
 def test_no_op_refused_at_any_other_value(key: str) -> None:
     """ref: parameter-screening.2, parameter-screening.3"""
     _, other, shown, default_shown = NO_OP_ROWS[key]
+    if key == "logit_bias":
+        assert outcome(refusal(body(**{key: other}))) == _unsupported(
+            key, f"Unrecognized request argument supplied: {key}"
+        )
+        return
     assert outcome(refusal(body(**{key: other}))) == _unsupported(
         key,
         f"Unsupported value: '{key}' does not support {shown} on the AI Horde. Only the default ({default_shown}) "
@@ -339,6 +345,50 @@ def test_no_op_default_compares_as_json(key: str, value: Any, shown: str) -> Non
     error = refusal(body(**{key: value}))
     assert (error.code, error.param) == ("UnsupportedChatParameter", key)
     assert f"does not support {shown} on the AI Horde" in error.message
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param({"50256": -100}, id="one-bias"),
+        pytest.param({"50256": 0}, id="zero-bias"),
+        pytest.param({"1": 1, "2": -1}, id="two-biases"),
+        pytest.param([], id="array"),
+        pytest.param("{}", id="string"),
+        pytest.param(0, id="zero"),
+        pytest.param(False, id="false"),
+    ],
+)
+def test_logit_bias_other_than_its_default_keeps_the_unknown_key_refusal(value: Any, log_lines: list[Any]) -> None:
+    """Only ``{}`` and null are the no-op default (a deliberate deviation); any other value, even a map of zero
+    biases, is refused exactly as before: OpenAI's unknown-key message, param and label ``logit_bias``.
+    ref: refusal-attributes.4"""
+    assert outcome(refusal(body(logit_bias=value))) == _unsupported(
+        "logit_bias", "Unrecognized request argument supplied: logit_bias"
+    )
+    assert [str(record).strip() for record in log_lines if "Refused" in str(record)] == [
+        "Refused unsupported chat parameter: path='logit_bias' label=logit_bias"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        pytest.param({"logit_bias": {"1": 1}, "top_k": 40}, "logit_bias", id="before-a-later-unknown-key"),
+        pytest.param({"top_k": 40, "logit_bias": {"1": 1}}, "top_k", id="after-an-earlier-unknown-key"),
+        pytest.param({"store": True, "logit_bias": {"1": 1}}, "logit_bias", id="before-a-no-op-value"),
+        pytest.param({"logit_bias": {}, "top_k": 40}, "top_k", id="default-then-unknown"),
+    ],
+)
+def test_logit_bias_is_refused_in_the_unknown_keys_pass(extra: dict[str, Any], param: str) -> None:
+    """A biasing ``logit_bias`` is still an unknown key: it is found in key order among the unknown keys, before any
+    no-op parameter's value. ref: parameter-screening.2"""
+    error = refusal(body(**extra))
+    assert (error.code, error.param, error.message) == (
+        "UnsupportedChatParameter",
+        param,
+        f"Unrecognized request argument supplied: {param}",
+    )
 
 
 @pytest.mark.parametrize(

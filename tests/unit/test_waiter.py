@@ -8,6 +8,7 @@ attributes (408, 502). :class:`FakeClock` advances only when the waiter sleeps, 
 from __future__ import annotations
 
 import asyncio
+import json
 from types import SimpleNamespace
 from typing import Any
 
@@ -189,7 +190,7 @@ async def test_impossible_waits_the_grace_then_503() -> None:
     first = await waiter.first_read()  # the grace starts; the stream's headers may go out
     assert first.is_possible is False
     error = await refused(waiter.wait_done(first))
-    assert (error.status, error.code, error.retry_after, error.should_retry) == (503, "no_eligible_worker", 30, True)
+    assert (error.status, error.code, error.retry_after, error.should_retry) == (503, "no_eligible_worker", 30, False)
     assert error.metadata == {"request_id": REQUEST_ID}
     assert horde.read_times[-1] == GRACE
     assert horde.read_times == [float(second) for second in range(int(GRACE) + 1)]
@@ -389,6 +390,7 @@ async def test_the_budget_ends_with_408() -> None:
     assert error.message == "No worker finished the request within 5 seconds. The request was cancelled."
     assert error.metadata == {"request_id": REQUEST_ID}
     assert horde.read_times[-1] == 5.0
+    assert error.headers() == {"x-should-retry": "false"}  # the whole budget was waited: no silent SDK retry
 
 
 async def test_a_faulted_request_is_502_and_terminal() -> None:
@@ -399,6 +401,37 @@ async def test_a_faulted_request_is_502_and_terminal() -> None:
     assert error.message == "The worker faulted the request (backend_error)."
     assert error.metadata == {"request_id": REQUEST_ID, "fault_reason": "backend_error"}
     assert waiter.terminal  # nothing to cancel
+    assert error.headers() == {}  # the SDK's default (retry a 5xx) applies
+
+
+@pytest.mark.parametrize(
+    ("fault_reason", "headers"),
+    [
+        ("prompt_overflow", {"x-should-retry": "false"}),
+        ("generation_error", {}),
+        ("tool_violation", {}),
+        (None, {}),
+    ],
+)
+async def test_a_prompt_overflow_fault_is_not_retried(fault_reason: str | None, headers: dict[str, str]) -> None:
+    """A 502 ``ChatRequestFaulted`` whose fault is ``prompt_overflow`` sets ``x-should-retry: false`` (the same
+    prompt overflows again); in the SSE form the flag is ``metadata.should_retry``.
+
+    ref: error-attributes.1, stream-errors.2, stream-errors.3"""
+    faulted = {"done": True, "faulted": True, "waiting": 0, "fault_reason": fault_reason}
+    waiter, _ = make_waiter([WAITING, faulted])
+    error = await refused(waiter.wait_done(await waiter.first_read()))
+    assert (error.status, error.code, error.metadata) == (
+        502,
+        "ChatRequestFaulted",
+        {"request_id": REQUEST_ID, "fault_reason": fault_reason},
+    )
+    assert error.headers() == headers
+    event = json.loads(error.sse_event().removeprefix(b"data: "))
+    expected_metadata = {"request_id": REQUEST_ID, "fault_reason": fault_reason}
+    if headers:
+        expected_metadata["should_retry"] = False
+    assert event["error"]["metadata"] == expected_metadata
 
 
 @pytest.mark.parametrize(
@@ -423,6 +456,29 @@ async def test_a_status_refusal_passes_through() -> None:
     waiter, _ = make_waiter([HordeRefusal(status=404, message="Request not found.", rc="RequestNotFound")])
     error = await refused(waiter.first_read())
     assert (error.status, error.code, error.message) == (404, "RequestNotFound", "Request not found.")
+    assert error.metadata == {"request_id": REQUEST_ID}
+
+
+@pytest.mark.parametrize(
+    ("refusal", "status", "code", "message"),
+    [
+        (HordeRefusal(status=401, message="Invalid API key.", rc="InvalidAPIKey"), 401, "InvalidAPIKey", None),
+        (HordeRefusal(status=403, message="Forbidden.", rc="Forbidden"), 403, "Forbidden", None),
+        (HordeRefusal(status=404, message="Request not found.", rc="RequestNotFound"), 404, "RequestNotFound", None),
+        (HordeRefusal(status=410, message="", rc=None), 410, None, "Gone"),
+    ],
+)
+async def test_a_native_4xx_on_a_later_status_read_keeps_the_request_id(
+    refusal: HordeRefusal, status: int, code: str | None, message: str | None
+) -> None:
+    """A refusal of a status read names the native request it was about in ``metadata.request_id``, on the first
+    read and on every later one, so the client can match it with the Horde's records.
+
+    ref: stream-errors.1, declaration-gaps.3"""
+    waiter, _ = make_waiter([WAITING, refusal])
+    error = await refused(waiter.wait_done(await waiter.first_read()))
+    assert (error.status, error.code, error.message) == (status, code, message or refusal.message)
+    assert error.metadata == {"request_id": REQUEST_ID}
 
 
 async def test_signals_wake_the_wait_early() -> None:
