@@ -169,6 +169,10 @@ class HordeClient:
         body = await self._call("DELETE", f"/v2/generate/chat/status/{request_id}", apikey)
         return _parse_status(body)
 
+    async def heartbeat(self) -> None:
+        """``GET /v2/status/heartbeat`` (readiness). Raises HordeRefusal or HordeUnreachable when it does not answer."""
+        await self._call("GET", "/v2/status/heartbeat", None)
+
     async def text_models(self) -> list[dict[str, Any]]:
         """``GET /v2/status/models?type=text``: the native model list, entries as JSON objects."""
         body = await self._call("GET", "/v2/status/models", None, params={"type": "text"})

@@ -17,11 +17,14 @@ from typing import Final
 from loguru import logger
 
 from oaifront.conf import FrontSettings
+from oaifront.error_pages import strip_traceback
 
 TEXT_FORMAT: Final[str] = "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | {name}:{function}:{line} - {message}"
 """The plain-text line of each record (the message last, so the reference's lines read whole)."""
 
 DJANGO_REQUEST_LOGGER: Final[str] = "django.request"
+DISALLOWED_HOST_LOGGER: Final[str] = "django.security.DisallowedHost"
+"""Django's logger of a refused ``Host``: its line is kept, its traceback dropped (oaifront.error_pages)."""
 """Django's logger of responses with a 4xx or 5xx status."""
 
 
@@ -55,6 +58,9 @@ def configure_logging(settings: FrontSettings) -> None:
     logging.basicConfig(handlers=[InterceptHandler()], level=logging.INFO, force=True)
     for noisy in QUIET_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    disallowed_host = logging.getLogger(DISALLOWED_HOST_LOGGER)
+    if strip_traceback not in disallowed_host.filters:
+        disallowed_host.addFilter(strip_traceback)
     django_request = logging.getLogger(DJANGO_REQUEST_LOGGER)
     if drop_bare_refusal_lines not in django_request.filters:
         django_request.addFilter(drop_bare_refusal_lines)

@@ -26,6 +26,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # Serves the Swagger UI and ReDoc assets (drf-spectacular-sidecar) in every mode; WhiteNoise kept async.
     "oaifront.openapi.StaticAssetsMiddleware",
+    # Django's HTML 400/404/500 pages (a disallowed Host, DEBUG's technical pages) become JSON envelopes.
+    "oaifront.error_pages.JsonErrorPagesMiddleware",
     "oaifront.middleware.CorsMiddleware",
     "django.middleware.common.CommonMiddleware",
 ]

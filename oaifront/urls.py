@@ -1,4 +1,5 @@
-"""The front's routes: chat completions, the model list and model retrieve, health, and the API description
+"""The front's routes: chat completions, the model list and model retrieve, liveness (/healthz), readiness (/readyz),
+optional metrics (/metrics), and the API description
 (/openapi.json, /docs, /redoc; / redirects to /docs)."""
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -7,6 +8,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularJSONAPIView
 
 from oaifront.openapi import OfflineRedocView, OfflineSwaggerView
+from oaifront.readiness import readyz
 
 
 async def healthz(request: HttpRequest) -> JsonResponse:
@@ -31,6 +33,7 @@ urlpatterns = [
     path("", include("chat.urls")),
     path("", include("models_list.urls")),
     path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
     path("metrics", metrics_endpoint, name="metrics"),
     path("openapi.json", SpectacularJSONAPIView.as_view(), name="schema"),
     path("docs", OfflineSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
@@ -38,5 +41,6 @@ urlpatterns = [
     path("", RedirectView.as_view(pattern_name="swagger-ui", permanent=False), name="root"),
 ]
 
+handler400 = "oaifront.error_pages.bad_request"
 handler404 = "oaifront.views.not_found"
 handler500 = "oaifront.views.server_error"

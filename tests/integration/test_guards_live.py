@@ -153,7 +153,7 @@ def test_a_body_that_does_not_arrive_in_time_is_408(guarded: tuple[str, int, Pro
     _, port, _ = guarded
     with socket.create_connection(("127.0.0.1", port), timeout=15) as sock:
         sock.sendall(request_head(port, "Content-Length: 1000\r\n") + b'{"model": ')
-        status, headers, body = read_response(sock)
+        status, _, body = read_response(sock)
     assert status == 408
     assert json.loads(body)["error"] == {
         "message": "The request body was not received within 1 seconds.",
