@@ -8,12 +8,15 @@ the front's ``Client-Agent``. A refusal (4xx/5xx with the native ``{"message", "
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import httpx
 from horde_sdk.generic_api.consts import ANON_API_KEY
 from pydantic import BaseModel, ConfigDict, ValidationError
+
+from chat.metrics import front_metrics
 
 ANONYMOUS_API_KEY = ANON_API_KEY
 """The Horde's anonymous key (horde-sdk's ``ANON_API_KEY``), sent when the client sent no bearer key."""
@@ -129,10 +132,13 @@ class HordeClient:
 
     async def _call(self, method: str, path: str, apikey: str | None, **kwargs: Any) -> Any:
         headers = {"apikey": apikey or ANONYMOUS_API_KEY}
+        started = time.monotonic()
         try:
             response = await self._http.request(method, path, headers=headers, **kwargs)
         except httpx.HTTPError as exc:
+            record_call(method, path, started, None)
             raise HordeUnreachable(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+        record_call(method, path, started, response.status_code)
         try:
             body = json.loads(response.content, parse_constant=_refuse_non_finite)
         except (ValueError, RecursionError):
@@ -179,6 +185,25 @@ class HordeClient:
         if not isinstance(body, list):
             raise HordeUnreachable("models: the answer is not a list")
         return [entry for entry in body if isinstance(entry, dict)]
+
+
+NATIVE_CALLS: Final[tuple[tuple[str, str, str], ...]] = (
+    ("POST", "/v2/generate/chat/async", "submit"),
+    ("GET", "/v2/generate/chat/status/", "status"),
+    ("DELETE", "/v2/generate/chat/status/", "cancel"),
+    ("GET", "/v2/status/models", "models"),
+    ("GET", "/v2/status/heartbeat", "heartbeat"),
+)
+"""``(method, path prefix, horde.call)``: the bounded call type of each native route (never the request id)."""
+
+
+def record_call(method: str, path: str, started: float, status: int | None) -> None:
+    """Record one native call's seconds on ``horde.oai.horde.call.duration`` with ``horde.call`` and
+    ``horde.status`` (0 when no answer came)."""
+    call = next((name for verb, prefix, name in NATIVE_CALLS if verb == method and path.startswith(prefix)), "other")
+    front_metrics().horde_call_duration.record(
+        time.monotonic() - started, {"horde.call": call, "horde.status": status or 0}
+    )
 
 
 def _refuse_non_finite(name: str) -> Any:

@@ -120,6 +120,8 @@ class RequestRecord:
         disconnected: The client left before the reply ended.
         completion: The delivered ``chat.completion`` (for a stream: the reply's completion, built at its end).
         relayed: The stream relayed deltas (``stream_progress``).
+        completed_at: Unix seconds when a non-streamed completion was ready (its first content reaches the client
+            with it; ``horde.oai.request.first_content``).
     """
 
     request: ChatCompletionRequest
@@ -133,6 +135,7 @@ class RequestRecord:
     disconnected: bool = False
     completion: dict[str, Any] | None = None
     relayed: bool = False
+    completed_at: float | None = None
     ended: bool = False
 
     # --- what the view reports --------------------------------------------------------------------------------
@@ -275,6 +278,11 @@ class RequestRecord:
             )
         if self.request_id is not None:
             instruments.request_max_tokens.record(self.max_tokens, {"horde.source": self.max_tokens_source})
+            started_seen_at = getattr(self.waiter, "started_seen_at", None)
+            if started_seen_at is not None and self.submitted_at is not None:
+                instruments.queue_wait.record(started_seen_at - self.submitted_at, {"horde.streamed": streamed})
+            if self.completed_at is not None and self.submitted_at is not None and not streamed:
+                instruments.first_content.record(self.completed_at - self.submitted_at, {"horde.streamed": streamed})
         if self.completion is not None and self.error is None:
             self._record_completion(streamed)
         instruments.request_duration.record(

@@ -169,6 +169,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
             return response
         status = await waiter.wait_done(first_status)
         record.completion = build_completion(chat_request, status, submitted.id, created)
+        record.completed_at = time.time()
         return json_response(record.completion)
     except OpenAIError as error:
         record.failed(error)

@@ -495,6 +495,8 @@ class ChatWaiter:
         self.woke_by: str | None = None
         self.woke_at: float | None = None
         """Unix seconds of the last wake (the finished log line's ``woke_at``)."""
+        self.started_seen_at: float | None = None
+        """Unix seconds of the first read with a processing or finished generation (``horde.oai.request.queue_wait``)."""
         self.cancelled_signal = False
         self.done_without_generation_reads = 0
         self._read_failures = 0
@@ -549,6 +551,8 @@ class ChatWaiter:
             return self._failed_read(str(exc))
         self._read_failures = 0
         self.last_status = status
+        if self.started_seen_at is None and has_started(status):
+            self.started_seen_at = time.time()
         if self.first_status is None:
             self.first_status = status
         self.terminal = is_terminal(status)
