@@ -53,18 +53,27 @@ def pyroscope_enabled() -> bool:
     return os.environ.get("PYROSCOPE_ENABLED", "").strip().lower() == "true"
 
 
+def pyroscope_options() -> dict[str, Any]:
+    """``pyroscope.configure`` arguments from ``PYROSCOPE_SERVER_ADDRESS`` (default ``http://localhost:4040``),
+    ``PYROSCOPE_BASIC_AUTH_USERNAME``, ``PYROSCOPE_BASIC_AUTH_PASSWORD``, ``PYROSCOPE_TENANT_ID`` and
+    ``PYROSCOPE_SAMPLE_RATE`` (default 100), with the service name as application name."""
+    return {
+        "application_name": service_name(),
+        "server_address": os.environ.get("PYROSCOPE_SERVER_ADDRESS", "http://localhost:4040"),
+        "basic_auth_username": os.environ.get("PYROSCOPE_BASIC_AUTH_USERNAME", ""),
+        "basic_auth_password": os.environ.get("PYROSCOPE_BASIC_AUTH_PASSWORD", ""),
+        "tenant_id": os.environ.get("PYROSCOPE_TENANT_ID", ""),
+        "sample_rate": int(os.environ.get("PYROSCOPE_SAMPLE_RATE", "100")),
+    }
+
+
 def start_pyroscope() -> None:
-    """Start the Pyroscope profiler with ``PYROSCOPE_SERVER_ADDRESS`` (default ``http://localhost:4040``),
-    ``PYROSCOPE_AUTH_TOKEN``, ``PYROSCOPE_SAMPLE_RATE`` (default 100) and the service name as application name."""
+    """Start the Pyroscope profiler (``pyroscope-io``) with :func:`pyroscope_options`."""
     import pyroscope
 
-    pyroscope.configure(
-        application_name=service_name(),
-        server_address=os.environ.get("PYROSCOPE_SERVER_ADDRESS", "http://localhost:4040"),
-        auth_token=os.environ.get("PYROSCOPE_AUTH_TOKEN", ""),
-        sample_rate=int(os.environ.get("PYROSCOPE_SAMPLE_RATE", "100")),
-    )
-    logger.info("Pyroscope profiling started for {}", service_name())
+    options = pyroscope_options()
+    pyroscope.configure(**options)
+    logger.info("Pyroscope profiling started for {}", options["application_name"])
 
 
 def prometheus_reader() -> Any:
