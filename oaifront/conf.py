@@ -101,11 +101,11 @@ class FrontSettings(BaseSettings):
     """``HORDE_OAI_BODY_TIMEOUT_SECONDS``: how long a client may take to send its whole request body before 408
     ``RequestBodyTimeout``."""
 
-    max_in_flight: int = Field(default=1000, gt=0)
+    max_in_flight: int = Field(default=1024, gt=0)
     """``HORDE_OAI_MAX_IN_FLIGHT``: the most requests the process serves at once; one more is refused with 503
     ``FrontAtCapacity`` and ``Retry-After``."""
 
-    max_in_flight_per_client: int = Field(default=32, gt=0)
+    max_in_flight_per_client: int = Field(default=256, gt=0)
     """``HORDE_OAI_MAX_IN_FLIGHT_PER_CLIENT``: the most requests one client address has in flight at once."""
 
     client_address_header: str | None = None
