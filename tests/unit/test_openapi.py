@@ -167,7 +167,11 @@ def test_static_assets_middleware_stays_async() -> None:
         return HttpResponse()
 
     assert iscoroutinefunction(StaticAssetsMiddleware(get_response))
-    assert settings.MIDDLEWARE[0] == "oaifront.openapi.StaticAssetsMiddleware"
+    # WhiteNoise's own advice: directly after SecurityMiddleware, before everything else.
+    assert settings.MIDDLEWARE[:2] == [
+        "django.middleware.security.SecurityMiddleware",
+        "oaifront.openapi.StaticAssetsMiddleware",
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
