@@ -1,7 +1,9 @@
 # Two commands do all the set-up on a fresh machine:
 #   make run   - install what is missing, serve the front on http://127.0.0.1:$(PORT) (devhorde behind it
 #                unless HORDE_URL is set)
-#   make test  - install what is missing, start Redis if none answers on 127.0.0.1:6379, run the whole suite
+#   make test  - install what is missing, run `make lint`, start Redis if none answers on 127.0.0.1:6379, run the
+#                whole suite
+#   make lint  - ruff check, ruff format --check and mypy --strict (configured in pyproject.toml)
 # `make bench` runs the benchmarks under bench/.
 
 SHELL := /bin/bash
@@ -12,7 +14,7 @@ PORT ?= 8000
 DEVHORDE_PORT ?= 7001
 export PORT DEVHORDE_PORT
 
-.PHONY: run test bench install clean browser
+.PHONY: run test lint bench install clean browser
 
 install: $(STAMP)
 
@@ -28,7 +30,13 @@ $(STAMP): requirements.txt bin/find-python
 run: $(STAMP)
 	@exec bin/run
 
-test: $(STAMP) browser
+# Lint first: a finding fails `make test` (and so CI) before any test runs.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+test: $(STAMP) lint browser
 	@bin/with-redis $(PY) -m pytest $(PYTEST_ARGS)
 
 # The browser test drives Debian's Chromium (Playwright never downloads a browser here); install it when missing
@@ -40,4 +48,4 @@ bench: $(STAMP)
 	@bin/with-redis $(PY) -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache

@@ -17,9 +17,10 @@ the streams are admitted (ramp) and while the deltas are written (relay; one CPU
 
 A delta is seen when the client had its first character as a relayed delta. It is missing when that character never
 came, came in or after the finish chunk (the final reply's remainder is the content chunk sent together with the
-finish chunk: arriving less than ``FINISH_BURST_SECONDS`` before it counts as with it), or came ``MISSED_LATENCY_SECONDS``
-(2 s) or more after its ``XADD``: the devhorde makes the final reply available at least 2 s after the last ``XADD``, so
-a delta the relay missed, which only the final reply carries, arrives that late. Such a delta is not a latency sample.
+finish chunk: arriving less than ``FINISH_BURST_SECONDS`` before it counts as with it), or came
+``MISSED_LATENCY_SECONDS`` (2 s) or more after its ``XADD``: the devhorde makes the final reply available at least 2 s
+after the last ``XADD``, so a delta the relay missed, which only the final reply carries, arrives that late. Such a
+delta is not a latency sample.
 
 A level **holds** when every stream ended with exactly the reply, no delta is missing, and the p99 latency stays
 under ``--max-p99-ms`` (default 250 ms, about half a worker's post interval). A level whose streams are not all

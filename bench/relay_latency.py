@@ -197,11 +197,10 @@ def bench_stack(
 def _wait_redis(port: int) -> None:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-                sock.sendall(b"PING\r\n")
-                if sock.recv(16).startswith(b"+PONG"):
-                    return
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+            sock.sendall(b"PING\r\n")
+            if sock.recv(16).startswith(b"+PONG"):
+                return
         time.sleep(0.05)
     raise RuntimeError(f"redis-server on port {port} did not start")
 

@@ -1,7 +1,11 @@
+"""The chat completions app (``POST /v1/chat/completions``)."""
+
 from django.apps import AppConfig
 
 
 class ChatConfig(AppConfig):
+    """Django's registration of the chat completions app."""
+
     name = "chat"
     verbose_name = "Chat completions"
 

@@ -26,6 +26,7 @@ from loguru import logger
 from chat.horde_client import HordeRefusal, HordeUnreachable
 from chat.limits import HORDE_CHAT_REQUEST_EXPIRY_SECONDS
 from chat.metrics import front_metrics
+from chat.seams import HordeCanceller
 
 MAX_FAILED_CANCELS: Final[int] = 1000
 """The most requests whose cancel is waiting for a retry; beyond it the oldest are dropped (Cancel outcomes)."""
@@ -71,7 +72,7 @@ class CancelQueue:
 
     def __init__(
         self,
-        horde: Any,
+        horde: HordeCanceller,
         retry_seconds: float,
         attempt_timeout: float,
         max_failed: int = MAX_FAILED_CANCELS,
@@ -169,9 +170,8 @@ class CancelQueue:
         while self.pending and not self._closing:
             next_due = min(entry.due_at for entry in self.pending.values())
             await self._sleep(max(0.0, next_due - self.clock()))
-            if self._closing:
-                return
-            await self.retry_due()
+            if not self._closing:  # aclose() may have begun during the sleep
+                await self.retry_due()
 
     async def retry_due(self, *, everything: bool = False) -> list[CancelOutcome]:
         """Retry each pending cancel whose retry is due (every one with ``everything``), once; return the outcomes.

@@ -16,7 +16,6 @@ at the schema's path. The native route also checks a forced function missing fro
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -24,15 +23,6 @@ from typing import Any, Final
 from horde_sdk.generation_parameters.text.chat_limits import check_chat_request_limits
 
 from chat.errors import CHAT_REQUEST_CONFLICT, UNSUPPORTED_CHAT_PARAMETER
-
-KUDOS_CAP_EXCESS_PATTERN: Final[re.Pattern[str]] = re.compile(
-    r"kudos estimate at current pricing is (?P<kudos_estimate>\d+(?:\.\d+)?), "
-    r"above its horde\.max_kudos of (?P<max_kudos>\d+(?:\.\d+)?)\."
-)
-"""Reads the two numbers of the native ``ChatKudosCapExceeded`` message (reference: Kudos cap), such as "The
-request's kudos estimate at current pricing is 215, above its horde.max_kudos of 1. The estimate assumes the full
-max_tokens is generated.": groups ``kudos_estimate`` and ``max_kudos``, decimal text without a sign or exponent.
-The native error body holds only the message and the rc, so the front reads the values from the message."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,15 +85,21 @@ UNKNOWN_TOOL_CALL_ID_MESSAGE: Final[str] = (
 
 
 def find_tool_history_violation(messages: object) -> ChatRuleViolation | None:
-    """OpenAI's tool history rule over ``messages`` (reference: Value and contract validation).
+    """OpenAI's tool history rule over ``messages`` (reference: Value and contract validation); the Horde applies the
+    same rule, with the same params and messages.
 
-    An assistant message with ``tool_calls`` must be followed by ``tool`` messages answering each call id before
-    any other message; a ``tool`` message must answer a call of the assistant turn it follows. The params are
-    OpenAI's: ``messages`` when the history ends with calls unanswered, ``messages.[<i>].role`` for the message that
-    comes too early or the orphan tool message, ``messages.[<i>].tool_call_id`` for an unknown id.
+    An assistant message with ``tool_calls`` opens its calls; ``tool`` messages must follow it, each answering one
+    call still open, before any other message. The first breach, in message order (every param is OpenAI's form):
+
+    - a ``tool`` message that does not follow an assistant turn with calls (or the tool messages answering it):
+      ``messages.[<i>].role`` with OpenAI's orphan message;
+    - a ``tool`` message whose ``tool_call_id`` is not a call of that turn: ``messages.[<i>].tool_call_id``;
+    - a second answer to one call: ``messages.[<i>].role`` with the orphan message (it answers no call still open);
+    - another message while calls are unanswered: ``messages.[<i>].role``, naming the unanswered ids in call order;
+    - the history ending while calls are unanswered: ``messages``, likewise.
 
     Returns:
-        The first violation in message order (``UnsupportedChatParameter``), or None.
+        The first violation (``UnsupportedChatParameter``), or None.
     """
     offered: set[str] | None = None  # the call ids of the assistant turn the current tool block answers
     pending: list[str] = []
@@ -111,18 +107,18 @@ def find_tool_history_violation(messages: object) -> ChatRuleViolation | None:
         fields = _as_mapping(message)
         role = fields.get("role")
         if role == "tool":
-            if offered is None:
-                return ChatRuleViolation(
-                    code=UNSUPPORTED_CHAT_PARAMETER, param=f"messages.[{index}].role", message=ORPHAN_TOOL_MESSAGE
-                )
             tool_call_id = fields.get("tool_call_id")
+            if offered is None:
+                return _orphan_tool_message(index)
             if not isinstance(tool_call_id, str) or tool_call_id not in offered:
                 return ChatRuleViolation(
                     code=UNSUPPORTED_CHAT_PARAMETER,
                     param=f"messages.[{index}].tool_call_id",
                     message=UNKNOWN_TOOL_CALL_ID_MESSAGE.format(tool_call_id=tool_call_id),
                 )
-            pending = [call_id for call_id in pending if call_id != tool_call_id]
+            if tool_call_id not in pending:
+                return _orphan_tool_message(index)  # answered already
+            pending.remove(tool_call_id)
             continue
         if pending:
             return ChatRuleViolation(
@@ -142,6 +138,12 @@ def find_tool_history_violation(messages: object) -> ChatRuleViolation | None:
             message=UNANSWERED_TOOL_CALLS_MESSAGE.format(ids=", ".join(pending)),
         )
     return None
+
+
+def _orphan_tool_message(index: int) -> ChatRuleViolation:
+    return ChatRuleViolation(
+        code=UNSUPPORTED_CHAT_PARAMETER, param=f"messages.[{index}].role", message=ORPHAN_TOOL_MESSAGE
+    )
 
 
 STRICT_SCHEMA_ADDITIONAL_PROPERTIES_MESSAGE: Final[str] = (

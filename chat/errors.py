@@ -49,6 +49,8 @@ REQUEST_BODY_TIMEOUT: Final = "RequestBodyTimeout"
 """408: the request body did not arrive within ``HORDE_OAI_BODY_TIMEOUT_SECONDS`` (oaifront.guards)."""
 FRONT_AT_CAPACITY: Final = "FrontAtCapacity"
 """503: the in-flight cap per client address or in total is reached (oaifront.guards)."""
+FRONT_SHUTTING_DOWN: Final = "FrontShuttingDown"
+"""503 of a request the front ended because its process is stopping (SIGTERM); the request was cancelled."""
 MAX_KUDOS_EXCEEDED: Final = "max_kudos_exceeded"
 CHAT_KUDOS_CAP_EXCEEDED: Final = "ChatKudosCapExceeded"
 """The native rc of a submit refused because its kudos estimate exceeds ``max_kudos`` (reference: Kudos cap)."""
@@ -166,7 +168,8 @@ def reason_phrase(status: int) -> str:
 def no_eligible_worker(message: str, *, metadata: dict[str, Any] | None = None) -> OpenAIError:
     """503 ``no_eligible_worker`` with ``Retry-After: 30`` and ``x-should-retry: false`` (reference: Model
     availability, Native admission refusals 4-5): an SDK retries within seconds, and the online workers are most likely
-    the same by then, so a silent retry only repeats the refusal (at submit) or the whole grace (after it)."""
+    the same by then, so a silent retry only repeats the refusal (at submit) or the whole grace (after it).
+    """
     return OpenAIError(
         status=503,
         message=message,
@@ -177,9 +180,53 @@ def no_eligible_worker(message: str, *, metadata: dict[str, Any] | None = None) 
     )
 
 
-def horde_unavailable(detail: str) -> OpenAIError:
-    """502 ``HordeUnavailable``: the Horde could not be reached or answered outside its contract."""
-    return OpenAIError(status=502, message=f"The Horde could not be reached: {detail}", code=HORDE_UNAVAILABLE)
+FRONT_SHUTDOWN_RETRY_AFTER_SECONDS: Final = 5
+"""``Retry-After`` of ``FrontShuttingDown``: a restarted front, or another process behind the same address, serves
+again within seconds."""
+
+FRONT_SHUTTING_DOWN_MESSAGE: Final = (
+    "The front is restarting, so it stopped waiting for this request and cancelled it at the Horde. "
+    "Retry in a few seconds."
+)
+
+
+def front_shutting_down(request_id: str | None) -> OpenAIError:
+    """503 ``FrontShuttingDown`` (``api_error``) with ``Retry-After: 5``: the front's process is stopping. The request
+    (``metadata.request_id`` when the Horde had created it) is cancelled at the Horde. No ``x-should-retry``: the
+    SDKs' default retries a 503 after ``Retry-After``. Mid-stream it is the SSE error event before ``data: [DONE]``.
+    """
+    return OpenAIError(
+        status=503,
+        message=FRONT_SHUTTING_DOWN_MESSAGE,
+        code=FRONT_SHUTTING_DOWN,
+        metadata={"request_id": request_id} if request_id is not None else None,
+        retry_after=FRONT_SHUTDOWN_RETRY_AFTER_SECONDS,
+    )
+
+
+def horde_unavailable(detail: str, *, reached: bool = False, request_id: str | None = None) -> OpenAIError:
+    """502 ``HordeUnavailable``: the Horde could not be reached, or answered a 5xx or outside its contract.
+
+    The message says "could not be reached" only when it was not reached: ``The Horde could not be reached
+    (ConnectError: ...).``; otherwise what it answered: ``The Horde answered HTTP 502 Bad Gateway without an error
+    code.`` (``detail`` is worded to follow "The Horde answered"). With ``request_id`` (a submitted request, which the
+    front cancels) it ends with "The request was cancelled." and ``metadata.request_id`` names it.
+    """
+    message = f"The Horde answered {detail}." if reached else f"The Horde could not be reached ({detail})."
+    if request_id is not None:
+        message += " The request was cancelled."
+    metadata = {"request_id": request_id} if request_id is not None else None
+    return OpenAIError(status=502, message=message, code=HORDE_UNAVAILABLE, metadata=metadata)
+
+
+KUDOS_CAP_EXCESS_PATTERN: Final[re.Pattern[str]] = re.compile(
+    r"kudos estimate at current pricing is (?P<kudos_estimate>\d+(?:\.\d+)?), "
+    r"above its horde\.max_kudos of (?P<max_kudos>\d+(?:\.\d+)?)\."
+)
+"""Reads the two numbers of the native ``ChatKudosCapExceeded`` message (reference: Kudos cap), such as "The
+request's kudos estimate at current pricing is 215, above its horde.max_kudos of 1. The estimate assumes the full
+max_tokens is generated.": groups ``kudos_estimate`` and ``max_kudos``, decimal text without a sign or exponent.
+The native error body holds only the message and the rc, so the front reads the values from the message."""
 
 
 def kudos_cap_error(message: str, rc: str = CHAT_KUDOS_CAP_EXCEEDED) -> OpenAIError:
@@ -187,12 +234,9 @@ def kudos_cap_error(message: str, rc: str = CHAT_KUDOS_CAP_EXCEEDED) -> OpenAIEr
     refusal (reference: Kudos cap).
 
     The message is the native one. ``metadata`` holds ``rc`` and, read from the message with
-    ``chat.contract.KUDOS_CAP_EXCESS_PATTERN``, ``kudos_estimate`` and ``max_kudos`` (numbers: an integer when the
+    :data:`KUDOS_CAP_EXCESS_PATTERN`, ``kudos_estimate`` and ``max_kudos`` (numbers: an integer when the
     text is integral, such as ``215`` or ``1.0``, else a float); a message that does not match leaves both out.
     """
-    # Imported here: chat.contract may import this module for its own refusals.
-    from chat.contract import KUDOS_CAP_EXCESS_PATTERN
-
     metadata: dict[str, Any] = {"rc": rc}
     match = KUDOS_CAP_EXCESS_PATTERN.search(message)
     if match is not None:
@@ -224,89 +268,12 @@ model.`` (reference: Model selection)."""
 
 UNKNOWN_MODEL: Final = "UnknownModel"
 """The native rc of a ``models`` entry that is not a known text model."""
+
+UNKNOWN_MODEL_MESSAGE: Final[str] = (
+    "The model '{model}'{at} is not a known text model. GET /v1/models lists the served ones."
+)
+"""The front's ``UnknownModel`` message, naming the id the client sent: ``{at}`` is empty for ``model`` and
+`` at models[1]`` for an entry of ``models``."""
+
 MODEL_NOT_FOUND: Final = "model_not_found"
 """OpenAI's 404 code for ``GET /v1/models/{model}`` of a model the model list does not hold."""
-
-
-def native_param(native_path: str, *, requested_model_key: str | None = None) -> str:
-    """Translate a native payload path (``params.max_length``, ``messages.0.content``) to the client's request path.
-
-    The ``params.`` prefix is dropped and a native params key renamed with :data:`NATIVE_FIELD_PARAMETERS`; a Horde
-    option the front forwards at the top level (``max_kudos``, ...) is ``horde.<key>``; numeric segments become
-    indexes (``messages[0].content``); ``models`` is ``model`` when the client sent ``model``
-    (``requested_model_key``).
-    """
-    from chat.mapping import HORDE_OPTION_KEYS  # chat.mapping imports the request models; import on use
-
-    parts = native_path.split(".")
-    if parts[0] == "params" and len(parts) > 1:
-        parts = parts[1:]
-    head = NATIVE_FIELD_PARAMETERS.get(parts[0], parts[0])
-    if head in HORDE_OPTION_KEYS:
-        head = f"horde.{head}"
-    if head == "models" and requested_model_key == "model":
-        return "model"
-    return head + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in parts[1:])
-
-
-def error_from_refusal(refusal: Any, *, requested_model_key: str | None = None, request: Any = None) -> OpenAIError:
-    """Map a native refusal (chat.horde_client.HordeRefusal) at submit or status to the OpenAI envelope.
-
-    The Horde's ``rc`` passes through as the code, with its message; a 429 without an rc is
-    ``rate_limit_exceeded``; ``NoEligibleWorker`` is 503 ``no_eligible_worker`` (a submit refusal with a
-    declaration gap as ``impossible_reason`` is mapped before this by ``chat.waiter.submit_refusal_error``); other
-    5xx are ``HordeUnavailable``; ``ChatKudosCapExceeded`` is :func:`kudos_cap_error`. A payload validation failure
-    (400 without an rc) is ``BadRequest`` at the first failing field (:func:`native_param`); ``UnknownModel`` keeps
-    its status, rc and message, with the entry path its message begins with as param
-    (:data:`NATIVE_REQUEST_PATH_PATTERN`), or ``model`` when the client sent ``model`` (the message then names
-    ``'model'`` in place of ``'models[0]'``). ``request`` (the ``ChatCompletionRequest``) or ``requested_model_key``
-    (``model`` or ``models``) tells which key the client sent.
-    """
-    if request is not None:
-        requested_model_key = "model" if getattr(request, "model", None) is not None else "models"
-    status: int = refusal.status
-    rc: str | None = refusal.rc
-    message: str = refusal.message or reason_phrase(status)
-    body: dict[str, Any] = refusal.body or {}
-    retry_after = _retry_after_header(refusal.headers)
-    if rc == CHAT_KUDOS_CAP_EXCEEDED:
-        return kudos_cap_error(message, rc)
-    if rc == NO_ELIGIBLE_WORKER_RC:
-        return no_eligible_worker(message)
-    if status == 429:
-        return OpenAIError(status=429, message=message, code=rc or RATE_LIMIT_EXCEEDED, retry_after=retry_after)
-    if status >= 500 and rc != "MaintenanceMode":
-        return horde_unavailable(f"{status} {rc}: {message}")
-    if status == 400 and rc is None:
-        errors = body.get("errors") if isinstance(body.get("errors"), dict) else {}
-        first = next(iter(errors), None)
-        param = native_param(first, requested_model_key=requested_model_key) if isinstance(first, str) else None
-        return OpenAIError(status=400, message=message, code=BAD_REQUEST, param=param)
-    if rc == UNKNOWN_MODEL:
-        match = NATIVE_REQUEST_PATH_PATTERN.match(message)
-        param = "model" if requested_model_key == "model" else (match["path"] if match else None)
-        if match and param != match["path"]:
-            # The client sent `model`, which the front forwards as `models[0]`: name the key the client sent.
-            message = f"'{param}'" + message[match.end() :]
-        return OpenAIError(status=status, message=message, code=rc, param=param, retry_after=retry_after)
-    if rc == UNSUPPORTED_CHAT_PARAMETER and isinstance(body.get("param"), str):
-        from chat.screening import log_refused_parameter  # chat.screening imports this module
-
-        log_refused_parameter(body["param"])
-    return OpenAIError(
-        status=status,
-        message=message,
-        code=rc,
-        param=body.get("param") if isinstance(body.get("param"), str) else None,
-        retry_after=retry_after,
-    )
-
-
-def _retry_after_header(headers: dict[str, str] | None) -> int | None:
-    for name, value in (headers or {}).items():
-        if name.lower() == "retry-after":
-            try:
-                return max(0, int(float(value)))
-            except (ValueError, OverflowError):
-                return None
-    return None

@@ -97,7 +97,19 @@ class HordeRefusal(Exception):
 
 
 class HordeUnreachable(Exception):
-    """The Horde could not be reached, timed out, or answered something that is not its contract."""
+    """The Horde could not be reached, timed out, or answered something that is not its contract.
+
+    Attributes:
+        detail: What happened, without the native route: the transport error (``ConnectError: ...``) when the Horde
+            was not reached, else what it answered, worded to follow "The Horde answered" (``HTTP 502 Bad Gateway
+            without an error code``, ``a status that does not match the native contract (2 errors)``).
+        reached: Whether the Horde answered at all (a 5xx or malformed answer) rather than not being reached.
+    """
+
+    def __init__(self, detail: str, *, reached: bool = False) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.reached = reached
 
 
 class HordeClient:
@@ -137,7 +149,8 @@ class HordeClient:
             response = await self._http.request(method, path, headers=headers, **kwargs)
         except httpx.HTTPError as exc:
             record_call(method, path, started, None)
-            raise HordeUnreachable(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+            reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            raise HordeUnreachable(reason) from exc
         record_call(method, path, started, response.status_code)
         try:
             body = json.loads(response.content, parse_constant=_refuse_non_finite)
@@ -145,8 +158,11 @@ class HordeClient:
             # Not JSON, or NaN/Infinity, which no reply of the front may carry: outside the contract.
             body = None
         if response.status_code >= 400:
-            if not isinstance(body, dict) or response.status_code >= 500 and "rc" not in body:
-                raise HordeUnreachable(f"{method} {path}: HTTP {response.status_code}")
+            if not isinstance(body, dict) or (response.status_code >= 500 and "rc" not in body):
+                raise HordeUnreachable(
+                    f"HTTP {response.status_code} {response.reason_phrase} without an error code".replace("  ", " "),
+                    reached=True,
+                )
             raise HordeRefusal(
                 status=response.status_code,
                 message=str(body.get("message", "")),
@@ -155,14 +171,14 @@ class HordeClient:
                 headers=dict(response.headers),
             )
         if body is None:
-            raise HordeUnreachable(f"{method} {path}: the answer is not JSON")
+            raise HordeUnreachable(f"HTTP {response.status_code} with a body that is not JSON", reached=True)
         return body
 
     async def submit(self, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
         """``POST /v2/generate/chat/async``; returns the request id. Raises HordeRefusal or HordeUnreachable."""
         body = await self._call("POST", "/v2/generate/chat/async", apikey, json=payload)
         if not isinstance(body, dict) or not isinstance(body.get("id"), str):
-            raise HordeUnreachable("submit: the answer has no request id")
+            raise HordeUnreachable("the submit without a request id", reached=True)
         return SubmitResult(id=body["id"], kudos=body.get("kudos"), warnings=list(body.get("warnings") or []))
 
     async def status(self, request_id: str, apikey: str | None) -> NativeStatus:
@@ -183,7 +199,7 @@ class HordeClient:
         """``GET /v2/status/models?type=text``: the native model list, entries as JSON objects."""
         body = await self._call("GET", "/v2/status/models", None, params={"type": "text"})
         if not isinstance(body, list):
-            raise HordeUnreachable("models: the answer is not a list")
+            raise HordeUnreachable("a model list that is not a list", reached=True)
         return [entry for entry in body if isinstance(entry, dict)]
 
 
@@ -214,4 +230,6 @@ def _parse_status(body: Any) -> NativeStatus:
     try:
         return NativeStatus.model_validate(body)
     except ValidationError as exc:
-        raise HordeUnreachable(f"status: the answer does not match the contract: {exc.error_count()} errors") from exc
+        raise HordeUnreachable(
+            f"a status that does not match the native contract ({exc.error_count()} errors)", reached=True
+        ) from exc

@@ -9,9 +9,10 @@ Where the pieces sit (the reference's paths, and OpenRouter's for ``native_finis
 - a completion: ``choices[0]`` holds ``message``, ``finish_reason``, ``native_finish_reason`` (null when the worker
   reported none) and ``logprobs`` (null); the top level holds ``model``, ``system_fingerprint``, ``usage`` and
   ``x_horde`` (left out when it would be empty);
-- a stream: every chunk shares ``id``, ``created``, ``model`` and ``system_fingerprint``; the finish chunk's choice
-  holds ``delta: {}``, ``finish_reason``, ``native_finish_reason`` and ``x_horde`` (``{}`` when it is empty); the usage
-  chunk holds ``choices: []`` and ``usage``.
+- a stream: every chunk shares ``id``, ``created``, ``model`` and ``system_fingerprint``; every chunk choice holds
+  ``logprobs: null``; with ``stream_options.include_usage`` every chunk with a choice holds ``usage: null``; the finish
+  chunk's choice holds ``delta: {}``, ``finish_reason``, ``native_finish_reason`` and ``x_horde`` (``{}`` when it is
+  empty); the usage chunk holds ``choices: []`` and ``usage``.
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ def build_native_payload(request: ChatCompletionRequest, *, stream_progress: boo
     """
     body = request.model_dump(exclude_none=True, by_alias=True)
     payload: dict[str, Any] = {
-        "messages": body["messages"],
+        "messages": [native_message(message) for message in body["messages"]],
         "models": request.requested_models,
     }
     params: dict[str, Any] = {}
@@ -135,6 +136,17 @@ def build_native_payload(request: ChatCompletionRequest, *, stream_progress: boo
     if stream_progress:
         payload["stream"] = True
     return payload
+
+
+def native_message(message: dict[str, Any]) -> dict[str, Any]:
+    """A validated message as the native route takes it: an assistant's ``refusal`` content part becomes a text part
+    with the refusal's text (the native route takes ``text`` and ``image_url`` parts), so it stays that turn's text.
+    """
+    content = message.get("content")
+    if message.get("role") != "assistant" or not isinstance(content, list):
+        return message
+    parts = [{"type": "text", "text": part["refusal"]} if part.get("type") == "refusal" else part for part in content]
+    return {**message, "content": parts}
 
 
 def relays_deltas(request: ChatCompletionRequest) -> bool:
@@ -164,7 +176,8 @@ def build_system_fingerprint(worker_id: str | None, model: str | None) -> str | 
 
 def response_model(request: ChatCompletionRequest, generation: NativeGeneration | None) -> str:
     """The response's ``model``: the first generation's model (with ``models``, the listed one that served the
-    request), else the request's ``model`` or the first entry of ``models`` (reference: Model and fingerprint)."""
+    request), else the request's ``model`` or the first entry of ``models`` (reference: Model and fingerprint).
+    """
     if generation is not None and generation.model:
         return generation.model
     return request.requested_models[0]
@@ -176,11 +189,14 @@ def estimate_tokens(text: str) -> int:
 
 
 def _content_text(content: Any) -> str:
-    """The text of a request message's content: the string, or its text parts joined (image parts count none)."""
+    """The text of a request message's content: the string, or its text and refusal parts joined (image parts count
+    none).
+    """
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(text for part in content if isinstance(text := getattr(part, "text", None), str))
+        texts = (getattr(part, "text", None) or getattr(part, "refusal", None) for part in content)
+        return "".join(text for text in texts if isinstance(text, str))
     return ""
 
 
@@ -196,7 +212,8 @@ def tool_calls_text(tool_calls: list[dict[str, Any]]) -> str:
 
 def estimate_prompt_tokens(request: ChatCompletionRequest) -> int:
     """Estimated prompt tokens: the characters of every message's text, of the history's tool calls (names and
-    arguments) and of the tool definitions (compact JSON), at :data:`CHARACTERS_PER_TOKEN`."""
+    arguments) and of the tool definitions (compact JSON), at :data:`CHARACTERS_PER_TOKEN`.
+    """
     characters = []
     for message in request.messages:
         characters.append(_content_text(message.content))
@@ -351,10 +368,13 @@ def build_message(request: ChatCompletionRequest, generation: NativeGeneration) 
 
 def finish_reason_of(generation: NativeGeneration) -> str:
     """The OpenAI ``finish_reason``: the worker's when it is one of :data:`OPENAI_FINISH_REASONS` (the worker
-    normalises it on submit); otherwise ``tool_calls`` when the reply has calls, else ``stop``."""
-    if generation.finish_reason in OPENAI_FINISH_REASONS:
-        return generation.finish_reason
-    return ChatFinishReason.TOOL_CALLS.value if reply_tool_calls(generation) else ChatFinishReason.STOP.value
+    normalises it on submit); otherwise ``tool_calls`` when the reply has calls, else ``stop``.
+    """
+    reason = generation.finish_reason
+    if reason is not None and reason in OPENAI_FINISH_REASONS:
+        return reason
+    fallback: str = ChatFinishReason.TOOL_CALLS.value if reply_tool_calls(generation) else ChatFinishReason.STOP.value
+    return fallback
 
 
 def completion_id(request_id: str) -> str:
@@ -408,18 +428,25 @@ class ChunkFactory:
 
     Reference: Model and fingerprint ("every stream chunk uses the same fingerprint"). A buffered stream takes the
     model and fingerprint of its completion; a relayed stream takes them from its first delta and keeps them for the
-    final chunks.
+    final chunks. Every chunk choice carries ``logprobs: null``, as the completion's choice does; with
+    ``include_usage`` (``stream_options.include_usage``) every chunk that has a choice carries ``usage: null``, as
+    OpenAI sends it, so a client reading ``chunk["usage"]`` finds the key on every chunk.
     """
 
-    def __init__(self, request_id: str, created: int, model: str, fingerprint: str | None) -> None:
+    def __init__(
+        self, request_id: str, created: int, model: str, fingerprint: str | None, *, include_usage: bool = False
+    ) -> None:
         self.id = completion_id(request_id)
         self.created = created
         self.model = model
         self.fingerprint = fingerprint
+        self.include_usage = include_usage
 
     def chunk(self, choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-        """A chunk with the given choices (and ``usage`` or other top-level keys)."""
-        return {
+        """A chunk with the given choices (and ``usage`` or other top-level keys); ``usage: null`` when
+        ``include_usage`` and ``choices`` is not empty and no ``usage`` is given.
+        """
+        chunk = {
             "id": self.id,
             "object": "chat.completion.chunk",
             "created": self.created,
@@ -428,15 +455,21 @@ class ChunkFactory:
             "choices": choices,
             **extra,
         }
+        if self.include_usage and choices:
+            chunk.setdefault("usage", None)
+        return chunk
 
     def delta(self, delta: dict[str, Any], **choice_extra: Any) -> dict[str, Any]:
-        """A one-choice chunk ``{"index": 0, "delta": delta, "finish_reason": null}`` (plus ``choice_extra``)."""
-        return self.chunk([{"index": 0, "delta": delta, "finish_reason": None, **choice_extra}])
+        """A one-choice chunk ``{"index": 0, "delta": delta, "logprobs": null, "finish_reason": null}`` (plus
+        ``choice_extra``).
+        """
+        return self.chunk([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None, **choice_extra}])
 
 
 def tool_call_deltas(tool_calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The ``delta.tool_calls`` of a tool-call chunk: each call whole, ``{"index", "id", "type", "function"}``, with
-    its 0-based index (reference: Buffered stream events 4)."""
+    its 0-based index (reference: Buffered stream events 4).
+    """
     return [{"index": index, **call} for index, call in enumerate(tool_calls)]
 
 
@@ -455,7 +488,13 @@ def buffered_chunks(
     Every chunk has the completion's id, ``created``, model and fingerprint. The caller sends ``data: [DONE]`` after.
     """
     completion = build_completion(request, status, request_id, created)
-    factory = ChunkFactory(request_id, created, completion["model"], completion["system_fingerprint"])
+    factory = ChunkFactory(
+        request_id,
+        created,
+        completion["model"],
+        completion["system_fingerprint"],
+        include_usage=request.include_usage,
+    )
     message = completion["choices"][0]["message"]
     chunks = [factory.delta({"role": "assistant"})]
     if message.get("reasoning_content"):
@@ -471,14 +510,16 @@ def buffered_chunks(
 
 
 def finish_chunk(factory: ChunkFactory, completion: dict[str, Any]) -> dict[str, Any]:
-    """The finish chunk: one choice with ``delta: {}``, the completion's ``finish_reason`` and
-    ``native_finish_reason``, and its ``x_horde`` (``{}`` when the completion has none)."""
+    """The finish chunk: one choice with ``delta: {}``, ``logprobs: null``, the completion's ``finish_reason`` and
+    ``native_finish_reason``, and its ``x_horde`` (``{}`` when the completion has none).
+    """
     choice = completion["choices"][0]
     return factory.chunk(
         [
             {
                 "index": 0,
                 "delta": {},
+                "logprobs": None,
                 "finish_reason": choice["finish_reason"],
                 "native_finish_reason": choice.get("native_finish_reason"),
                 "x_horde": completion.get("x_horde", {}),

@@ -102,6 +102,7 @@ CLIENT_ERROR: Final = "client_error"
 RATE_LIMITED: Final = "rate_limited"
 FRONT_AT_CAPACITY: Final = "front_at_capacity"
 ABANDONED: Final = "abandoned"
+FRONT_SHUTDOWN: Final = "front_shutdown"
 UNCLASSIFIED: Final = "unclassified"
 
 STAGE_SUBMIT: Final = "submit"
@@ -137,6 +138,7 @@ OUTCOME_CLASS_BY_CODE: Final[Mapping[str, str]] = {
     errors.HORDE_UNAVAILABLE: SERVICE_FAULT,
     "internal_error": SERVICE_FAULT,
     errors.FRONT_AT_CAPACITY: FRONT_AT_CAPACITY,
+    errors.FRONT_SHUTTING_DOWN: FRONT_SHUTDOWN,
     CLIENT_DISCONNECTED: ABANDONED,
 }
 """The outcome class of each code the front knows. ``no_eligible_worker`` is classed by its stage instead

@@ -1,10 +1,10 @@
-"""Pacing of relayed deltas: cutting text into pieces at grapheme boundaries and spreading them over a window.
+r"""Pacing of relayed deltas: cutting text into pieces at grapheme boundaries and spreading them over a window.
 
 A worker posts its progress every second or so, so a relayed stream would otherwise arrive in bursts. The front
 spreads each delta's text over the estimated interval until the next post (reference, "Pacing"):
 
 - :func:`cut_pieces` cuts one field's text into pieces, preferring whitespace near even offsets and never splitting a
-  user-perceived character, an extended grapheme cluster (``\\X`` of the ``regex`` module) (``pacing.10``-``.13``);
+  user-perceived character, an extended grapheme cluster (``\X`` of the ``regex`` module) (``pacing.10``-``.13``);
 - :class:`PostGapEstimator` estimates the interval between posts from their stream ids (``pacing.4``-``pacing.6``);
 - :func:`plan_pieces` decides how many pieces one delta gets and divides them between reasoning and content
   (``pacing.7``-``pacing.9``);
@@ -53,7 +53,7 @@ class Piece(NamedTuple):
 
 
 def graphemes(text: str) -> list[str]:
-    """Return ``text`` split into extended grapheme clusters (``regex``'s ``\\X``); ``"".join`` gives ``text`` back."""
+    r"""Return ``text`` split into extended grapheme clusters (``regex``'s ``\X``); ``"".join`` gives ``text`` back."""
     return _GRAPHEME.findall(text)
 
 
@@ -122,7 +122,8 @@ def plan_pieces(reasoning: str, content: str, window: float, max_chunks_per_seco
 
     Returns ``[]`` when both fields are empty.
     """
-    fields = [(name, text, len(graphemes(text))) for name, text in ((REASONING, reasoning), (CONTENT, content)) if text]
+    named: tuple[tuple[Field, str], ...] = ((REASONING, reasoning), (CONTENT, content))
+    fields = [(name, text, len(graphemes(text))) for name, text in named if text]
     if not fields:
         return []
     characters = sum(length for _, _, length in fields)

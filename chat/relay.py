@@ -29,6 +29,7 @@ from opentelemetry.trace import Tracer
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.typing import KeyT, StreamIdT
 
 from chat.pacing import stream_id_ms
 
@@ -124,7 +125,8 @@ class DeltaEntry:
     @classmethod
     def from_fields(cls, stream_id: str | bytes, fields: Mapping[str | bytes, str | bytes]) -> DeltaEntry:
         """Parse an entry's id and field map (bytes or str; undecodable bytes are replaced). ``ValueError`` if the id
-        is malformed. Unknown fields are ignored."""
+        is malformed. Unknown fields are ignored.
+        """
         values = {_text(key): _text(value) for key, value in fields.items()}
         identifier = _text(stream_id)
         try:
@@ -292,7 +294,7 @@ class DeltaStreamReader:
 
     async def _read_once(self) -> None:
         batch = dict(self._subscriptions)
-        streams = {subscription.key: subscription.last_id for subscription in batch.values()}
+        streams: dict[KeyT, StreamIdT] = {subscription.key: subscription.last_id for subscription in batch.values()}
         if self._client is None:
             self._client = self._new_client()
         started_ns = time.time_ns()
@@ -484,7 +486,8 @@ class SignalListener:
                     ping_sent = now
         finally:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(pubsub.aclose(), _CLOSE_TIMEOUT_SECONDS)
+                # redis-py leaves PubSub.aclose unannotated (it returns None).
+                await asyncio.wait_for(pubsub.aclose(), _CLOSE_TIMEOUT_SECONDS)  # type: ignore[no-untyped-call]
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(client.aclose(), _CLOSE_TIMEOUT_SECONDS)
 

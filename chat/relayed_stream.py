@@ -62,7 +62,8 @@ from chat.mapping import (
 from chat.pacing import CONTENT, DeltaPacer, Piece
 from chat.relay import DeltaEntry
 from chat.schema import ChatCompletionRequest
-from chat.streaming import DONE_EVENT, KEEPALIVE_COMMENT, sse_event
+from chat.seams import RelayRuntime
+from chat.streaming import DONE_EVENT, KEEPALIVE_COMMENT, sse_event, unless_stopping
 from chat.waiter import ChatWaiter
 
 RESTART_REASONS: Final[frozenset[str]] = frozenset({"restarted"})
@@ -178,7 +179,13 @@ class DeltaRelay:
         self.relayed_text = self.relayed_reasoning = ""
         self.pacer = self._new_pacer()  # the window is estimated from the pinned attempt's posts only
         model = entry.model or self.request.requested_models[0]
-        self.factory = ChunkFactory(self.request_id, self.created, model, build_system_fingerprint(entry.worker, model))
+        self.factory = ChunkFactory(
+            self.request_id,
+            self.created,
+            model,
+            build_system_fingerprint(entry.worker, model),
+            include_usage=self.request.include_usage,
+        )
 
     def _unpin(self) -> None:
         self.pinned_gen = None
@@ -303,7 +310,7 @@ async def relayed_stream(
     first_status: NativeStatus,
     created: int,
     on_end: Callable[[], None],
-    runtime: Any,
+    runtime: RelayRuntime,
     on_error: Callable[[OpenAIError], None] | None = None,
 ) -> AsyncIterator[bytes]:
     """The whole event stream of a relayed request: keepalives, relayed deltas (paced), then the final reply.
@@ -328,6 +335,8 @@ async def relayed_stream(
     """
     settings = waiter.settings
     request_id = waiter.request_id
+    deltas = runtime.deltas
+    assert deltas is not None, "a relayed stream runs only on a front with Redis (runtime.has_redis)"
     loop = asyncio.get_running_loop()
     relay = DeltaRelay(
         request,
@@ -342,9 +351,9 @@ async def relayed_stream(
     wait_task: asyncio.Future[NativeStatus] | None = None
     get_task: asyncio.Future[DeltaEntry] | None = None
     try:
-        queue: asyncio.Queue[DeltaEntry] = runtime.deltas.register(request_id)
+        queue: asyncio.Queue[DeltaEntry] = deltas.register(request_id)
         registered = True
-        wait_task = asyncio.ensure_future(waiter.wait_done(first_status))
+        wait_task = asyncio.ensure_future(unless_stopping(waiter, waiter.wait_done(first_status)))
         last_sent = loop.time()
         while not wait_task.done():
             chunks = relay.take_due(loop.time())
@@ -357,7 +366,7 @@ async def relayed_stream(
                 if get_task is not None:
                     get_task.cancel()
                     get_task = None
-                runtime.deltas.unregister(request_id)  # later entries would be ignored: stop reading them
+                deltas.unregister(request_id)  # later entries would be ignored: stop reading them
                 registered = False
             if relay.listening and get_task is None:
                 get_task = asyncio.ensure_future(queue.get())
@@ -384,7 +393,7 @@ async def relayed_stream(
             get_task.cancel()
             get_task = None
         if registered:
-            runtime.deltas.unregister(request_id)
+            deltas.unregister(request_id)
             registered = False
         try:
             status = wait_task.result()
@@ -421,5 +430,5 @@ async def relayed_stream(
                 task.cancel()
         if registered:
             with contextlib.suppress(Exception):
-                runtime.deltas.unregister(request_id)
+                deltas.unregister(request_id)
         on_end()

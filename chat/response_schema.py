@@ -6,7 +6,7 @@ these models, so ``chat.schema.ChatCompletionResponse`` names the same class.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from horde_sdk.worker.chat_declaration import ChatFinishReason
 from pydantic import BaseModel, ConfigDict
@@ -16,8 +16,11 @@ class _Response(BaseModel):
     model_config = ConfigDict(use_attribute_docstrings=True)
 
 
-FinishReason = Literal[tuple(reason.value for reason in ChatFinishReason)]
-"""OpenAI's finish reasons: the values of horde-sdk's ``ChatFinishReason``."""
+if TYPE_CHECKING:
+    FinishReason = str  # a Literal built at run time is opaque to a type checker; pydantic reads the real one
+else:
+    FinishReason = Literal[tuple(reason.value for reason in ChatFinishReason)]
+    """OpenAI's finish reasons: the values of horde-sdk's ``ChatFinishReason``."""
 
 
 class ResponseFunctionCall(_Response):
@@ -79,7 +82,8 @@ class ContextAdjustment(_Response):
 
 class HordeExtras(_Response):
     """The Horde's additions to a completion or finish chunk; not part of OpenAI's API. Only the keys that apply
-    are present."""
+    are present.
+    """
 
     notice: str | None = None
     """Present when the reply has no visible text (whitespace is not visible text) and no tool calls, such as a
@@ -220,6 +224,9 @@ class ChunkChoice(_Response):
     delta: ChunkDelta
     """The increment; ``{}`` on the finish chunk."""
 
+    logprobs: None = None
+    """Always null, on every chunk choice: workers do not return log probabilities."""
+
     finish_reason: FinishReason | None
     """Null until the finish chunk, which carries ``stop``, ``length``, ``content_filter`` or ``tool_calls``."""
 
@@ -253,13 +260,14 @@ class ChatCompletionChunk(_Response):
     """One choice, or none on the usage chunk."""
 
     usage: Usage | None = None
-    """On the usage chunk only, the last before ``data: [DONE]``, sent when ``stream_options.include_usage`` is
-    true."""
+    """Sent only when ``stream_options.include_usage`` is true: the counts on the usage chunk (``choices: []``), the
+    last before ``data: [DONE]``, and null on every chunk that has a choice, as OpenAI sends it."""
 
 
 class OpenAIErrorBody(_Response):
     """Why the front refused or failed the request, in OpenAI's error shape: a message, OpenAI's error type, the
-    request path at fault and a code, plus ``metadata`` on the errors that carry more facts."""
+    request path at fault and a code, plus ``metadata`` on the errors that carry more facts.
+    """
 
     message: str
     """What went wrong."""

@@ -16,7 +16,7 @@ bookkeeping, listed in :data:`UNION_TAGS` so chat.screening leaves them out of a
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Annotated, Any, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 from horde_sdk.generation_parameters.text.chat_limits import (
     MAX_CHAT_MAX_TOKENS,
@@ -53,7 +53,12 @@ MESSAGE_ROLES: Final[tuple[str, ...]] = ("system", "developer", "user", "assista
 """The message roles the front serves (reference: Message roles); OpenAI's deprecated ``function`` is refused."""
 
 USER_CONTENT_PART_TYPES: Final[tuple[str, ...]] = ("text", "image_url")
-"""The content part types of a user message; every other role takes ``text`` parts only."""
+"""The content part types of a user message; every other role takes ``text`` parts only, the assistant ``text`` and
+``refusal`` parts."""
+
+ASSISTANT_CONTENT_PART_TYPES: Final[tuple[str, ...]] = ("text", "refusal")
+"""The content part types of an assistant message in the history (OpenAI's): text, and the refusal OpenAI's models
+send in place of text."""
 
 RESPONSE_FORMAT_TYPES: Final[tuple[str, ...]] = ("text", *(format_type.value for format_type in ChatResponseFormatType))
 """The ``response_format.type`` values OpenAI's chat completions define: the unconstrained ``text`` and horde-sdk's
@@ -64,6 +69,11 @@ TOOL_CHOICE_MODES: Final[tuple[str, ...]] = tuple(
 )
 """The string ``tool_choice`` values: horde-sdk's ``ChatToolChoiceMode`` without ``function``, which is only the
 ``type`` of the object form."""
+
+if TYPE_CHECKING:
+    ToolChoiceMode = str  # a Literal built at run time is opaque to a type checker; pydantic reads the real one
+else:
+    ToolChoiceMode = Literal[TOOL_CHOICE_MODES]
 
 INVALID_JSON_TYPE_ERROR: Final = "invalid_json_type"
 """Pydantic error type of a value whose JSON type no member of a union takes; ``ctx.expected`` names the types."""
@@ -85,11 +95,23 @@ UNION_TAGS: Final[frozenset[str]] = frozenset(
         "<array>",
         "<object>",
         *(f"<{role}>" for role in MESSAGE_ROLES),
-        *(f"<{part_type}>" for part_type in USER_CONTENT_PART_TYPES),
+        *(f"<{part_type}>" for part_type in (*USER_CONTENT_PART_TYPES, *ASSISTANT_CONTENT_PART_TYPES)),
         *(f"<{format_type}>" for format_type in RESPONSE_FORMAT_TYPES),
     }
 )
 """Every tag the request's unions put into a pydantic error location; none is a request key."""
+
+
+FUNCTION_NAME_PATTERN: Final[str] = r"^[a-zA-Z0-9_-]+$"
+"""OpenAI's pattern of a function name and of a ``json_schema`` name: letters, digits, underscores and dashes."""
+
+FUNCTION_NAME_MAX_LENGTH: Final[int] = 64
+"""OpenAI's longest function name and ``json_schema`` name, in characters."""
+
+FunctionName = Annotated[
+    str, StringConstraints(min_length=1, max_length=FUNCTION_NAME_MAX_LENGTH, pattern=FUNCTION_NAME_PATTERN)
+]
+"""A name OpenAI accepts for a function or a response format schema: ``^[a-zA-Z0-9_-]{1,64}$``."""
 
 
 def openai_value_list(values: Iterable[str]) -> str:
@@ -190,6 +212,16 @@ class ImageContentPart(_Strict):
     """The image to show the model: its ``url`` and an optional ``detail`` hint."""
 
 
+class RefusalContentPart(_Strict):
+    """A refusal part of an assistant message in the history, as OpenAI's models send one in place of text."""
+
+    type: Literal["refusal"]
+    """Always ``refusal``."""
+
+    refusal: str
+    """The refusal's text; forwarded to the worker as that turn's text."""
+
+
 ContentPart = Annotated[
     Annotated[TextContentPart, Tag("<text>")] | Annotated[ImageContentPart, Tag("<image_url>")],
     _by_tag("type", USER_CONTENT_PART_TYPES),
@@ -201,6 +233,18 @@ TextContent = Annotated[
     _by_json_type("one of a string or array of objects"),
 ]
 """Message content of text only: a string or an array of text parts."""
+
+AssistantContentPart = Annotated[
+    Annotated[TextContentPart, Tag("<text>")] | Annotated[RefusalContentPart, Tag("<refusal>")],
+    _by_tag("type", ASSISTANT_CONTENT_PART_TYPES),
+]
+"""An assistant message's content part, chosen by its ``type``."""
+
+AssistantContent = Annotated[
+    Annotated[str, Tag("<string>")] | Annotated[list[AssistantContentPart], Tag("<array>")],
+    _by_json_type("one of a string or array of objects"),
+]
+"""Assistant message content: a string or an array of text and refusal parts."""
 
 UserContent = Annotated[
     Annotated[str, Tag("<string>")] | Annotated[list[ContentPart], Tag("<array>")],
@@ -225,8 +269,8 @@ class ToolCall(_Strict):
     id: str
     """The call's id, answered by a ``tool`` message's ``tool_call_id``."""
 
-    type: Literal["function"] = "function"
-    """Always ``function``."""
+    type: Literal["function"]
+    """Always ``function``; required, as OpenAI requires it."""
 
     function: FunctionCall
     """The function called and its arguments."""
@@ -275,13 +319,15 @@ class AssistantMessage(_Strict):
     """An earlier assistant reply in the history.
 
     The fields the OpenAI SDKs add when they replay their own reply (``refusal``, ``audio``, ``annotations``,
-    ``function_call``, ``parsed``) are dropped, not refused."""
+    ``function_call``, ``parsed``) are dropped, not refused.
+    """
 
     role: Literal["assistant"]
     """Always ``assistant``."""
 
-    content: TextContent | None = None
-    """The reply text; may be missing, null, empty or blank on a turn that only calls tools."""
+    content: AssistantContent | None = None
+    """The reply text, as a string or text and refusal parts (a refusal part's text is forwarded as text); may be
+    missing, null, empty or blank on a turn that only calls tools."""
 
     tool_calls: list[ToolCall] | None = None
     """The tool calls the reply made; each must be answered by a following ``tool`` message."""
@@ -317,8 +363,8 @@ Message = Annotated[
 class FunctionDefinition(_Strict):
     """A function the model may call."""
 
-    name: str
-    """The function's name."""
+    name: FunctionName
+    """The function's name: 1 to 64 letters, digits, underscores or dashes, as OpenAI requires."""
 
     description: str | None = None
     """What the function does; rendered into the worker's prompt."""
@@ -360,7 +406,7 @@ class NamedToolChoice(_Strict):
 
 
 ToolChoice = Annotated[
-    Annotated[Literal[TOOL_CHOICE_MODES], Tag("<string>")] | Annotated[NamedToolChoice, Tag("<object>")],
+    Annotated[ToolChoiceMode, Tag("<string>")] | Annotated[NamedToolChoice, Tag("<object>")],
     _by_json_type("one of a string or object"),
 ]
 """``none``, ``auto``, ``required`` or an object naming one function."""
@@ -376,14 +422,19 @@ class StreamOptions(_Strict):
     """Options of a streamed response. Unknown keys are refused at their path."""
 
     include_usage: bool | None = None
-    """When true, a last chunk with ``choices: []`` carries ``usage`` before ``data: [DONE]``."""
+    """When true, a last chunk with ``choices: []`` carries ``usage`` before ``data: [DONE]``, and every chunk before
+    it carries ``usage: null``."""
+
+    include_obfuscation: bool | None = None
+    """OpenAI's random padding of stream events against side-channel attacks. Accepted and ignored: the front sends
+    no ``obfuscation`` field, whatever the value."""
 
 
 class JsonSchemaFormat(_Strict):
     """The schema of a ``json_schema`` response format. Unknown keys are refused at their path."""
 
-    name: str
-    """The schema's name."""
+    name: FunctionName
+    """The schema's name: 1 to 64 letters, digits, underscores or dashes, as OpenAI requires."""
 
     description: str | None = None
     """What the schema describes."""
@@ -483,9 +534,9 @@ class ChatCompletionRequest(_Strict):
     """The conversation, oldest first. Roles: ``system``, ``developer``, ``user``, ``assistant`` and ``tool``
     (OpenAI's deprecated ``function`` role is refused). Unknown keys inside a message are dropped."""
 
-    model: str | None = None
-    """The model to use. Send exactly one of ``model`` and ``models``. A model the Horde does not know is 400
-    ``UnknownModel`` at ``model`` (OpenAI answers 404 ``model_not_found``)."""
+    model: ModelId | None = None
+    """The model to use; a non-empty model id. Send exactly one of ``model`` and ``models``. A model the Horde does
+    not know is 400 ``UnknownModel`` at ``model`` (OpenAI answers 404 ``model_not_found``)."""
 
     models: list[ModelId] | None = Field(default=None, min_length=1, max_length=MAX_CHAT_MODEL_COUNT)
     """1 to 5 non-empty, distinct model ids, any of which may serve the request (OpenRouter's fallback list);
@@ -638,6 +689,7 @@ from chat.response_schema import (  # noqa: E402
 )
 
 __all__ = [
+    "ASSISTANT_CONTENT_PART_TYPES",
     "MESSAGE_ROLES",
     "RESPONSE_FORMAT_TYPES",
     "TOOL_CHOICE_MODES",
@@ -654,9 +706,9 @@ __all__ = [
     "CompletionTokensDetails",
     "ContextAdjustment",
     "DeveloperMessage",
-    "HordeExtras",
     "FunctionCall",
     "FunctionDefinition",
+    "HordeExtras",
     "HordeOptions",
     "ImageContentPart",
     "ImageUrl",
@@ -666,6 +718,7 @@ __all__ = [
     "NamedToolChoice",
     "OpenAIErrorBody",
     "OpenAIErrorEnvelope",
+    "RefusalContentPart",
     "ResponseFunctionCall",
     "ResponseToolCall",
     "StreamOptions",

@@ -4,8 +4,9 @@ selection, Value and contract validation, Message roles, Refused parameter log l
 :func:`read_chat_request` is the one entry point: bytes in, a validated :class:`chat.schema.ChatCompletionRequest`
 out, or :class:`chat.errors.OpenAIError` raised with OpenAI's envelope (always a 400). The steps, in order:
 
-1. :func:`parse_json_body`: a body that is not JSON, not an object, or holds NaN, Infinity or -Infinity (or a number
-   too large for a double, or a lone UTF-16 surrogate) is 400 ``BadRequest`` with OpenAI's not-JSON message.
+1. :func:`parse_json_body`: a body that is not JSON, or holds NaN, Infinity or -Infinity (or a number too large for a
+   double, or a lone UTF-16 surrogate) is 400 ``BadRequest`` with OpenAI's not-JSON sentence; valid JSON that is not
+   an object is 400 ``BadRequest`` saying the body must be a JSON object.
 2. :func:`find_refused_parameter`: unknown top-level keys, non-default values of :data:`DEFAULT_NO_OP_PARAMETERS`,
    unsupported roles, ``tool_calls`` on a message other than an assistant message, and unsupported content part
    types are 400 ``UnsupportedChatParameter`` at their path.
@@ -45,6 +46,7 @@ from chat import errors
 from chat.contract import find_chat_rule_violation
 from chat.errors import OpenAIError
 from chat.schema import (
+    ASSISTANT_CONTENT_PART_TYPES,
     INVALID_JSON_TYPE_ERROR,
     INVALID_TAG_ERROR,
     MESSAGE_ROLES,
@@ -58,10 +60,15 @@ from chat.schema import (
 
 NOT_JSON_MESSAGE: Final[str] = (
     "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library "
-    "correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON. If you have trouble "
-    "figuring out how to fix this, please contact us through our help center at help.openai.com.)"
+    "correctly. This API expects a JSON object as the body of POST /v1/chat/completions, but what was sent was not "
+    "valid JSON. NaN, Infinity, numbers too large for a double and lone UTF-16 surrogates are not accepted either.)"
 )
-"""OpenAI's own message for a body that is not JSON (openai-errors.md)."""
+"""The message of a body that is not JSON: OpenAI's first sentence (openai-errors.md), then a hint that fits this
+front (OpenAI's own hint sends people to OpenAI's help center)."""
+
+NOT_AN_OBJECT_MESSAGE: Final[str] = "The request body must be a JSON object, but got {got} instead."
+"""The message of a body that is valid JSON but not an object (``[...]``, ``null``, ``5``); ``{got}`` is OpenAI's
+name of its JSON type (:func:`json_type_name`), such as ``an array``."""
 
 REFUSED_PARAMETER_LOG_LENGTH: Final[int] = 64
 """The most characters of a refused path written to the "Refused parameter log line", before its repr."""
@@ -144,9 +151,9 @@ UNDEFINED_OPENAI_PARAMETERS: Final[frozenset[str]] = frozenset(
 )
 """OpenAI parameters the front does not define: refused like any unknown key, whatever their value (even null),
 and named in the refusal counter's label (reference: Refusal attributes). The one exception, a deliberate deviation,
-is ``logit_bias`` at its no-op default (``{}`` or null), accepted and dropped (:data:`DEFAULT_NO_OP_PARAMETERS`). ``functions`` and ``function_call`` are
-OpenAI's deprecated forms of ``tools`` and ``tool_choice``; ``best_of``, ``echo`` and ``suffix`` are parameters of
-OpenAI's legacy completions route that clients send to chat."""
+is ``logit_bias`` at its no-op default (``{}`` or null), accepted and dropped (:data:`DEFAULT_NO_OP_PARAMETERS`).
+``functions`` and ``function_call`` are OpenAI's deprecated forms of ``tools`` and ``tool_choice``; ``best_of``,
+``echo`` and ``suffix`` are parameters of OpenAI's legacy completions route that clients send to chat."""
 
 COMMON_NON_OPENAI_SAMPLER_PARAMETERS: Final[frozenset[str]] = frozenset(
     {
@@ -221,13 +228,16 @@ on a tool message and the fields the OpenAI SDK adds to a replayed reply (``refu
 ``function_call``, ``parsed``)."""
 
 SUPPORTED_CONTENT_PART_TYPES: Final[Mapping[str, tuple[str, ...]]] = {
-    role: USER_CONTENT_PART_TYPES if role == "user" else ("text",) for role in MESSAGE_ROLES
+    role: {"user": USER_CONTENT_PART_TYPES, "assistant": ASSISTANT_CONTENT_PART_TYPES}.get(role, ("text",))
+    for role in MESSAGE_ROLES
 }
-"""The content part types each role takes: ``text`` and ``image_url`` in a user message, ``text`` elsewhere."""
+"""The content part types each role takes: ``text`` and ``image_url`` in a user message, ``text`` and ``refusal`` in
+an assistant message, ``text`` elsewhere."""
 
 CONTENT_PART_KEYS: Final[Mapping[str, frozenset[str]]] = {
     "text": frozenset({"type", "text"}),
     "image_url": frozenset({"type", "image_url"}),
+    "refusal": frozenset({"type", "refusal"}),
 }
 """The keys a content part retains, by type."""
 
@@ -312,19 +322,23 @@ def _holds_lone_surrogate(value: object) -> bool:
 
 
 def parse_json_body(raw: bytes) -> dict[str, Any]:
-    """Parse a body as a JSON object.
+    r"""Parse a body as a JSON object.
 
     NaN, Infinity and -Infinity, a number that overflows a double (``1e400``) and an escaped lone UTF-16 surrogate
-    (``"\\ud800"``, which no UTF-8 text can carry on to the Horde) are refused like any invalid JSON.
+    (``"\ud800"``, which no UTF-8 text can carry on to the Horde) are refused like any invalid JSON.
 
     Raises:
-        OpenAIError: 400 ``BadRequest`` with OpenAI's not-JSON message and param null.
+        OpenAIError: 400 ``BadRequest``, param null: :data:`NOT_JSON_MESSAGE` for a body that is not JSON,
+            :data:`NOT_AN_OBJECT_MESSAGE` for valid JSON that is not an object.
     """
     try:
         body = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
     except (ValueError, UnicodeDecodeError, RecursionError):
         raise OpenAIError(status=400, message=NOT_JSON_MESSAGE, code=errors.BAD_REQUEST) from None
-    if not isinstance(body, dict) or (_SURROGATE_ESCAPE.search(raw) and _holds_lone_surrogate(body)):
+    if not isinstance(body, dict):
+        message = NOT_AN_OBJECT_MESSAGE.format(got=json_type_name(body))
+        raise OpenAIError(status=400, message=message, code=errors.BAD_REQUEST)
+    if _SURROGATE_ESCAPE.search(raw) and _holds_lone_surrogate(body):
         raise OpenAIError(status=400, message=NOT_JSON_MESSAGE, code=errors.BAD_REQUEST)
     return body
 
@@ -375,7 +389,8 @@ def unsupported_chat_parameter(param: str, message: str, *, path: str | None = N
 
 def show_value(value: object) -> str:
     """A client's value as an error message quotes it: ``'text'`` for a string, else compact JSON; cut to
-    :data:`SHOWN_VALUE_LENGTH` characters with ``…``."""
+    :data:`SHOWN_VALUE_LENGTH` characters with ``…``.
+    """
     if isinstance(value, str):
         text = f"'{value}'"
     else:
@@ -514,7 +529,8 @@ def _refused_in_message(index: int, message: dict[str, Any]) -> RefusedParameter
 
 def drop_default_no_ops(body: Mapping[str, Any]) -> dict[str, Any]:
     """Return ``body`` without the :data:`DEFAULT_NO_OP_PARAMETERS` keys, whose values screening found at their
-    default (reference: Parameter screening, step 2)."""
+    default (reference: Parameter screening, step 2).
+    """
     return {key: value for key, value in body.items() if key not in DEFAULT_NO_OP_PARAMETERS}
 
 
@@ -610,7 +626,7 @@ def _number(value: object) -> str:
 
 
 def _quoted_values(expected: str) -> str:
-    """pydantic's ``'a', 'b' or 'c'`` as OpenAI's ``'a', 'b', and 'c'``."""
+    """Pydantic's ``'a', 'b' or 'c'`` as OpenAI's ``'a', 'b', and 'c'``."""
     return openai_value_list(re.findall(r"'((?:[^'\\]|\\.)*)'", expected))
 
 
@@ -710,6 +726,12 @@ def openai_error_from_validation(error: ErrorDetails, body: object = None) -> Op
         message = _range_message(path, kind, value, ctx)
         if top in RANGED_PARAMETERS:
             return unsupported_chat_parameter(path, message)
+        return OpenAIError(status=400, message=message, code=errors.BAD_REQUEST, param=path)
+    if kind == "string_pattern_mismatch":
+        message = (
+            f"Invalid '{path}': string does not match pattern. Expected a string that matches the pattern "
+            f"'{ctx.get('pattern', '')}'."
+        )
         return OpenAIError(status=400, message=message, code=errors.BAD_REQUEST, param=path)
     if kind in ("too_short", "too_long", "string_too_short", "string_too_long"):
         message = _length_message(path, kind, value, ctx)

@@ -1,7 +1,8 @@
 """The server-sent event sequence of a streamed chat completion.
 
 Reference sections: "Buffered stream events" (the chunk order), "Stream errors" (an error after the 200 headers is
-``data: {"error": ...}`` then ``data: [DONE]``). While the request waits, a keepalive comment goes out every
+``data: {"error": ...}`` then ``data: [DONE]``; so is the process stopping, ``FrontShuttingDown``). While the request
+waits, a keepalive comment goes out every
 ``HORDE_OAI_KEEPALIVE_SECONDS`` so proxies and clients keep the connection open.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
 from django.http import StreamingHttpResponse
@@ -55,6 +56,7 @@ class ChatEventStream(StreamingHttpResponse):
         self._loop = loop
 
     def close(self) -> None:
+        """Close the response (Django calls it when the stream ends or the client leaves), then run ``on_end``."""
         try:
             with contextlib.suppress(RuntimeError):  # the loop is closed: the process is shutting down
                 self._loop.call_soon_threadsafe(self._on_end)
@@ -62,10 +64,23 @@ class ChatEventStream(StreamingHttpResponse):
             super().close()
 
 
+async def unless_stopping[T](waiter: ChatWaiter, awaitable: Awaitable[T]) -> T:
+    """Await ``awaitable``, unless the front's process starts stopping first: then 503 ``FrontShuttingDown`` is
+    raised (``chat.runtime.FrontRuntime.unless_stopping``), which a stream sends as its error event before ``data:
+    [DONE]``. A waiter whose runtime has no shutdown (a test's) just awaits.
+    """
+    guard = getattr(getattr(waiter, "runtime", None), "unless_stopping", None)
+    if guard is None:
+        return await awaitable
+    result: T = await guard(awaitable, waiter.request_id)
+    return result
+
+
 def error_events(error: OpenAIError) -> list[bytes]:
     """The end of a stream whose wait failed after the 200 headers: ``data: {"error": ...}`` then ``data: [DONE]``
     (reference: Stream errors). The error's ``metadata.retry_after`` holds the interval its ``Retry-After`` header
-    would have had (``no_eligible_worker`` after the grace: 30); its HTTP status is never sent."""
+    would have had (``no_eligible_worker`` after the grace: 30); its HTTP status is never sent.
+    """
     return [error.sse_event(), DONE_EVENT]
 
 
@@ -91,7 +106,7 @@ async def buffered_stream(
     ``on_end`` runs when the stream ends for any reason (finished, error, client disconnect); the caller cancels the
     native request there when it is not terminal. ``on_error`` is told the error of an error event (chat.logs).
     """
-    wait_task = asyncio.ensure_future(waiter.wait_done(first_status))
+    wait_task = asyncio.ensure_future(unless_stopping(waiter, waiter.wait_done(first_status)))
     try:
         async for comment in with_keepalives(wait_task, waiter.settings.keepalive_seconds):
             yield comment

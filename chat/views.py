@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
 from chat import errors
@@ -20,7 +21,7 @@ from chat.logs import RequestRecord, record_refusal
 from chat.mapping import build_completion, build_native_payload, relays_deltas
 from chat.metrics import STAGE_SUBMIT, front_metrics
 from chat.relayed_stream import relayed_stream
-from chat.runtime import get_runtime
+from chat.runtime import FrontRuntime, get_runtime
 from chat.screening import read_chat_request
 from chat.streaming import SSE_HEADERS, ChatEventStream, buffered_stream
 from chat.waiter import ChatWaiter, submit_refusal_error
@@ -59,7 +60,7 @@ def method_not_allowed(allowed: str) -> HttpResponse:
     ).to_response()
 
 
-async def submit_shielded(runtime: Any, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
+async def submit_shielded(runtime: FrontRuntime, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
     """Submit, so that a client disconnecting meanwhile still gets the request cancelled once the Horde answers.
 
     The submit runs as its own task; when the view is cancelled while it runs, the request it creates is handed to
@@ -80,12 +81,13 @@ async def submit_shielded(runtime: Any, payload: dict[str, Any], apikey: str | N
 
 
 @csrf_exempt
-async def chat_completions(request: HttpRequest) -> HttpResponse:
+async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     """Serve one chat completion, streamed or not (OpenAI's ``POST /v1/chat/completions``).
 
     Every refusal before the stream's headers is OpenAI's JSON error with its status, ``Retry-After`` and
     ``x-should-retry`` (reference: No eligible worker, Stream errors); a request abandoned after submit (refusal,
-    timeout, client disconnect) is cancelled at the Horde.
+    timeout, client disconnect, the process stopping) is cancelled at the Horde. When the process stops
+    (chat.runtime), a request not yet answered gets 503 ``FrontShuttingDown`` with ``Retry-After``.
     """
     if request.method != "POST":
         return method_not_allowed("POST")
@@ -100,6 +102,8 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         return error.to_response()
 
     runtime = get_runtime()
+    if runtime.stopping.is_set():
+        return errors.front_shutting_down(None).to_response()  # stopping: nothing is submitted any more
     record = RequestRecord(chat_request, started=started)
     stream_progress = relays_deltas(chat_request) and runtime.has_redis
     record.relayed = stream_progress
@@ -114,7 +118,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         record.finish()
         return error.to_response()
     except HordeUnreachable as exc:
-        error = errors.horde_unavailable(str(exc))
+        error = errors.horde_unavailable(exc.detail, reached=exc.reached)
         record.failed(error)
         record.finish()
         return error.to_response()
@@ -152,7 +156,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
 
     handed_to_stream = False
     try:
-        first_status = await waiter.first_read()
+        first_status = await runtime.unless_stopping(waiter.first_read(), submitted.id)
         if chat_request.is_stream:
             if stream_progress:
                 events = relayed_stream(
@@ -167,7 +171,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
                 response[name] = value
             handed_to_stream = True
             return response
-        status = await waiter.wait_done(first_status)
+        status = await runtime.unless_stopping(waiter.wait_done(first_status), submitted.id)
         record.completion = build_completion(chat_request, status, submitted.id, created)
         record.completed_at = time.time()
         return json_response(record.completion)

@@ -38,9 +38,11 @@ from typing import Any, Final
 from horde_sdk.generation_parameters.text.chat_policy import ChatGuarantee, ChatLimitField, ChatServiceGapKind
 from horde_sdk.worker.chat_declaration import ChatFaultReason
 
-from chat import errors
+from chat import errors, refusals
 from chat.errors import OpenAIError
 from chat.horde_client import HordeRefusal, HordeUnreachable, NativeStatus
+from chat.schema import ChatCompletionRequest
+from chat.seams import HordeApi, WaiterRuntime
 
 MAX_CONSECUTIVE_READ_FAILURES: Final[int] = 3
 """Status reads that may fail in a row (unreachable Horde, 5xx) before the wait ends with ``HordeUnavailable``."""
@@ -107,7 +109,8 @@ def is_terminal(status: NativeStatus) -> bool:
 
 def is_done_without_generation(status: NativeStatus) -> bool:
     """Done, not faulted, no finished generation and no job waiting or processing (reference: Completion without a
-    generation). A done status that still reports a job waiting or processing is unfinished."""
+    generation). A done status that still reports a job waiting or processing is unfinished.
+    """
     return (
         status.done
         and not status.faulted
@@ -119,7 +122,8 @@ def is_done_without_generation(status: NativeStatus) -> bool:
 
 def has_queue_information(status: NativeStatus) -> bool:
     """A positive ``queue_position`` or ``wait_time``, or a processing or finished generation (reference: Queue
-    position refresh): a newly submitted request may read 0 for both until the Horde refreshes its cache."""
+    position refresh): a newly submitted request may read 0 for both until the Horde refreshes its cache.
+    """
     return status.queue_position > 0 or status.wait_time > 0 or has_started(status)
 
 
@@ -150,7 +154,8 @@ def _names(values: Any) -> list[str]:
 
 def is_size_limit_gap(reason: Mapping[str, Any]) -> bool:
     """Whether a declaration gap is only ``max_length`` and/or ``max_context_length`` in ``exceeded_limits``, with no
-    missing declaration (reference: Size limit gaps); any other mix keeps the 404."""
+    missing declaration (reference: Size limit gaps); any other mix keeps the 404.
+    """
     exceeded = _names(reason.get("exceeded_limits"))
     return (
         not _names(reason.get("missing_declarations"))
@@ -194,7 +199,8 @@ def declaration_gap_message(reason: Mapping[str, Any], *, listed_models: bool, c
 
 def largest_declared_limit(entries: Iterable[Mapping[str, Any]], models: Sequence[str], limit: str) -> int | None:
     """The largest ``chat.<limit>`` of the model list's entries for ``models`` (native ``GET /v2/status/models``), or
-    None when no requested model has a chat entry with that limit (reference: Size limit gaps)."""
+    None when no requested model has a chat entry with that limit (reference: Size limit gaps).
+    """
     wanted = set(models)
     values = []
     for entry in entries:
@@ -213,7 +219,8 @@ def size_limit_gap_message(
     ``No worker eligible for this request currently declares a completion limit that high. The largest any online
     worker for the model declares now is 1024 tokens.`` ("a context length" for ``max_context_length``; "for the
     listed models" under ``models``; the limit's name in place of the value when ``largest`` has none). ``cancelled``
-    adds "The request was cancelled." (reference: Size limit gaps)."""
+    adds "The request was cancelled." (reference: Size limit gaps).
+    """
     subject = "the listed models" if listed_models else "the model"
     exceeded = set(exceeded)
     sentences = []
@@ -282,7 +289,7 @@ def service_gap_error(
 
 
 async def service_gap_error_from_horde(
-    horde: Any,
+    horde: HordeApi,
     reason: Mapping[str, Any],
     *,
     requested_models: Sequence[str],
@@ -309,18 +316,21 @@ async def service_gap_error_from_horde(
     )
 
 
-async def submit_refusal_error(horde: Any, refusal: HordeRefusal, request: Any) -> OpenAIError:
+async def submit_refusal_error(horde: HordeApi, refusal: HordeRefusal, request: ChatCompletionRequest) -> OpenAIError:
     """Map a refusal of ``POST /v2/generate/chat/async`` (reference: Model availability, Native admission refusals).
 
     ``NoEligibleWorker`` with an ``impossible_reason`` of kind ``declaration_gap`` in the body is
     :func:`service_gap_error` without a request id (the Horde created no request); every other refusal is
-    :func:`chat.errors.error_from_refusal` (a ``NoEligibleWorker`` without a known reason is 503
+    :func:`chat.refusals.error_from_refusal` (a ``NoEligibleWorker`` without a known reason is 503
     ``no_eligible_worker`` with ``Retry-After: 30`` and the Horde's message). ``request`` is the validated
     ``ChatCompletionRequest``.
     """
     reason = (refusal.body or {}).get("impossible_reason")
-    is_gap = isinstance(reason, dict) and reason.get("kind") == DECLARATION_GAP
-    if refusal.rc == errors.NO_ELIGIBLE_WORKER_RC and is_gap:
+    if (
+        refusal.rc == errors.NO_ELIGIBLE_WORKER_RC
+        and isinstance(reason, dict)
+        and reason.get("kind") == DECLARATION_GAP
+    ):
         return await service_gap_error_from_horde(
             horde,
             reason,
@@ -328,7 +338,7 @@ async def submit_refusal_error(horde: Any, refusal: HordeRefusal, request: Any) 
             listed_models=request.models is not None,
             request_id=None,
         )
-    return errors.error_from_refusal(refusal, request=request)
+    return refusals.error_from_refusal(refusal, request=request)
 
 
 def queue_refusal_reason(status: NativeStatus, remaining_seconds: float) -> str | None:
@@ -350,7 +360,8 @@ def queue_refusal_reason(status: NativeStatus, remaining_seconds: float) -> str 
 
 def queue_retry_after(wait_time: int | None) -> int:
     """``Retry-After`` of a ``queue_unavailable``: the estimated wait in seconds, at most
-    :data:`QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS`; the cap when there is no positive estimate."""
+    :data:`QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS`; the cap when there is no positive estimate.
+    """
     if not wait_time or wait_time <= 0:
         return QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS
     return min(int(wait_time), QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS)
@@ -365,7 +376,8 @@ def queue_unavailable_message(
     reason: str, *, threads: int | None, wait_time: int, remaining_seconds: float, cancelled: bool = True
 ) -> str:
     """The ``queue_unavailable`` message, stating the eligible worker threads, the estimated wait and the remaining
-    budget at the deciding read (reference: Fail-fast admission)."""
+    budget at the deciding read (reference: Fail-fast admission).
+    """
     if threads is None:
         thread_text = "an unknown number of eligible worker threads"
     else:
@@ -389,7 +401,8 @@ def queue_unavailable_error(
 ) -> OpenAIError:
     """503 ``queue_unavailable`` at ``horde.availability_mode`` with ``Retry-After`` from :func:`queue_retry_after`
     (reference: Fail-fast admission). ``metadata`` holds ``request_id``, ``reason``, ``eligible_worker_threads``,
-    ``wait_time`` and ``remaining_budget_seconds``."""
+    ``wait_time`` and ``remaining_budget_seconds``.
+    """
     return OpenAIError(
         status=503,
         message=queue_unavailable_message(
@@ -413,7 +426,8 @@ def queue_unavailable_error(
 
 def grace_error(grace_seconds: float, request_id: str) -> OpenAIError:
     """503 ``no_eligible_worker`` when the fail-fast grace ended (reference: Model availability), with
-    ``Retry-After: 30`` and ``x-should-retry: false`` (:func:`chat.errors.no_eligible_worker`)."""
+    ``Retry-After: 30`` and ``x-should-retry: false`` (:func:`chat.errors.no_eligible_worker`).
+    """
     return errors.no_eligible_worker(
         f"No online worker could serve this request for {grace_seconds:g} seconds: the workers serving the model "
         "went offline or are busy with other work." + CANCELLED_SENTENCE,
@@ -453,7 +467,8 @@ class ChatWaiter:
     """Waits for one native request.
 
     Args:
-        runtime: The process's chat.runtime.FrontRuntime (``horde``, ``signals``, ``settings``).
+        runtime: The process's chat.runtime.FrontRuntime, or any :class:`chat.seams.WaiterRuntime` (``horde``,
+            ``signals``, ``settings``).
         request_id: The native request id.
         apikey: The client's key, sent on every read.
         timeout_seconds: The request's budget (``nonstream_timeout_seconds`` or ``stream_timeout_seconds``).
@@ -465,12 +480,12 @@ class ChatWaiter:
 
     def __init__(
         self,
-        runtime: Any,
+        runtime: WaiterRuntime,
         request_id: str,
         apikey: str | None,
         *,
         timeout_seconds: float,
-        request: Any = None,
+        request: ChatCompletionRequest | None = None,
         clock: Clock = time.monotonic,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
@@ -484,8 +499,8 @@ class ChatWaiter:
         self.deadline = self.started_at + timeout_seconds
         self.timeout_seconds = timeout_seconds
         self.requested_models: list[str] = list(request.requested_models) if request is not None else []
-        self.listed_models = request is not None and getattr(request, "models", None) is not None
-        self.availability_mode: str = getattr(request, "availability_mode", "wait") if request is not None else "wait"
+        self.listed_models = request is not None and request.models is not None
+        self.availability_mode: str = request.availability_mode if request is not None else "wait"
         self.terminal = False
         self.first_status: NativeStatus | None = None
         """The first successful status read (the finished log line's ``first_read_*``)."""
@@ -506,7 +521,7 @@ class ChatWaiter:
 
     def close(self) -> None:
         """Stop listening for this request's signals."""
-        if self._signal_queue is not None:
+        if self._signal_queue is not None and self.runtime.signals is not None:
             self.runtime.signals.unregister(self.request_id)
             self._signal_queue = None
 
@@ -517,7 +532,8 @@ class ChatWaiter:
 
     def timeout_error(self) -> OpenAIError:
         """408 ``ChatRequestTimeout`` with ``x-should-retry: false``: the request already waited its whole budget, and
-        a silent SDK retry (two by default) would triple the client's wait."""
+        a silent SDK retry (two by default) would triple the client's wait.
+        """
         return OpenAIError(
             status=408,
             message=f"No worker finished the request within {self.timeout_seconds:g} seconds." + CANCELLED_SENTENCE,
@@ -529,26 +545,31 @@ class ChatWaiter:
     # --- reads and sleeps ----------------------------------------------------------------------------------------
 
     async def read(self) -> NativeStatus | None:
-        """One status read; None for a failure that may pass (a 429 is waited out for its ``Retry-After``). Raises
-        OpenAIError for a refusal (such as 404 ``RequestNotFound`` or 401 ``InvalidAPIKey``, with the request's id as
-        ``metadata.request_id``) or after :data:`MAX_CONSECUTIVE_READ_FAILURES` failures in a row (502
-        ``HordeUnavailable``)."""
+        """One status read; None for a failure that may pass (a 429 is waited out for its ``Retry-After``).
+
+        Raises OpenAIError for a refusal (such as 404 ``RequestNotFound`` or 401 ``InvalidAPIKey``, with the request's
+        id as ``metadata.request_id``) or after :data:`MAX_CONSECUTIVE_READ_FAILURES` failures in a row (502
+        ``HordeUnavailable``).
+        """
         try:
             status = await self.runtime.horde.status(self.request_id, self.apikey)
         except HordeRefusal as refusal:
             if refusal.status >= 500:
-                return self._failed_read(f"{refusal.status} {refusal.rc}: {refusal.message}")
+                detail = f"HTTP {refusal.status} {refusal.rc or 'without an error code'}: {refusal.message}"
+                self._failed_read(detail, reached=True)
+                return None
             if refusal.status == 429:
                 # A rate-limited poll says nothing about the request: wait out its Retry-After (within the budget)
                 # and read again; the request's own timeout bounds this.
-                retry_after = errors.error_from_refusal(refusal).retry_after or 0
+                retry_after = refusals.error_from_refusal(refusal).retry_after or 0
                 await self._sleep(min(float(retry_after), self.remaining_seconds))
                 return None
-            error = errors.error_from_refusal(refusal)
+            error = refusals.error_from_refusal(refusal)
             error.metadata = {**(error.metadata or {}), "request_id": self.request_id}
             raise error from None
         except HordeUnreachable as exc:
-            return self._failed_read(str(exc))
+            self._failed_read(exc.detail, reached=exc.reached)
+            return None
         self._read_failures = 0
         self.last_status = status
         if self.started_seen_at is None and has_started(status):
@@ -558,13 +579,11 @@ class ChatWaiter:
         self.terminal = is_terminal(status)
         return status
 
-    def _failed_read(self, detail: str) -> None:
+    def _failed_read(self, detail: str, *, reached: bool) -> None:
         self._read_failures += 1
         if self._read_failures >= MAX_CONSECUTIVE_READ_FAILURES:
-            error = errors.horde_unavailable(detail)
-            error.metadata = {"request_id": self.request_id}
-            raise error
-        return None
+            # The caller cancels the request when the wait ends here (chat.views).
+            raise errors.horde_unavailable(detail, reached=reached, request_id=self.request_id)
 
     async def _next_signal(self, seconds: float) -> str | None:
         """Wait up to ``seconds`` for this request's next signal; return its event, or None when the time passed."""
@@ -588,7 +607,8 @@ class ChatWaiter:
 
     async def sleep_until_wake(self, seconds: float | None = None) -> None:
         """Sleep until a signal for this request arrives or ``seconds`` (default ``signal_recheck_seconds``) pass,
-        never past the budget. A ``cancelled`` signal sets :attr:`cancelled_signal`."""
+        never past the budget. A ``cancelled`` signal sets :attr:`cancelled_signal`.
+        """
         delay = self.settings.signal_recheck_seconds if seconds is None else seconds
         delay = max(0.0, min(delay, self.remaining_seconds))
         self.wakes += 1
@@ -604,7 +624,8 @@ class ChatWaiter:
     async def sleep_full(self, seconds: float) -> None:
         """Sleep the whole ``seconds`` (never past the budget) whatever signals arrive, ending early only for a
         ``cancelled`` signal (reference: Completion without a generation: the recheck comes after
-        ``signal_recheck_seconds``)."""
+        ``signal_recheck_seconds``).
+        """
         end = self.clock() + max(0.0, min(seconds, self.remaining_seconds))
         self.wakes += 1
         self.woke_by = "timer"

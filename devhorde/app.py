@@ -249,7 +249,7 @@ _application: Starlette | None = None
 
 def __getattr__(name: str) -> Any:
     """``devhorde.app.application``: built from the environment on first access (see :func:`app_from_env`)."""
-    global _application
+    global _application  # noqa: PLW0603 - a module __getattr__ builds the app lazily, once (PEP 562)
     if name == "application":
         if _application is None:
             _application = app_from_env()

@@ -329,7 +329,8 @@ class DevHorde:
     def submit(self, payload: Any, apikey: str | None, client_agent: str | None) -> HordeReply:
         """Answer a submit with :meth:`answer_submit` and record it in :attr:`submits`: ``{"status", "rc", "id",
         "payload"}`` (``rc`` and ``id`` null when the answer has none), so a test can count what reached the Horde,
-        refusals included."""
+        refusals included.
+        """
         reply = self.answer_submit(payload, apikey, client_agent)
         body = reply.body if isinstance(reply.body, dict) else {}
         self.submits.append({"status": reply.status, "rc": body.get("rc"), "id": body.get("id"), "payload": payload})
@@ -485,7 +486,8 @@ class DevHorde:
 
     def status(self, request_id: str) -> HordeReply:
         """Handle ``GET /v2/generate/chat/status/{id}`` (contract: Status); 404 ``RequestNotFound`` when unknown or
-        expired."""
+        expired.
+        """
         request = self._lookup(request_id)
         if request is None:
             return _refusal(404, NOT_FOUND_MESSAGE, "RequestNotFound")
@@ -677,10 +679,14 @@ class DevHorde:
     def _job_finished(self, worker_name: str) -> None:
         self._jobs_done[worker_name] += 1
         worker = self.scenario.worker(worker_name)
-        if worker is not None and worker.offline_after_jobs is not None:
-            if self._jobs_done[worker_name] >= worker.offline_after_jobs and worker.online:
-                self.patch_worker(worker_name, {"online": False})
-                return
+        if (
+            worker is not None
+            and worker.offline_after_jobs is not None
+            and self._jobs_done[worker_name] >= worker.offline_after_jobs
+            and worker.online
+        ):
+            self.patch_worker(worker_name, {"online": False})
+            return
         self._dispatch()
 
     def _plan(self, request: ChatRequest, worker: WorkerSpec) -> ReplyPlan | ChatFaultReason:
@@ -851,9 +857,7 @@ class DevHorde:
             ChatToolChoiceMode.REQUIRED,
             ChatToolChoiceMode.FUNCTION,
         )
-        if forced and not calls:
-            return False
-        return True
+        return not (forced and not calls)
 
     async def _complete(self, request: ChatRequest, worker: WorkerSpec, attempt: Attempt, plan: ReplyPlan) -> None:
         message: dict[str, Any] = {"content": plan.content}
@@ -903,7 +907,8 @@ class DevHorde:
 
     def models_status(self, model_type: str) -> list[dict[str, Any]]:
         """Handle ``GET /v2/status/models?type=text`` (contract: Models): one entry per model with an online worker,
-        with a ``chat`` object when an online chat worker serves it."""
+        with a ``chat`` object when an online chat worker serves it.
+        """
         if model_type not in ("text", "all", ""):
             return []
         entries: list[dict[str, Any]] = []
@@ -994,7 +999,8 @@ class DevHorde:
 
     def describe_requests(self) -> list[dict[str, Any]]:
         """Every request for ``GET /_devhorde/requests``: id, state, cancelled, the native payload as received,
-        the ``apikey`` header, and the attempts."""
+        the ``apikey`` header, and the attempts.
+        """
         now = self._now()
         self._expire_due()
         return [

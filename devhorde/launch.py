@@ -17,7 +17,8 @@ def free_port() -> int:
     """A free TCP port on 127.0.0.1."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def wait_http(url: str, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:

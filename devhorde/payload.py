@@ -355,17 +355,33 @@ def message_text(message: Mapping[str, Any]) -> str:
     return ""
 
 
-def _tool_history_refusal(messages: list[Mapping[str, Any]]) -> RuleRefusal | None:
-    """OpenAI's tool history rule and the tool call bounds, over the conversation."""
-    open_calls: set[str] = set()
-    open_since: int | None = None
+UNANSWERED_TOOL_CALLS_MESSAGE: Final[str] = (
+    "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. "
+    "The following tool_call_ids did not have response messages: {ids}"
+)
+"""OpenAI's message for tool calls left unanswered; ``{ids}`` is the unanswered ids, in call order, joined by ", "."""
+
+ORPHAN_TOOL_MESSAGE: Final[str] = (
+    "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."
+)
+"""OpenAI's message (and spelling) for a tool message that answers no call still open."""
+
+UNKNOWN_TOOL_CALL_ID_MESSAGE: Final[str] = (
+    "Invalid parameter: 'tool_call_id' of '{tool_call_id}' not found in 'tool_calls' of previous message."
+)
+"""OpenAI's message for a tool message whose ``tool_call_id`` is not a call of the assistant turn it follows."""
+
+
+def _tool_call_bounds_refusal(messages: list[Mapping[str, Any]]) -> RuleRefusal | None:
+    """``tool_calls`` on a message that is not an assistant's, and the Horde's tool call bounds."""
     for index, message in enumerate(messages):
         role = message.get("role")
         tool_calls = message.get("tool_calls") or []
         if tool_calls and role != "assistant":
             return RuleRefusal(
                 "UnsupportedChatParameter",
-                "Invalid parameter: only messages with role 'assistant' can carry 'tool_calls'.",
+                f"Invalid parameter: only messages with role 'assistant' can have 'tool_calls', but "
+                f"'messages[{index}]' has role '{role}'.",
                 f"messages[{index}].tool_calls",
             )
         if len(tool_calls) > MAX_CHAT_TOOL_CALLS_PER_MESSAGE:
@@ -381,27 +397,56 @@ def _tool_history_refusal(messages: list[Mapping[str, Any]]) -> RuleRefusal | No
                     f"A tool call id may be at most {MAX_CHAT_TOOL_CALL_ID_CHARS} characters.",
                     f"messages[{index}].tool_calls[{call_index}].id",
                 )
+    return None
+
+
+def tool_history_refusal(messages: list[Mapping[str, Any]]) -> RuleRefusal | None:
+    """OpenAI's tool history rule over the conversation, with OpenAI's messages and params.
+
+    An assistant message with ``tool_calls`` opens its calls; ``tool`` messages must follow it, each answering one
+    call still open, before any other message. The first breach, in message order:
+
+    - a ``tool`` message that does not follow an assistant turn with calls (or the tool messages answering it):
+      ``messages.[i].role``, OpenAI's orphan message;
+    - a ``tool`` message whose ``tool_call_id`` is not a call of the assistant turn it follows:
+      ``messages.[i].tool_call_id``;
+    - a second answer to one call: ``messages.[i].role``, the orphan message (it answers no call still open);
+    - another message while calls are open: ``messages.[i].role``, naming the unanswered ids in call order;
+    - the conversation ending while calls are open: ``messages``, likewise.
+
+    The front applies the same rule before submitting (the agreement is tested by running both over one table).
+    """
+    offered: set[str] = set()
+    open_calls: list[str] = []
+    for index, message in enumerate(messages):
+        role = message.get("role")
         if role == "tool":
             call_id = message.get("tool_call_id")
-            if call_id not in open_calls:
+            if not offered:
+                return RuleRefusal("UnsupportedChatParameter", ORPHAN_TOOL_MESSAGE, f"messages.[{index}].role")
+            if call_id not in offered:
                 return RuleRefusal(
                     "UnsupportedChatParameter",
-                    "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with "
-                    "'tool_calls'.",
-                    f"messages[{index}].role",
+                    UNKNOWN_TOOL_CALL_ID_MESSAGE.format(tool_call_id=call_id),
+                    f"messages.[{index}].tool_call_id",
                 )
-            open_calls.discard(call_id)
+            if call_id not in open_calls:
+                return RuleRefusal("UnsupportedChatParameter", ORPHAN_TOOL_MESSAGE, f"messages.[{index}].role")
+            open_calls.remove(call_id)
             continue
-        if open_calls and open_since is not None:
+        if open_calls:
             return RuleRefusal(
                 "UnsupportedChatParameter",
-                "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
-                f"'tool_call_id'. The following tool_call_ids did not have response messages: "
-                f"{', '.join(sorted(open_calls))}",
-                f"messages[{open_since}].tool_calls",
+                UNANSWERED_TOOL_CALLS_MESSAGE.format(ids=", ".join(open_calls)),
+                f"messages.[{index}].role",
             )
-        open_calls = {call.get("id", "") for call in tool_calls}
-        open_since = index if tool_calls else None
+        tool_calls = (message.get("tool_calls") or []) if role == "assistant" else []
+        open_calls = [str(call.get("id")) for call in tool_calls]
+        offered = set(open_calls)
+    if open_calls:
+        return RuleRefusal(
+            "UnsupportedChatParameter", UNANSWERED_TOOL_CALLS_MESSAGE.format(ids=", ".join(open_calls)), "messages"
+        )
     return None
 
 
@@ -440,7 +485,8 @@ def request_rule_refusal(payload: Mapping[str, Any]) -> RuleRefusal | None:
                 f"Invalid value for 'tool_choice': function '{forced}' is not defined in 'tools'.",
                 "tool_choice.function.name",
             )
-    history_refusal = _tool_history_refusal(list(payload.get("messages") or []))
+    messages = list(payload.get("messages") or [])
+    history_refusal = _tool_call_bounds_refusal(messages) or tool_history_refusal(messages)
     if history_refusal is not None:
         return history_refusal
     response_format = payload.get("response_format") or {}

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from redis.asyncio import Redis
+from redis.typing import EncodableT, FieldT
 
 from devhorde.limits import SIGNALS_CHANNEL, STREAM_KEY_PREFIX, STREAM_MAXLEN
 
@@ -86,7 +87,8 @@ class RedisBus:
         return self._queue
 
     async def _drain(self) -> None:
-        assert self._queue is not None and self._client is not None
+        assert self._queue is not None
+        assert self._client is not None
         loop = asyncio.get_running_loop()
         while True:
             write = await self._queue.get()
@@ -95,7 +97,8 @@ class RedisBus:
                     continue
                 if write.kind == "xadd":
                     async with self._client.pipeline(transaction=False) as pipe:
-                        pipe.xadd(write.key, dict(write.fields), maxlen=STREAM_MAXLEN, approximate=True)
+                        fields: dict[FieldT, EncodableT] = dict(write.fields.items())
+                        pipe.xadd(write.key, fields, maxlen=STREAM_MAXLEN, approximate=True)
                         pipe.pexpireat(write.key, write.expire_at_ms)
                         await pipe.execute()
                 elif write.kind == "publish":

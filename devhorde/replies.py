@@ -31,7 +31,7 @@ STOPWORDS: Final[frozenset[str]] = frozenset(
     our out over own please same she should so some such tell than that the their them then there these they this
     those through to too under until up very was we were what when where which while who whom why will with would
     you your yours explain describe give show write make help want need know like think could really much many get
-    something anything thing things way hi hello hey thanks thank okay ok yes""".split(),
+    something anything thing things way hi hello hey thanks thank okay ok yes""".split(),  # noqa: SIM905 - a word list reads as text
 )
 """Words never taken as a topic."""
 
@@ -160,7 +160,7 @@ def topic_of(text: str) -> str:
 
 def place_name(text: str) -> str:
     """Return a place-like word of a user text: its last capitalised word after the first, else a content word."""
-    words = _WORD_PATTERN.findall(text)
+    words: list[str] = _WORD_PATTERN.findall(text)
     capitalised = [word for word in words[1:] if word[0].isupper() and word.lower() not in STOPWORDS]
     if capitalised:
         return capitalised[-1]
@@ -267,8 +267,10 @@ def schema_instance(schema: object, *, hint: str, name: str = "", depth: int = 0
     if kind is None:
         kind = "object" if "properties" in schema else "string"
     if kind == "object":
-        properties = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
-        required = schema.get("required") if isinstance(schema.get("required"), list) else list(properties)
+        declared = schema.get("properties")
+        properties: Mapping[str, Any] = declared if isinstance(declared, Mapping) else {}
+        listed = schema.get("required")
+        required: list[Any] = listed if isinstance(listed, list) else list(properties)
         return {
             key: schema_instance(properties.get(key, {}), hint=hint, name=str(key), depth=depth + 1, place=place)
             for key in list(required)[:8]

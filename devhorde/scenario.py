@@ -36,7 +36,8 @@ DEFAULT_SCENARIO_PATH = SCENARIOS_DIR / "default.json"
 WORKER_ID_NAMESPACE = uuid.UUID("5f1d7c0e-3a52-4f0e-9b7a-6d2f3c1e8a90")
 """Namespace of the uuid5 a worker gets from its name when the scenario gives it no ``id``."""
 
-USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "reasoning_tokens")
+UsageField = Literal["prompt_tokens", "completion_tokens", "reasoning_tokens"]
+USAGE_FIELDS: tuple[UsageField, ...] = ("prompt_tokens", "completion_tokens", "reasoning_tokens")
 """The token counts a worker may report on submit (``build_chat_reply_submit``'s ``ChatUsage``)."""
 
 
@@ -104,7 +105,7 @@ class WorkerSpec(_Strict):
     mentions); ``never``: prose only; ``invalid``: call a function the request does not define."""
     final_text_diverges: bool = False
     """The submitted ``content`` differs from the text relayed in progress posts (prefix ``Correction: ``)."""
-    report_usage: list[Literal["prompt_tokens", "completion_tokens", "reasoning_tokens"]] = Field(
+    report_usage: list[UsageField] = Field(
         default_factory=lambda: list(USAGE_FIELDS),
     )
     """The token counts the worker reports; others are absent from the generation. ``reasoning_tokens`` is
@@ -196,7 +197,8 @@ class WorkerSpec(_Strict):
 
 class SubmitRefusal(_Strict):
     """A scripted refusal of ``POST /v2/generate/chat/async``, applied after payload validation and the API key
-    check, before any other rule."""
+    check, before any other rule.
+    """
 
     status: int = Field(ge=400, le=599)
     """HTTP status, such as 429, 403 or 503."""

@@ -33,7 +33,8 @@ def supported_parameters(features: list[str]) -> list[str]:
     """``max_tokens, temperature, top_p, stop``, then ``seed, frequency_penalty, presence_penalty,
     reasoning_effort`` for the features with the same values, ``tools, parallel_tool_calls`` for tools (with
     ``tool_choice`` under the ``tool_choice_enforced`` guarantee), and ``response_format`` for json_object or
-    json_schema."""
+    json_schema.
+    """
     declared = set(features)
     parameters = list(BASE_SUPPORTED_PARAMETERS)
     parameters += [feature.value for feature in FEATURE_PARAMETERS if feature.value in declared]

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
-from chat import errors
+from chat import errors, refusals
 from chat.errors import OpenAIError, json_response
 from chat.horde_client import HordeRefusal, HordeUnreachable
 from chat.runtime import get_runtime
@@ -35,15 +35,15 @@ async def _served_models() -> dict[str, Any]:
     """The model list (``{"object": "list", "data": [card, ...]}``) built from :func:`native_text_models`.
 
     Raises:
-        OpenAIError: The Horde's refusal mapped by ``chat.errors.error_from_refusal`` (429 ``rate_limit_exceeded``
+        OpenAIError: The Horde's refusal mapped by ``chat.refusals.error_from_refusal`` (429 ``rate_limit_exceeded``
             or its rc, 503 ``MaintenanceMode``, ...), or 502 ``HordeUnavailable`` when it cannot be reached.
     """
     try:
         entries = await native_text_models()
     except HordeRefusal as refusal:
-        raise errors.error_from_refusal(refusal) from refusal
+        raise refusals.error_from_refusal(refusal) from refusal
     except HordeUnreachable as exc:
-        raise errors.horde_unavailable(str(exc)) from exc
+        raise errors.horde_unavailable(exc.detail, reached=exc.reached) from exc
     return model_list(entries)
 
 
@@ -69,7 +69,8 @@ async def list_models(request: HttpRequest) -> HttpResponse:
 async def retrieve_model(request: HttpRequest, model: str) -> HttpResponse:
     """OpenAI's model retrieve: the card ``GET /v1/models`` lists for ``model`` (an id such as ``org/name``, slashes
     included), or 404 :func:`model_not_found` when the list does not hold it (unknown to the Horde, or no online chat
-    worker). Horde failures map as for ``GET /v1/models``; other methods are 405."""
+    worker). Horde failures map as for ``GET /v1/models``; other methods are 405.
+    """
     if request.method != "GET":
         return method_not_allowed("GET")
     try:

@@ -1,11 +1,14 @@
-"""The front's ASGI application: Django behind the admission guards, with the ASGI lifespan closing the per-process
-resources.
+"""The front's ASGI application: Django behind the admission guards, with the ASGI lifespan running the front's
+shutdown work.
 
 Serve it with ``uvicorn oaifront.asgi:application``. Without ``HORDE_URL`` it talks to the public Horde. Start-up
 configures the log sink (oaifront.logconfig) and, when enabled, telemetry (oaifront.telemetry) before the
 application is built. The admission guards (oaifront.guards) refuse a request over the in-flight caps, a body over the
-size limit or one that arrives too slowly before Django reads it. At shutdown it retries pending cancels once more,
-stops the Redis tasks and closes the HTTP pool.
+size limit or one that arrives too slowly before Django reads it.
+At lifespan startup it chains :func:`chat.runtime.stop_open_requests` ahead of the server's SIGTERM/SIGINT handler,
+so a stop ends every open request at once (streams with an error event and ``data: [DONE]``, waiting requests with a
+503 and ``Retry-After``, each native request cancelled); at lifespan shutdown it retries pending cancels once more,
+stops the Redis tasks and closes the HTTP pool (:func:`chat.runtime.close_runtime`).
 """
 
 from __future__ import annotations
@@ -39,11 +42,12 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] != "lifespan":
         await served_application(scope, receive, send)
         return
-    from chat.runtime import close_runtime
+    from chat.runtime import chain_shutdown_signals, close_runtime  # noqa: PLC0415 - the apps load only once Django is set up above
 
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
+            chain_shutdown_signals()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             await close_runtime()

@@ -150,7 +150,7 @@ def describe_invalid_settings(invalid: ValidationError) -> str:
 @cache
 def front_settings() -> FrontSettings:
     """Return the front's settings: Django's ``settings.HORDE_OAI`` when configured, else the environment's."""
-    from django.conf import settings
+    from django.conf import settings  # noqa: PLC0415 - the module also serves settings.py, before Django is set up
 
     configured = getattr(settings, "HORDE_OAI", None)
     if isinstance(configured, FrontSettings):

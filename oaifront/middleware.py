@@ -6,10 +6,15 @@ response, so a web client such as KoboldAI Lite can call the front with a bearer
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponse
 
 from chat.errors import CORS_HEADERS
+
+type GetResponse = Callable[[HttpRequest], HttpResponse | Awaitable[HttpResponse]]
+"""The next handler of Django's middleware chain: sync, or async when the chain is."""
 
 PREFLIGHT_MAX_AGE_SECONDS = 86400
 """How long a browser may reuse a preflight answer."""
@@ -21,20 +26,28 @@ class CorsMiddleware:
     async_capable = True
     sync_capable = True
 
-    def __init__(self, get_response) -> None:
+    def __init__(self, get_response: GetResponse) -> None:
         self.get_response = get_response
         self.is_async = iscoroutinefunction(get_response)
         if self.is_async:
             markcoroutinefunction(self)
 
-    def __call__(self, request: HttpRequest):
+    def __call__(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
+        """Answer a preflight or pass the request on, then add the headers (awaitable in an async chain)."""
         if self.is_async:
             return self._acall(request)
-        return self._finish(request, None if self._is_preflight(request) else self.get_response(request))
+        if self._is_preflight(request):
+            return self._finish(request, None)
+        response = self.get_response(request)
+        assert isinstance(response, HttpResponse)  # a sync chain's handler returns the response itself
+        return self._finish(request, response)
 
     async def _acall(self, request: HttpRequest) -> HttpResponse:
-        response = None if self._is_preflight(request) else await self.get_response(request)
-        return self._finish(request, response)
+        if self._is_preflight(request):
+            return self._finish(request, None)
+        response = self.get_response(request)
+        assert not isinstance(response, HttpResponse)  # an async chain's handler returns an awaitable
+        return self._finish(request, await response)
 
     @staticmethod
     def _is_preflight(request: HttpRequest) -> bool:

@@ -36,7 +36,8 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.template import engines
 from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerView
@@ -60,6 +61,7 @@ from chat.schema import (
     ImageUrl,
     NamedToolChoice,
     OpenAIErrorEnvelope,
+    RefusalContentPart,
     SystemMessage,
     TextContentPart,
     ToolCall,
@@ -98,6 +100,7 @@ KEY_DROPPING_MODELS: Final[tuple[type[BaseModel], ...]] = (
     ToolMessage,
     TextContentPart,
     ImageContentPart,
+    RefusalContentPart,
     ImageUrl,
     ToolCall,
     FunctionCall,
@@ -170,11 +173,13 @@ class DocumentedJsonSchema(GenerateJsonSchema):
     """
 
     def generate_inner(self, schema: Any) -> JsonSchemaValue:
+        """Document a plain-dict serializer's model by its fields (see the class docstring)."""
         if self.mode == "serialization" and _serializes_to_plain_dict(schema):
             schema = {key: value for key, value in schema.items() if key != "serialization"}
         return super().generate_inner(schema)
 
     def field_title_should_be_set(self, schema: Any) -> bool:
+        """Never: fields get no generated ``title``."""
         return False
 
 
@@ -217,13 +222,15 @@ def model_schemas(inputs: list[tuple[type[BaseModel], JsonSchemaMode]]) -> dict[
     :func:`plain_description`.
     """
     _, document = models_json_schema(inputs, ref_template=SCHEMA_REF, schema_generator=DocumentedJsonSchema)
-    return _plain_descriptions(document.get("$defs", {}))
+    definitions: dict[str, dict[str, Any]] = _plain_descriptions(document.get("$defs", {}))
+    return definitions
 
 
 @cache
 def component_schemas() -> Mapping[str, Mapping[str, Any]]:
     """Return ``components.schemas``: the pydantic models' schemas with the document's adjustments (generated once
-    per process)."""
+    per process).
+    """
     inputs: list[tuple[type[BaseModel], JsonSchemaMode]] = [(model, "validation") for model in REQUEST_MODELS]
     inputs += [(model, "serialization") for model in RESPONSE_MODELS]
     schemas = model_schemas(inputs)
@@ -298,8 +305,8 @@ CHAT_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappi
         400: (
             DocumentedError(
                 errors.BAD_REQUEST,
-                "The body is not a JSON object (NaN and Infinity count as invalid JSON) or fails validation, or the Horde "
-                "refused the payload; `param` is the first failing field.",
+                "The body is not a JSON object (NaN and Infinity count as invalid JSON) or fails validation, or the "
+                "Horde refused the payload; `param` is the first failing field.",
             ),
             DocumentedError(
                 errors.UNSUPPORTED_CHAT_PARAMETER,
@@ -323,7 +330,8 @@ CHAT_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappi
             ),
             DocumentedError(
                 errors.MAX_KUDOS_EXCEEDED,
-                "The kudos estimate is above `horde.max_kudos`; `metadata` holds `rc`, `kudos_estimate` and `max_kudos`.",
+                "The kudos estimate is above `horde.max_kudos`; `metadata` holds `rc`, `kudos_estimate` and "
+                "`max_kudos`.",
             ),
         ),
         401: (DocumentedError(INVALID_API_KEY, "The Horde does not know the bearer key."),),
@@ -376,6 +384,12 @@ CHAT_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappi
                 "exceeds the front's timeout; `param` is `horde.availability_mode`.",
             ),
             _MAINTENANCE,
+            DocumentedError(
+                errors.FRONT_SHUTTING_DOWN,
+                "The front is restarting: it stopped waiting for the request and cancelled it at the Horde. "
+                f"`Retry-After: {errors.FRONT_SHUTDOWN_RETRY_AFTER_SECONDS}`. In a stream already open it is the "
+                "error event before `data: [DONE]`.",
+            ),
             _FRONT_AT_CAPACITY,
         ),
     }
@@ -398,9 +412,9 @@ MODEL_RETRIEVE_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappin
         404: (
             DocumentedError(
                 errors.MODEL_NOT_FOUND,
-                "`GET /v1/models` does not list the model: the Horde does not know it, or no online chat worker serves "
-                "it. OpenAI's message: ``The model `<id>` does not exist or you do not have access to it.``; `param` is "
-                "null.",
+                "`GET /v1/models` does not list the model: the Horde does not know it, or no online chat worker "
+                "serves it. OpenAI's message: ``The model `<id>` does not exist or you do not have access to it.``; "
+                "`param` is null.",
             ),
         ),
         **MODEL_LIST_ERRORS,
@@ -417,7 +431,8 @@ RETRY_HEADERS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType(
             "description": (
                 f"Whole seconds to wait before retrying: {errors.NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS} with "
                 "`no_eligible_worker`, the estimated wait (at most "
-                f"{QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS}) with `queue_unavailable`, and the Horde's own value when "
+                f"{QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS}) with `queue_unavailable`, "
+                f"{errors.FRONT_SHUTDOWN_RETRY_AFTER_SECONDS} with `FrontShuttingDown`, and the Horde's own value when "
                 "it sent one."
             ),
             "schema": {"type": "integer", "minimum": 0},
@@ -517,11 +532,11 @@ def stream_event_schema() -> dict[str, Any]:
 
 
 SSE_DESCRIPTION: Final = (
-    "With `stream: true`, server-sent events (`text/event-stream`): each `data:` line holds one `chat.completion.chunk` (the role chunk, "
-    "reasoning and content chunks, a tool-call chunk, the finish chunk, then the usage chunk when "
-    "`stream_options.include_usage` is true), and `data: [DONE]` ends the stream. Comment lines keep the connection "
-    "alive while the request waits for a worker. An error after the headers is one `data:` event holding OpenAI's "
-    "error envelope, followed by `data: [DONE]`."
+    "With `stream: true`, server-sent events (`text/event-stream`): each `data:` line holds one "
+    "`chat.completion.chunk` (the role chunk, reasoning and content chunks, a tool-call chunk, the finish chunk, then "
+    "the usage chunk when `stream_options.include_usage` is true), and `data: [DONE]` ends the stream. Comment lines "
+    "keep the connection alive while the request waits for a worker. An error after the headers is one `data:` event "
+    "holding OpenAI's error envelope, followed by `data: [DONE]`."
 )
 
 
@@ -531,7 +546,7 @@ def front_paths() -> dict[str, Any]:
 
     ``/healthz``, ``/``, ``/openapi.json``, ``/docs`` and ``/redoc`` are left out (reference: API documentation).
     """
-    security = [{"HordeApiKey": []}, {}]
+    security: list[dict[str, list[str]]] = [{"HordeApiKey": []}, {}]
     chat_responses: dict[str, Any] = {
         "200": {
             "description": "The completion (`application/json`). " + SSE_DESCRIPTION,
@@ -693,7 +708,8 @@ class OfflineSwaggerView(SpectacularSwaggerView):
 
     @extend_schema(exclude=True)
     def get(self, request: Any, *args: Any, **kwargs: Any) -> Any:
-        response = super().get(request, *args, **kwargs)
+        """Serve the page with :data:`DOCS_CONTENT_SECURITY_POLICY`."""
+        response = super().get(request, *args, **kwargs)  # type: ignore[no-untyped-call]  # unannotated upstream
         response["Content-Security-Policy"] = DOCS_CONTENT_SECURITY_POLICY
         return response
 
@@ -706,11 +722,12 @@ class _OfflineRedocRenderer(TemplateHTMLRenderer):
 class OfflineRedocView(SpectacularRedocView):
     """ReDoc at ``/redoc``, loading nothing from outside this process (the sidecar's bundle, system fonts)."""
 
-    renderer_classes = [_OfflineRedocRenderer]
+    renderer_classes = [_OfflineRedocRenderer]  # noqa: RUF012 - DRF's API: a view's renderers are a class-level list
 
     @extend_schema(exclude=True)
     def get(self, request: Any, *args: Any, **kwargs: Any) -> Any:
-        response = super().get(request, *args, **kwargs)
+        """Serve the page with :data:`DOCS_CONTENT_SECURITY_POLICY`."""
+        response = super().get(request, *args, **kwargs)  # type: ignore[no-untyped-call]  # unannotated upstream
         response["Content-Security-Policy"] = DOCS_CONTENT_SECURITY_POLICY
         return response
 
@@ -739,17 +756,19 @@ class StaticAssetsMiddleware(WhiteNoiseMiddleware):
             markcoroutinefunction(self)
 
     def __call__(self, request: HttpRequest) -> Any:
+        """Answer a static path, else pass the request on (awaitable in an async chain)."""
         if self.is_async:
             return self._acall(request)
         return super().__call__(request)
 
-    async def _acall(self, request: HttpRequest) -> HttpResponse:
+    async def _acall(self, request: HttpRequest) -> HttpResponseBase:
         if self.autorefresh:
             static_file = await sync_to_async(self.find_file, thread_sensitive=False)(request.path_info)
         else:
             static_file = self.files.get(request.path_info)
         if static_file is None:
-            return await self.get_response(request)
+            passed_on: HttpResponseBase = await self.get_response(request)
+            return passed_on
         served = await asyncio.to_thread(static_file.get_response, request.method, request.META)
         response = StreamingHttpResponse(self._chunks(served.file), status=int(served.status))
         del response["Content-Type"]
@@ -769,6 +788,7 @@ class StaticAssetsMiddleware(WhiteNoiseMiddleware):
 
 __all__ = [
     "CHAT_COMPLETION_ERRORS",
+    "DOCS_CONTENT_SECURITY_POLICY",
     "DOCS_URL",
     "KEY_DROPPING_MODELS",
     "MODEL_LIST_ERRORS",
@@ -776,7 +796,6 @@ __all__ = [
     "NO_OP_PARAMETER_SCHEMAS",
     "DocumentedError",
     "DocumentedJsonSchema",
-    "DOCS_CONTENT_SECURITY_POLICY",
     "OfflineRedocView",
     "OfflineSwaggerView",
     "StaticAssetsMiddleware",

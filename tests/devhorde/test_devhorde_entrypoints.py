@@ -57,11 +57,13 @@ def test_command_line_help(capsys) -> None:
 async def test_lifespan_cancels_running_jobs_on_shutdown() -> None:
     app = create_app(scenario(worker("w1", time_to_first_token_seconds=30.0)))
     horde = app.state.horde
-    async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://devhorde") as client:
-            request_id = await submit_ok(client, chat())
-            assert (await status(client, request_id))["processing"] == 1
-            task = horde.requests[request_id].task
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://devhorde") as client,
+    ):
+        request_id = await submit_ok(client, chat())
+        assert (await status(client, request_id))["processing"] == 1
+        task = horde.requests[request_id].task
     await asyncio.sleep(0)
     assert task is not None and task.done()
     assert horde.requests[request_id].state is RequestState.PROCESSING  # shutdown is not a cancel
@@ -70,11 +72,13 @@ async def test_lifespan_cancels_running_jobs_on_shutdown() -> None:
 @pytest.mark.asyncio
 async def test_default_scenario_serves_a_readable_reply_at_reading_pace() -> None:
     app = create_app()
-    async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://devhorde") as client:
-            response = await client.get(f"{API}/status/models", params={"type": "text"})
-            assert len([entry for entry in response.json() if "chat" in entry]) >= 3
-            request_id = await submit_ok(client, chat("Tell me about volcanoes", models=["devhorde/tiny-1b"]))
-            await asyncio.sleep(1.0)
-            body = await status(client, request_id)
-            assert body["processing"] == 1 and not body["done"]
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://devhorde") as client,
+    ):
+        response = await client.get(f"{API}/status/models", params={"type": "text"})
+        assert len([entry for entry in response.json() if "chat" in entry]) >= 3
+        request_id = await submit_ok(client, chat("Tell me about volcanoes", models=["devhorde/tiny-1b"]))
+        await asyncio.sleep(1.0)
+        body = await status(client, request_id)
+        assert body["processing"] == 1 and not body["done"]

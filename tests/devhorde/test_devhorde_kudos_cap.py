@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 from devhorde_helpers import chat, scenario, submit, worker
 
-from chat.contract import KUDOS_CAP_EXCESS_PATTERN
-from chat.errors import kudos_cap_error
+from chat.errors import KUDOS_CAP_EXCESS_PATTERN, kudos_cap_error
 from devhorde.horde import format_number
 
 

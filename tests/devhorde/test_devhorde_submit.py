@@ -90,7 +90,7 @@ async def test_unknown_model_message_starts_with_the_quoted_entry_path(make_clie
         ),
         (
             {"messages": [{"role": "tool", "tool_call_id": "call_1", "content": "x"}], "models": ["m/plain"]},
-            "messages[0].role",
+            "messages.[0].role",
         ),
         (
             {
@@ -107,7 +107,7 @@ async def test_unknown_model_message_starts_with_the_quoted_entry_path(make_clie
                 ],
                 "models": ["m/plain"],
             },
-            "messages[1].tool_calls",
+            "messages.[2].role",
         ),
     ],
 )

@@ -18,7 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import openai
@@ -28,7 +28,6 @@ from tests.conftest import LiveStack, Process, free_port, start_devhorde, start_
 
 pytestmark = pytest.mark.integration
 
-T = TypeVar("T")
 STRICT = "prompt_overflow_refused"
 FAST = {"time_to_first_token_seconds": 0.01, "tokens_per_second": 2000, "post_interval_seconds": 0.01}
 STUCK = {"time_to_first_token_seconds": 600, "tokens_per_second": 1, "post_interval_seconds": 1}
@@ -115,7 +114,7 @@ def new_marker() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def eventually(probe: Callable[[], T | None], *, timeout: float = 15.0, what: str = "condition") -> T:
+def eventually[T](probe: Callable[[], T | None], *, timeout: float = 15.0, what: str = "condition") -> T:
     """Poll ``probe`` until it returns a truthy value (bounded); fail with ``what`` otherwise."""
     deadline = time.monotonic() + timeout
     while True:
@@ -867,6 +866,7 @@ def test_a_horde_5xx_at_submit_is_horde_unavailable(avail: LiveStack) -> None:
         )
     )
     assert (error.status_code, error.body["code"], error.body["type"]) == (502, "HordeUnavailable", "api_error")
+    assert error.body["message"] == "The Horde answered HTTP 500 Internal Server Error without an error code."
 
 
 @pytest.fixture(scope="module")
@@ -932,9 +932,8 @@ def test_an_unreachable_horde_is_502_horde_unavailable(unreachable_front: str, s
     )
     assert error.status_code == 502
     assert (error.body["type"], error.body["code"], error.body["param"]) == ("api_error", "HordeUnavailable", None)
-    assert error.body["message"].startswith(
-        "The Horde could not be reached: POST /v2/generate/chat/async: ConnectError"
-    )
+    assert error.body["message"].startswith("The Horde could not be reached (ConnectError")
+    assert "/v2/" not in error.body["message"] and "cancelled" not in error.body["message"]
     assert error.response.headers["content-type"] == "application/json"
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Iterator
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -249,10 +249,10 @@ def relay_front(live_stack: LiveStack) -> str:
 
 
 @pytest.fixture
-def relay(stack: LiveStack) -> Iterator[LiveStack]:
+def relay(stack: LiveStack) -> LiveStack:
     """The shared devhorde serving :data:`RELAY_SCENARIO` (its default scenario comes back after the test)."""
     stack.put_scenario(RELAY_SCENARIO)
-    yield stack
+    return stack
 
 
 def entries_of(request_id: str) -> list[dict[str, str]]:
@@ -453,3 +453,57 @@ def test_a_worker_that_posts_no_progress_is_delivered_whole(relay: LiveStack, re
     assert entries_of(result.request_id) == []
     assert result.kinds() == ["role", "content", "finish:stop"]
     assert result.content() == status["generations"][0]["message"]["content"]
+
+
+def raw_sse_chunks(base_url: str, body: dict[str, Any]) -> list[Any]:
+    """POST a streamed request with httpx and return every ``data:`` payload as sent: each chunk as the raw JSON
+    object (no SDK model in between), then ``"[DONE]"``."""
+    response = httpx.post(
+        f"{base_url}/v1/chat/completions",
+        json={**body, "stream": True},
+        headers={"Authorization": f"Bearer {API_KEY}"},
+        timeout=60,
+    )
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/event-stream")
+    payloads = [line.removeprefix("data: ") for line in response.text.splitlines() if line.startswith("data: ")]
+    return [payload if payload == "[DONE]" else json.loads(payload) for payload in payloads]
+
+
+@pytest.mark.parametrize(
+    ("model", "relayed"),
+    [("relay/plain-7b", True), ("relay/silent-7b", False)],
+    ids=["relayed", "delivered-whole"],
+)
+@pytest.mark.parametrize("include_usage", [True, False])
+def test_raw_chunks_carry_openais_null_fields(
+    relay: LiveStack, relay_front: str, model: str, relayed: bool, include_usage: bool
+) -> None:
+    """Read as raw JSON, as a client without the SDK reads it: every chunk choice carries ``logprobs: null``; with
+    ``stream_options.include_usage: true`` every chunk that has a choice carries ``usage: null`` and the last chunk
+    before ``[DONE]`` has ``choices: []`` and the counts; without it no chunk has a ``usage`` key. Relayed (live
+    pieces from Redis) and delivered whole alike.
+
+    ref: buffered-stream-events.5, buffered-stream-events.12, buffered-stream-events.13, relayed-deltas.3,
+    relayed-deltas.4"""
+    events = raw_sse_chunks(
+        relay_front,
+        {"model": model, "messages": PROMPT, "max_tokens": 200, "stream_options": {"include_usage": include_usage}},
+    )
+    assert events[-1] == "[DONE]"
+    chunks = events[:-1]
+    request_id = chunks[0]["id"].removeprefix("chatcmpl-")
+    assert native_request(relay.devhorde_control, request_id)["payload"].get("stream") is True
+    assert native_status(relay.horde_url, request_id)["stream_progress"] is relayed
+    with_choices = [chunk for chunk in chunks if chunk["choices"]]
+    contents = [chunk for chunk in with_choices if chunk["choices"][0]["delta"].get("content")]
+    assert len(contents) >= 3 if relayed else len(contents) == 1
+    assert with_choices[-1]["choices"][0]["finish_reason"] == "stop"
+    for chunk in with_choices:
+        assert chunk["choices"][0]["logprobs"] is None
+        assert ("usage" in chunk, chunk.get("usage")) == (include_usage, None), chunk
+    if include_usage:
+        assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["total_tokens"] > 0
+        assert len(with_choices) == len(chunks) - 1
+    else:
+        assert len(with_choices) == len(chunks)

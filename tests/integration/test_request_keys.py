@@ -10,7 +10,6 @@ SDK's typed exceptions with OpenAI's status, code and param.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -58,11 +57,11 @@ class GetWeather(BaseModel):
 
 
 @pytest.fixture
-def keys(stack: LiveStack) -> Iterator[LiveStack]:
+def keys(stack: LiveStack) -> LiveStack:
     """The live stack serving :data:`KEYS_SCENARIO` (the default scenario comes back after the test)."""
     stack.put_scenario(KEYS_SCENARIO)
     stack.reset()
-    yield stack
+    return stack
 
 
 class Recorder:
@@ -317,7 +316,9 @@ def test_unknown_model_in_models_names_its_entry(keys: LiveStack) -> None:
             extra_body={"models": [TEXT_MODEL, "keys/no-such-model"]},
         )
     assert (caught.value.status_code, caught.value.code, caught.value.param) == (400, "UnknownModel", "models[1]")
-    assert caught.value.body["message"] == "'models[1]' is not a known text model."
+    assert caught.value.body["message"] == (
+        "The model 'keys/no-such-model' at models[1] is not a known text model. GET /v1/models lists the served ones."
+    )
 
 
 def test_models_list_is_forwarded_unchanged(keys: LiveStack) -> None:
@@ -340,4 +341,6 @@ def test_unknown_model_sent_as_model_is_reported_at_model(keys: LiveStack) -> No
             model="keys/no-such-model", messages=[{"role": "user", "content": "Hi"}]
         )
     assert (caught.value.status_code, caught.value.code, caught.value.param) == (400, "UnknownModel", "model")
-    assert caught.value.body["message"] == "'model' is not a known text model."
+    assert caught.value.body["message"] == (
+        "The model 'keys/no-such-model' is not a known text model. GET /v1/models lists the served ones."
+    )

@@ -149,10 +149,10 @@ def client_for(base_url: str) -> openai.OpenAI:
 
 
 @pytest.fixture
-def shape(stack: LiveStack) -> Iterator[LiveStack]:
+def shape(stack: LiveStack) -> LiveStack:
     """The live stack serving :data:`SHAPE_SCENARIO` (the default scenario comes back after the test)."""
     stack.put_scenario(SHAPE_SCENARIO)
-    yield stack
+    return stack
 
 
 @pytest.fixture(scope="module")

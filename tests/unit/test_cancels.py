@@ -243,7 +243,7 @@ async def test_a_stream_never_started_still_ends_when_django_closes_it() -> None
     ended: list[str] = []
     started: list[bool] = []
 
-    async def events():  # noqa: ANN202 - an async generator the client never reads
+    async def events():
         started.append(True)
         yield b": keepalive\n\n"
 

@@ -7,8 +7,9 @@ import json
 import pytest
 from django.test import AsyncClient
 
-from chat.errors import OpenAIError, error_from_refusal
+from chat.errors import OpenAIError
 from chat.horde_client import HordeRefusal
+from chat.refusals import error_from_refusal
 
 
 def test_envelope_has_message_type_param_code() -> None:

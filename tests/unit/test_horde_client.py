@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 
-from chat.errors import error_from_refusal
+from chat.errors import horde_unavailable
 from chat.horde_client import HordeClient, HordeRefusal, HordeUnreachable
+from chat.refusals import error_from_refusal
 
 
 def client_answering(status: int, content: bytes, headers: dict[str, str] | None = None) -> HordeClient:
@@ -30,8 +33,118 @@ def client_answering(status: int, content: bytes, headers: dict[str, str] | None
     ],
 )
 async def test_a_status_outside_the_contract_is_unreachable(content: bytes) -> None:
-    with pytest.raises(HordeUnreachable):
+    with pytest.raises(HordeUnreachable) as caught:
         await client_answering(200, content).status("r1", "k")
+    assert caught.value.reached is True
+
+
+def failing_client(exc: Exception) -> HordeClient:
+    def fail(request: httpx.Request) -> httpx.Response:
+        raise exc
+
+    return HordeClient("http://horde.invalid/api", "front:1:test", 5, transport=httpx.MockTransport(fail))
+
+
+ROUTE_NAMES = ("/v2/", "generate", "status/", "async", "submit:", "models:")
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("make", "call", "message", "metadata"),
+    [
+        (
+            lambda: failing_client(httpx.ConnectError("All connection attempts failed")),
+            "submit",
+            "The Horde could not be reached (ConnectError: All connection attempts failed).",
+            None,
+        ),
+        (
+            lambda: failing_client(httpx.ReadTimeout("")),
+            "status",
+            "The Horde could not be reached (ReadTimeout). The request was cancelled.",
+            {"request_id": "r1"},
+        ),
+        (
+            lambda: client_answering(502, b"<html>Bad gateway</html>"),
+            "submit",
+            "The Horde answered HTTP 502 Bad Gateway without an error code.",
+            None,
+        ),
+        (
+            lambda: client_answering(500, b'{"message": "boom"}'),
+            "status",
+            "The Horde answered HTTP 500 Internal Server Error without an error code. The request was cancelled.",
+            {"request_id": "r1"},
+        ),
+        (
+            lambda: client_answering(200, b"<html>"),
+            "status",
+            "The Horde answered HTTP 200 with a body that is not JSON. The request was cancelled.",
+            {"request_id": "r1"},
+        ),
+        (
+            lambda: client_answering(200, b'{"done": "maybe"}'),
+            "status",
+            "The Horde answered a status that does not match the native contract (1 errors). The request was "
+            "cancelled.",
+            {"request_id": "r1"},
+        ),
+        (
+            lambda: client_answering(202, b'{"kudos": 1}'),
+            "submit",
+            "The Horde answered the submit without a request id.",
+            None,
+        ),
+        (
+            lambda: HordeClient(
+                "http://horde.invalid/api",
+                "front:1:test",
+                5,
+                transport=httpx.MockTransport(lambda _: httpx.Response(200, content=b"{}")),
+            ),
+            "models",
+            "The Horde answered a model list that is not a list.",
+            None,
+        ),
+    ],
+    ids=["connect", "timeout", "502-html", "500-no-rc", "not-json", "off-contract-status", "no-id", "models"],
+)
+async def test_horde_unavailable_says_could_not_be_reached_only_when_it_was_not(
+    make: Any, call: str, message: str, metadata: dict[str, str] | None
+) -> None:
+    """``HordeUnavailable`` says "could not be reached" only for a transport failure; a 5xx or malformed answer
+    says what the Horde answered, without the native route, and a submitted request's refusal ends with "The request
+    was cancelled." and names it.
+
+    ref: error-attributes.1"""
+    client = make()
+    calls = {
+        "submit": lambda: client.submit({"messages": []}, "k"),
+        "status": lambda: client.status("r1", "k"),
+        "models": client.text_models,
+    }
+    with pytest.raises(HordeUnreachable) as caught:
+        await calls[call]()
+    request_id = "r1" if call == "status" else None
+    error = horde_unavailable(caught.value.detail, reached=caught.value.reached, request_id=request_id)
+    assert (error.status, error.code, error.type, error.message, error.metadata) == (
+        502,
+        "HordeUnavailable",
+        "api_error",
+        message,
+        metadata,
+    )
+    assert not any(name in error.message for name in ROUTE_NAMES)
+
+
+def test_a_5xx_refusal_with_an_rc_says_what_the_horde_answered() -> None:
+    """ref: error-attributes.1"""
+    error = error_from_refusal(HordeRefusal(status=500, message="boom", rc="InternalError"))
+    assert (error.status, error.code, error.message) == (
+        502,
+        "HordeUnavailable",
+        "The Horde answered HTTP 500 InternalError: boom.",
+    )
 
 
 @pytest.mark.asyncio

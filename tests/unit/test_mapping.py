@@ -14,19 +14,19 @@ from typing import Any
 
 import pytest
 
-from chat.contract import KUDOS_CAP_EXCESS_PATTERN
-from chat.errors import error_from_refusal, kudos_cap_error
+from chat.errors import KUDOS_CAP_EXCESS_PATTERN, kudos_cap_error
 from chat.horde_client import HordeRefusal, NativeStatus
 from chat.mapping import (
     EMPTY_REPLY_NOTICE,
     REASONING_ONLY_NOTICE,
     ChunkFactory,
+    buffered_chunks,
     build_completion,
     build_system_fingerprint,
-    buffered_chunks,
     finish_chunk,
     no_visible_text_content,
 )
+from chat.refusals import error_from_refusal
 from chat.schema import ChatCompletionChunk, ChatCompletionRequest, ChatCompletionResponse
 
 WORKER = "6f1c2b1e-0d8a-4c3e-9a55-3e0f7d2c9b10"
@@ -362,15 +362,22 @@ def test_fingerprint_is_null_without_a_worker_id(worker_id: str | None) -> None:
 # Buffered stream events
 
 
-def chunk(delta: dict[str, Any], *, model: str = "org/m", fp: str | None = None, **choice: Any) -> dict[str, Any]:
-    return {
+def chunk(
+    delta: dict[str, Any], *, model: str = "org/m", fp: str | None = None, usage: bool = False, **choice: Any
+) -> dict[str, Any]:
+    """An expected one-choice chunk: ``logprobs: null`` on the choice, and ``usage: null`` when ``usage`` (the
+    request's ``stream_options.include_usage``)."""
+    expected: dict[str, Any] = {
         "id": "chatcmpl-r1",
         "object": "chat.completion.chunk",
         "created": CREATED,
         "model": model,
         "system_fingerprint": fp if fp is not None else fingerprint(WORKER, model),
-        "choices": [{"index": 0, "delta": delta, "finish_reason": None, **choice}],
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None, **choice}],
     }
+    if usage:
+        expected["usage"] = None
+    return expected
 
 
 def test_buffered_events_with_reasoning_text_and_usage_are_exact() -> None:
@@ -384,6 +391,7 @@ def test_buffered_events_with_reasoning_text_and_usage_are_exact() -> None:
     chunks = chunks_of(request(stream=True, stream_options={"include_usage": True}, max_tokens=2048), st)
     finish = chunk(
         {},
+        usage=True,
         finish_reason="stop",
         native_finish_reason="eos_token",
         x_horde={"context_adjustments": [{"kind": "worker_max_length", "requested": 2048, "applied": 1024}]},
@@ -399,12 +407,38 @@ def test_buffered_events_with_reasoning_text_and_usage_are_exact() -> None:
         },
     }
     assert chunks == [
-        chunk({"role": "assistant"}),
-        chunk({"reasoning_content": "Because."}),
-        chunk({"content": "Answer."}),
+        chunk({"role": "assistant"}, usage=True),
+        chunk({"reasoning_content": "Because."}, usage=True),
+        chunk({"content": "Answer."}, usage=True),
         finish,
         usage,
     ]
+    assert [list(c) for c in chunks[:-1]] == [[*CHUNK_KEYS, "usage"]] * 4  # usage: null after choices, as OpenAI
+    assert all(c["choices"][0]["logprobs"] is None for c in chunks[:-1])
+
+
+CHUNK_KEYS = ["id", "object", "created", "model", "system_fingerprint", "choices"]
+
+
+def test_every_chunk_choice_has_null_logprobs_and_usage_is_null_only_with_include_usage() -> None:
+    """OpenAI's null fields on a stream's chunks: ``logprobs: null`` on every chunk choice (as on the completion's
+    choice); ``usage: null`` on every chunk with a choice when ``stream_options.include_usage`` is true, and no
+    ``usage`` key at all without it.
+
+    ref: buffered-stream-events.12, buffered-stream-events.6"""
+    st = status({"role": "assistant", "content": "Answer.", "tool_calls": CALLS}, finish_reason="tool_calls")
+    for include_usage, expected_keys in ((True, [*CHUNK_KEYS, "usage"]), (False, CHUNK_KEYS), (None, CHUNK_KEYS)):
+        options = {} if include_usage is None else {"stream_options": {"include_usage": include_usage}}
+        chunks = chunks_of(request(stream=True, **options), st)
+        with_choices = [c for c in chunks if c["choices"]]
+        assert len(with_choices) == 4  # role, content, tool calls, finish
+        assert [list(c) for c in with_choices] == [expected_keys] * 4
+        assert all(c.get("usage", "absent") == (None if include_usage else "absent") for c in with_choices)
+        assert [list(c["choices"][0])[:3] for c in with_choices] == [["index", "delta", "logprobs"]] * 4
+        assert all(c["choices"][0]["logprobs"] is None for c in with_choices)
+        usage_chunks = [c for c in chunks if not c["choices"]]
+        assert len(usage_chunks) == (1 if include_usage else 0)
+        assert all(isinstance(c["usage"], dict) and c["usage"]["total_tokens"] > 0 for c in usage_chunks)
 
 
 def test_buffered_events_without_include_usage_or_hidden_reasoning() -> None:
@@ -507,7 +541,7 @@ def test_no_completion_without_a_generation() -> None:
     """ref: completion-without-a-generation.3"""
     with pytest.raises(ValueError, match="finished generation"):
         build_completion(request(), NativeStatus.model_validate({"done": True}), "r1", CREATED)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="finished generation"):
         buffered_chunks(request(stream=True), NativeStatus.model_validate({"done": True}), "r1", CREATED)
 
 

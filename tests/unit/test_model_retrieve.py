@@ -182,10 +182,10 @@ async def test_other_methods_are_405_like_the_list(horde: StubHorde, method: str
             "7",
         ),
         (
-            HordeUnreachable("models: the answer is not a list"),
+            HordeUnreachable("a model list that is not a list", reached=True),
             502,
             {
-                "message": "The Horde could not be reached: models: the answer is not a list",
+                "message": "The Horde answered a model list that is not a list.",
                 "type": "api_error",
                 "param": None,
                 "code": "HordeUnavailable",

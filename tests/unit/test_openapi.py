@@ -299,6 +299,7 @@ def test_key_dropping_objects_allow_other_keys_and_the_rest_refuse_them(document
         "ToolMessage",
         "TextContentPart",
         "ImageContentPart",
+        "RefusalContentPart",
         "ImageUrl",
         "ToolCall",
         "FunctionCall",
@@ -331,6 +332,7 @@ def body_with_unknown_key(where: str) -> tuple[dict[str, Any], str]:
         "ImageContentPart": "messages[0].content[1]",
         "ImageUrl": "messages[0].content[1].image_url",
         "AssistantMessage": "messages[1]",
+        "RefusalContentPart": "messages[1].content[0]",
         "ToolCall": "messages[1].tool_calls[0]",
         "FunctionCall": "messages[1].tool_calls[0].function",
         "ToolMessage": "messages[2]",
@@ -352,6 +354,11 @@ def body_with_unknown_key(where: str) -> tuple[dict[str, Any], str]:
         body["messages"][0]["content"] = [
             {"type": "text", "text": "What is this?"},
             {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+        ]
+    if where == "RefusalContentPart":
+        body["messages"] += [
+            {"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't."}]},
+            {"role": "user", "content": "Why?"},
         ]
     if where in {"AssistantMessage", "ToolCall", "FunctionCall", "ToolMessage"}:
         body["messages"] += [
@@ -532,7 +539,7 @@ CHAT_ERROR_CODES = {
     "413": ["RequestTooLarge"],
     "429": ["rate_limit_exceeded", "TooManyPrompts"],
     "502": ["ChatRequestFaulted", "ChatRequestNoGeneration", "HordeUnavailable"],
-    "503": ["no_eligible_worker", "queue_unavailable", "MaintenanceMode", "FrontAtCapacity"],
+    "503": ["no_eligible_worker", "queue_unavailable", "MaintenanceMode", "FrontShuttingDown", "FrontAtCapacity"],
 }
 MODEL_LIST_ERROR_CODES = {
     "429": ["rate_limit_exceeded", "TooManyPrompts"],

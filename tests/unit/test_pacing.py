@@ -179,7 +179,7 @@ def test_cut_returns_fewer_pieces_only_for_fewer_clusters() -> None:
 
 def test_cut_refuses_a_count_below_one() -> None:
     """``count`` must be at least 1. ref: pacing.3"""
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="count must be at least 1, got 0"):
         cut_pieces("text", 0)
 
 
@@ -216,7 +216,7 @@ def test_stream_id_time_is_the_milliseconds_part() -> None:
     """The post time is the ``<ms>`` part of the ``<ms>-<n>`` stream id. ref: pacing.5"""
     assert stream_id_ms("1700000000123-4") == 1700000000123
     assert stream_id_ms(b"42-0") == 42
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="invalid literal for int"):
         stream_id_ms("not-an-id")
 
 

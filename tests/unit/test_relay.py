@@ -282,7 +282,7 @@ async def test_unregistered_reader_idles_and_resumes(xread_calls: list[tuple[lis
         await asyncio.sleep(0.6)
         assert len(xread_calls) == before
         queue = reader.register(request)
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="is already registered"):
             reader.register(request)
         assert texts(await take(queue, 1)) == ["one"]
         assert len(xread_calls) > before

@@ -264,7 +264,11 @@ async def test_each_delta_is_relayed_whole_then_the_remainder_finish_usage_and_d
     }
 
     def chunk(delta_: dict[str, Any]) -> dict[str, Any]:
-        return {**common, "choices": [{"index": 0, "delta": delta_, "finish_reason": None}]}
+        return {
+            **common,
+            "choices": [{"index": 0, "delta": delta_, "logprobs": None, "finish_reason": None}],
+            "usage": None,
+        }
 
     assert fingerprint is not None and fingerprint.startswith("fp_")
     assert events == [
@@ -276,8 +280,16 @@ async def test_each_delta_is_relayed_whole_then_the_remainder_finish_usage_and_d
         {
             **common,
             "choices": [
-                {"index": 0, "delta": {}, "finish_reason": "stop", "native_finish_reason": "eos_token", "x_horde": {}}
+                {
+                    "index": 0,
+                    "delta": {},
+                    "logprobs": None,
+                    "finish_reason": "stop",
+                    "native_finish_reason": "eos_token",
+                    "x_horde": {},
+                }
             ],
+            "usage": None,
         },
         {**common, "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 9, "total_tokens": 14}},
         "[DONE]",
@@ -685,7 +697,7 @@ async def test_keepalive_comments_continue_while_waiting_and_between_deltas() ->
     await wait_for_events(run, first + 1)
     await run.feed(delta("A", 2, " there"))
     events = await run.finish(final("Hi there"))
-    reduced = [event for event in deltas(events)]
+    reduced = list(deltas(events))
     start = reduced.index({"role": "assistant"})
     hi = reduced.index({"content": "Hi"})
     there = reduced.index({"content": " there"})

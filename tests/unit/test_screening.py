@@ -25,6 +25,7 @@ from chat.schema import (
     ImageUrl,
     NamedToolChoice,
     OpenAIErrorEnvelope,
+    RefusalContentPart,
     SystemMessage,
     TextContentPart,
     ToolCall,
@@ -56,10 +57,11 @@ from chat.screening import (
 
 NOT_JSON = (
     "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library "
-    "correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON. If you have trouble "
-    "figuring out how to fix this, please contact us through our help center at help.openai.com.)"
+    "correctly. This API expects a JSON object as the body of POST /v1/chat/completions, but what was sent was not "
+    "valid JSON. NaN, Infinity, numbers too large for a double and lone UTF-16 surrogates are not accepted either.)"
 )
-"""OpenAI's message, written out here so the test does not read it from the code under test."""
+"""OpenAI's first sentence and the front's own hint, written out here so the test does not read it from the code
+under test."""
 
 ROLES = "'system', 'developer', 'user', 'assistant', and 'tool'"
 USER = {"role": "user", "content": "Hi"}
@@ -109,16 +111,37 @@ def log_lines() -> Iterator[list[Any]]:
         pytest.param(b'{"model": "m", "messages": [], "top_k": NaN}', id="NaN-before-screening"),
         pytest.param(b'{"model": "m", "messages": [{"role": "user", "content": "\\ud800"}]}', id="lone-surrogate"),
         pytest.param(b'{"model": "\xff"}', id="not-utf8"),
-        pytest.param(b"[]", id="array"),
-        pytest.param(b'"hello"', id="string"),
-        pytest.param(b"null", id="null"),
-        pytest.param(b"42", id="number"),
         pytest.param(b"[" * 100_000 + b"]" * 100_000, id="nested-past-recursion-limit"),
     ],
 )
-def test_body_that_is_not_a_json_object_is_bad_request(raw: bytes) -> None:
+def test_body_that_is_not_json_is_bad_request(raw: bytes) -> None:
     """ref: request-keys.3"""
     assert outcome(refusal(raw)) == (400, "invalid_request_error", "BadRequest", None, NOT_JSON)
+
+
+@pytest.mark.parametrize(
+    ("raw", "got"),
+    [
+        pytest.param(b"[]", "an array", id="array"),
+        pytest.param(b'[{"model": "m"}]', "an array", id="array-of-objects"),
+        pytest.param(b'"hello"', "a string", id="string"),
+        pytest.param(b"null", "null", id="null"),
+        pytest.param(b"42", "an integer", id="integer"),
+        pytest.param(b"4.5", "a decimal", id="decimal"),
+        pytest.param(b"true", "a boolean", id="boolean"),
+    ],
+)
+def test_valid_json_that_is_not_an_object_says_the_body_must_be_an_object(raw: bytes, got: str) -> None:
+    """Valid JSON is not refused as unparseable: the message says the body must be a JSON object and names what came.
+
+    ref: request-keys.3"""
+    assert outcome(refusal(raw)) == (
+        400,
+        "invalid_request_error",
+        "BadRequest",
+        None,
+        f"The request body must be a JSON object, but got {got} instead.",
+    )
 
 
 def test_escaped_surrogate_pair_is_json() -> None:
@@ -213,9 +236,25 @@ REFUSALS = [
         id="part-image-in-system",
     ),
     pytest.param(
-        body(messages=[USER, {"role": "assistant", "content": [{"type": "refusal", "refusal": "no"}]}, USER]),
-        _unsupported("messages[1].content[0].type=refusal", "Invalid value: 'refusal'. Supported values are: 'text'."),
-        id="part-refusal-in-assistant",
+        body(messages=[USER, {"role": "user", "content": [{"type": "refusal", "refusal": "no"}]}]),
+        _unsupported(
+            "messages[1].content[0].type=refusal",
+            "Invalid value: 'refusal'. Supported values are: 'text' and 'image_url'.",
+        ),
+        id="part-refusal-in-user",
+    ),
+    pytest.param(
+        body(messages=[{"role": "system", "content": [{"type": "refusal", "refusal": "no"}]}, USER]),
+        _unsupported("messages[0].content[0].type=refusal", "Invalid value: 'refusal'. Supported values are: 'text'."),
+        id="part-refusal-in-system",
+    ),
+    pytest.param(
+        body(messages=[USER, {"role": "assistant", "content": [{"type": "input_audio", "input_audio": {}}]}, USER]),
+        _unsupported(
+            "messages[1].content[0].type=input_audio",
+            "Invalid value: 'input_audio'. Supported values are: 'text' and 'refusal'.",
+        ),
+        id="part-audio-in-assistant",
     ),
     pytest.param(
         body(messages=[{"role": "user", "content": "x", "tool_calls": [{"id": "c", "type": "function"}]}]),
@@ -236,10 +275,10 @@ REFUSALS = [
         id="tool-calls-on-tool",
     ),
     pytest.param(
-        body(stream=True, stream_options={"include_usage": True, "include_obfuscation": False}),
+        body(stream=True, stream_options={"include_usage": True, "include_padding": False}),
         _unsupported(
-            "stream_options.include_obfuscation",
-            "Unrecognized request argument supplied: stream_options.include_obfuscation",
+            "stream_options.include_padding",
+            "Unrecognized request argument supplied: stream_options.include_padding",
         ),
         id="unknown-in-stream-options",
     ),
@@ -296,7 +335,10 @@ NO_OP_ROWS = {
 
 
 def test_no_op_table_documents_each_default() -> None:
-    """The table's keys and defaults, as OpenAI's chat completions reference documents them. ref: parameter-screening.2"""
+    """The table's keys and defaults, as OpenAI's chat completions reference documents them.
+
+    ref: parameter-screening.2
+    """
     assert {key: row.default for key, row in DEFAULT_NO_OP_PARAMETERS.items()} == {
         key: default for key, (default, _, _, _) in NO_OP_ROWS.items()
     }
@@ -419,16 +461,20 @@ def test_retained_keys_are_the_request_models_fields() -> None:
     def fields(model: Any) -> frozenset[str]:
         return frozenset(field.alias or name for name, field in model.model_fields.items())
 
-    assert SUPPORTED_MESSAGE_KEYS == {
+    assert {
         "system": fields(SystemMessage),
         "developer": fields(DeveloperMessage),
         "user": fields(UserMessage),
         "assistant": fields(AssistantMessage),
         "tool": fields(ToolMessage),
-    }
+    } == SUPPORTED_MESSAGE_KEYS
     assert SUPPORTED_MESSAGE_KEYS["tool"] == {"role", "content", "tool_call_id"}
     assert SUPPORTED_MESSAGE_KEYS["assistant"] == {"role", "content", "tool_calls", "name"}
-    assert CONTENT_PART_KEYS == {"text": fields(TextContentPart), "image_url": fields(ImageContentPart)}
+    assert {
+        "text": fields(TextContentPart),
+        "image_url": fields(ImageContentPart),
+        "refusal": fields(RefusalContentPart),
+    } == CONTENT_PART_KEYS
     assert IMAGE_URL_KEYS == fields(ImageUrl) == {"url", "detail"}
     assert TOOL_CALL_KEYS == fields(ToolCall) == {"id", "type", "function"}
     assert TOOL_CALL_FUNCTION_KEYS == fields(FunctionCall) == {"name", "arguments"}
@@ -741,3 +787,96 @@ def test_other_refusals_do_not_log_the_line(log_lines: list[Any]) -> None:
     assert refusal(body(messages=[])).code == "BadRequest"
     assert refusal(body(tool_choice="auto")).code == "ChatRequestConflict"
     assert not [record for record in log_lines if "Refused unsupported chat parameter" in record]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# What OpenAI accepts at no cost: a refusal part in the history, stream_options.include_obfuscation; a tool call
+# without its type is refused as OpenAI refuses it
+
+
+def test_a_refusal_part_in_an_assistant_message_is_kept_as_that_turns_text() -> None:
+    """OpenAI's assistant content may hold ``{"type": "refusal", "refusal": ...}`` parts (a model's refusal replayed as
+    history); the front accepts them, drops unknown keys inside, and forwards the refusal's text as a text part.
+
+    ref: message-roles.1, message-roles.2, message-roles.3"""
+    history = [
+        USER,
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Well. "},
+                {"type": "refusal", "refusal": "I can't help with that.", "annotations": []},
+            ],
+        },
+        {"role": "user", "content": "Fine, something else then."},
+    ]
+    request = read_chat_request(json.dumps(body(messages=history)).encode())
+    payload = build_native_payload(request, stream_progress=False)
+    assert payload["messages"][1] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "Well. "}, {"type": "text", "text": "I can't help with that."}],
+    }
+    assert payload["messages"][0] == USER and payload["messages"][2] == history[2]
+
+
+@pytest.mark.parametrize(
+    ("part", "param", "message"),
+    [
+        (
+            {"type": "refusal", "refusal": 5},
+            "messages[1].content[0].refusal",
+            "Invalid type for 'messages[1].content[0].refusal': expected a string, but got an integer instead.",
+        ),
+        (
+            {"type": "refusal"},
+            "messages[1].content[0].refusal",
+            "Missing required parameter: 'messages[1].content[0].refusal'.",
+        ),
+    ],
+)
+def test_a_malformed_refusal_part_is_refused_at_its_path(part: dict[str, Any], param: str, message: str) -> None:
+    """ref: message-roles.3"""
+    error = refusal(body(messages=[USER, {"role": "assistant", "content": [part]}, USER]))
+    assert outcome(error) == (400, "invalid_request_error", "BadRequest", param, message)
+
+
+@pytest.mark.parametrize("value", [True, False, None])
+def test_stream_options_include_obfuscation_is_accepted_and_not_forwarded(value: bool | None) -> None:
+    """``stream_options.include_obfuscation`` (OpenAI's stream padding flag) changes nothing here: accepted with any
+    boolean, not forwarded. ref: parameter-screening.10, buffered-stream-events.12"""
+    options = {"include_usage": True, "include_obfuscation": value}
+    request = read_chat_request(json.dumps(body(stream=True, stream_options=options)).encode())
+    assert request.include_usage is True
+    payload = build_native_payload(request, stream_progress=False)
+    assert "stream_options" not in payload and "include_obfuscation" not in json.dumps(payload)
+
+
+def test_stream_options_include_obfuscation_must_be_a_boolean() -> None:
+    """ref: parameter-screening.10"""
+    error = refusal(body(stream=True, stream_options={"include_obfuscation": "yes"}))
+    assert outcome(error) == (
+        400,
+        "invalid_request_error",
+        "BadRequest",
+        "stream_options.include_obfuscation",
+        "Invalid type for 'stream_options.include_obfuscation': expected a boolean, but got a string instead.",
+    )
+
+
+def test_a_history_tool_call_without_type_is_refused_as_openai_does() -> None:
+    """OpenAI requires ``type`` on each tool call of an assistant message; so does the front.
+
+    ref: message-roles.2, message-roles.3"""
+    call = {"id": "c1", "function": {"name": "f", "arguments": "{}"}}
+    history = [USER, {"role": "assistant", "content": None, "tool_calls": [call]}, {**USER}]
+    history.insert(2, {"role": "tool", "tool_call_id": "c1", "content": "ok"})
+    error = refusal(body(messages=history))
+    assert outcome(error) == (
+        400,
+        "invalid_request_error",
+        "BadRequest",
+        "messages[1].tool_calls[0].type",
+        "Missing required parameter: 'messages[1].tool_calls[0].type'.",
+    )
+    history[1]["tool_calls"][0]["type"] = "function"
+    assert read_chat_request(json.dumps(body(messages=history)).encode()).messages[1].tool_calls[0].type == "function"

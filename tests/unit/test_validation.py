@@ -27,10 +27,11 @@ from chat.contract import (
     find_tool_choice_conflict,
     find_tool_history_violation,
 )
-from chat.errors import NATIVE_FIELD_PARAMETERS, OpenAIError, error_from_refusal
+from chat.errors import NATIVE_FIELD_PARAMETERS, OpenAIError
 from chat.horde_client import HordeRefusal
 from chat.limits import MAX_CHAT_MODEL_COUNT
 from chat.mapping import build_native_payload
+from chat.refusals import error_from_refusal
 from chat.schema import ChatCompletionRequest, OpenAIErrorEnvelope
 from chat.screening import read_chat_request
 
@@ -202,8 +203,8 @@ ROWS = [
             INVALID,
             UNSUPPORTED,
             "max_tokens",
-            "Invalid 'max_tokens': integer above maximum value. Expected a value <= 16384, the largest completion limit "
-            "the AI Horde serves, but got 16385 instead.",
+            "Invalid 'max_tokens': integer above maximum value. Expected a value <= 16384, the largest completion "
+            "limit the AI Horde serves, but got 16385 instead.",
         ),
         id="max-tokens-horde-cap",
     ),
@@ -630,7 +631,8 @@ ROWS = [
             INVALID,
             CONFLICT,
             "parallel_tool_calls",
-            "Invalid value for 'parallel_tool_calls': 'parallel_tool_calls' is only allowed when 'tools' are specified.",
+            "Invalid value for 'parallel_tool_calls': "
+            "'parallel_tool_calls' is only allowed when 'tools' are specified.",
         ),
         id="parallel-tool-calls-without-tools",
     ),
@@ -673,7 +675,8 @@ ROWS = [
             INVALID,
             UNSUPPORTED,
             "messages.[2].role",
-            "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.",
+            "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with "
+            "'tool_calls'.",
         ),
         id="orphan-tool-message",
     ),
@@ -684,7 +687,8 @@ ROWS = [
             INVALID,
             UNSUPPORTED,
             "messages.[4].role",
-            "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.",
+            "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with "
+            "'tool_calls'.",
         ),
         id="tool-message-after-user",
     ),
@@ -849,7 +853,6 @@ def test_bounds_come_from_horde_sdk() -> None:
         pytest.param(body(temperature=0, top_p=1, frequency_penalty=-2, presence_penalty=2), id="range-edges"),
         pytest.param(body(temperature=2, top_p=0, max_tokens=16, max_completion_tokens=16384, n=1), id="limit-edges"),
         pytest.param(body(stop=["a", "b", "c", "d"]), id="four-stops"),
-        pytest.param(body(model=""), id="empty-model-forwarded"),
         pytest.param(
             body(
                 tools=[TOOL],
@@ -991,30 +994,38 @@ def test_native_validation_failure_names_the_first_field(native: str, model_key:
     ("request_body", "message", "param", "client_message"),
     [
         (
-            {"models": ["a", "nope"], "messages": [USER]},
+            {"models": ["a", "nobody/none-7b"], "messages": [USER]},
             "'models[1]' is not a known text model.",
             "models[1]",
-            "'models[1]' is not a known text model.",
+            "The model 'nobody/none-7b' at models[1] is not a known text model. GET /v1/models lists the served ones.",
         ),
         (
             {"models": ["nope"], "messages": [USER]},
             "'models[0]' is not a known text model.",
             "models[0]",
-            "'models[0]' is not a known text model.",
+            "The model 'nope' at models[0] is not a known text model. GET /v1/models lists the served ones.",
         ),
         (
-            {"model": "nope", "messages": [USER]},
+            {"model": "nobody/none-7b", "messages": [USER]},
             "'models[0]' is not a known text model.",
             "model",
-            "'model' is not a known text model.",
+            "The model 'nobody/none-7b' is not a known text model. GET /v1/models lists the served ones.",
+        ),
+        (
+            {"models": ["a", "b"], "messages": [USER]},
+            "'models[7]' is not a known text model.",
+            "models[7]",
+            "'models[7]' is not a known text model.",
         ),
     ],
 )
 def test_unknown_model_param_comes_from_the_native_message(
     request_body: dict[str, Any], message: str, param: str, client_message: str
 ) -> None:
-    """The param is the native message's entry path, or ``model`` (named in the message too) when the client sent
-    ``model``. ref: model-selection.4, model-selection.5, model-selection.6"""
+    """The param is the native message's entry path, or ``model`` when the client sent ``model``; the message names
+    the id the client sent (the native message when the path names no entry of the request).
+
+    ref: model-selection.4, model-selection.5, model-selection.6"""
     refusal = HordeRefusal(
         status=400, message=message, rc="UnknownModel", body={"message": message, "rc": "UnknownModel"}
     )

@@ -227,7 +227,7 @@ async def test_the_grace_restarts_when_a_worker_appears() -> None:
 
 
 async def test_a_worker_appearing_within_the_grace_serves_the_request() -> None:
-    waiter, horde = make_waiter([IMPOSSIBLE, IMPOSSIBLE, PROCESSING, FINISHED])
+    waiter, _ = make_waiter([IMPOSSIBLE, IMPOSSIBLE, PROCESSING, FINISHED])
     status = await waiter.wait_done(await waiter.first_read())
     assert status.finished == 1 and waiter.terminal
 
@@ -309,7 +309,7 @@ async def test_fail_fast_a_declaration_gap_takes_precedence() -> None:
 async def test_fail_fast_an_older_horde_never_refuses_on_threads() -> None:
     """ref: fail-fast-admission.7"""
     older = {"waiting": 1, "is_possible": True, "queue_position": 3, "wait_time": 40}
-    waiter, horde = make_waiter([older], mode="fail_fast")
+    waiter, _ = make_waiter([older], mode="fail_fast")
     assert (await waiter.first_read()).wait_time == 40
     waiter, _ = make_waiter([{**older, "wait_time": 400}], mode="fail_fast")
     assert (await refused(waiter.first_read())).metadata["reason"] == "wait_exceeds_budget"
@@ -435,14 +435,25 @@ async def test_a_prompt_overflow_fault_is_not_retried(fault_reason: str | None, 
 
 
 @pytest.mark.parametrize(
-    "failure",
-    [HordeUnreachable("GET status: ConnectError"), HordeRefusal(status=500, message="boom", rc="InternalError")],
+    ("failure", "message"),
+    [
+        (HordeUnreachable("ConnectError"), "The Horde could not be reached (ConnectError). The request was cancelled."),
+        (
+            HordeRefusal(status=500, message="boom", rc="InternalError"),
+            "The Horde answered HTTP 500 InternalError: boom. The request was cancelled.",
+        ),
+        (
+            HordeUnreachable("HTTP 503 Service Unavailable without an error code", reached=True),
+            "The Horde answered HTTP 503 Service Unavailable without an error code. The request was cancelled.",
+        ),
+    ],
 )
-async def test_reads_that_keep_failing_are_horde_unavailable(failure: Exception) -> None:
+async def test_reads_that_keep_failing_are_horde_unavailable(failure: Exception, message: str) -> None:
     """ref: error-attributes.1"""
     waiter, horde = make_waiter([WAITING, failure])
     error = await refused(waiter.wait_done(await waiter.first_read()))
-    assert (error.status, error.code) == (502, "HordeUnavailable")
+    assert (error.status, error.code, error.message) == (502, "HordeUnavailable", message)
+    assert error.metadata == {"request_id": REQUEST_ID}
     assert len(horde.read_times) == 4
 
 

@@ -1,0 +1,96 @@
+"""The seams between the front's parts: what a view, the waiter, the relayed stream and the cancel queue may call.
+
+The process's :class:`chat.runtime.FrontRuntime` satisfies these protocols with the real Horde client
+(:class:`chat.horde_client.HordeClient`) and Redis readers (:mod:`chat.relay`); a test passes a smaller object with
+the same methods instead of patching. Attributes are read-only properties, so a runtime holding a concrete
+``HordeClient`` is a ``WaiterRuntime`` whose ``horde`` is a :class:`HordeApi`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Protocol
+
+from chat.horde_client import NativeStatus, SubmitResult
+from chat.relay import DeltaEntry
+from oaifront.conf import FrontSettings
+
+
+class HordeCanceller(Protocol):
+    """The one native call the cancel queue makes: ``DELETE /v2/generate/chat/status/{id}``."""
+
+    async def cancel(self, request_id: str, apikey: str | None) -> NativeStatus:
+        """Cancel a native request; raises ``HordeRefusal`` or ``HordeUnreachable``."""
+        ...
+
+
+class HordeApi(HordeCanceller, Protocol):
+    """The native chat routes the views and the waiter call (native-horde-chat.md).
+
+    Every call raises :class:`chat.horde_client.HordeRefusal` for a native refusal and
+    :class:`chat.horde_client.HordeUnreachable` when the Horde cannot be reached or answers outside its contract.
+    """
+
+    async def submit(self, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
+        """``POST /v2/generate/chat/async`` with the native payload; the new request's id (and kudos)."""
+        ...
+
+    async def status(self, request_id: str, apikey: str | None) -> NativeStatus:
+        """``GET /v2/generate/chat/status/{id}``: the request's queue state and finished generations."""
+        ...
+
+    async def text_models(self) -> list[dict[str, Any]]:
+        """``GET /v2/status/models?type=text``: the native model list, entries as decoded JSON."""
+        ...
+
+
+class SignalSource(Protocol):
+    """The Redis signal listener (:class:`chat.relay.SignalListener`): per-request queues of signal events."""
+
+    def register(self, request_id: str) -> asyncio.Queue[str]:
+        """Start queueing the request's signal events (``progress``, ``done``, ...)."""
+        ...
+
+    def unregister(self, request_id: str) -> None:
+        """Stop queueing the request's events."""
+        ...
+
+
+class DeltaSource(Protocol):
+    """The progress stream reader (:class:`chat.relay.DeltaStreamReader`): per-request queues of relayed deltas."""
+
+    def register(self, request_id: str) -> asyncio.Queue[DeltaEntry]:
+        """Start reading the request's progress stream; ``ValueError`` if it is already registered."""
+        ...
+
+    def unregister(self, request_id: str) -> None:
+        """Stop reading the request's progress stream."""
+        ...
+
+
+class WaiterRuntime(Protocol):
+    """What a :class:`chat.waiter.ChatWaiter` reads from the process: settings, the Horde, the signals."""
+
+    @property
+    def settings(self) -> FrontSettings:
+        """The front's settings."""
+        ...
+
+    @property
+    def horde(self) -> HordeApi:
+        """The native client."""
+        ...
+
+    @property
+    def signals(self) -> SignalSource | None:
+        """The signal listener, or None without Redis."""
+        ...
+
+
+class RelayRuntime(WaiterRuntime, Protocol):
+    """What a relayed stream reads besides the waiter's: the progress stream reader."""
+
+    @property
+    def deltas(self) -> DeltaSource | None:
+        """The progress stream reader, or None without Redis."""
+        ...
