@@ -11,6 +11,6 @@ class ChatConfig(AppConfig):
 
     def ready(self) -> None:
         """Register the front's system checks (chat.checks)."""
-        from chat.checks import register_checks
+        from chat.checks import register_checks  # noqa: PLC0415 - the checks import the settings, ready once apps load
 
         register_checks()

@@ -21,6 +21,7 @@ import httpx
 from django.apps import AppConfig
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from redis import Redis
 
 from oaifront.conf import FrontSettings, front_settings
 
@@ -43,8 +44,8 @@ def limit_warnings(front: FrontSettings) -> list[CheckMessage]:
     if front.max_in_flight_per_client > front.max_in_flight:
         found.append(
             Warning(
-                f"HORDE_OAI_MAX_IN_FLIGHT_PER_CLIENT ({front.max_in_flight_per_client}) is above HORDE_OAI_MAX_IN_FLIGHT "
-                f"({front.max_in_flight}); the total cap applies first.",
+                f"HORDE_OAI_MAX_IN_FLIGHT_PER_CLIENT ({front.max_in_flight_per_client}) is above "
+                f"HORDE_OAI_MAX_IN_FLIGHT ({front.max_in_flight}); the total cap applies first.",
                 id="horde_oai.W003",
             )
         )
@@ -52,7 +53,8 @@ def limit_warnings(front: FrontSettings) -> list[CheckMessage]:
         found.append(
             Warning(
                 f"HORDE_OAI_KEEPALIVE_SECONDS ({front.keepalive_seconds:g}) is not shorter than "
-                f"HORDE_OAI_STREAM_TIMEOUT_SECONDS ({front.stream_timeout_seconds:g}); a waiting stream sends no keepalive.",
+                f"HORDE_OAI_STREAM_TIMEOUT_SECONDS ({front.stream_timeout_seconds:g}); a waiting stream sends no "
+                "keepalive.",
                 id="horde_oai.W004",
             )
         )
@@ -69,7 +71,8 @@ def limit_warnings(front: FrontSettings) -> list[CheckMessage]:
         found.append(
             Warning(
                 f"HORDE_OAI_FAIL_FAST_GRACE_SECONDS ({front.fail_fast_grace_seconds:g}) is not shorter than "
-                f"HORDE_OAI_STREAM_TIMEOUT_SECONDS ({front.stream_timeout_seconds:g}); the timeout ends the grace first.",
+                f"HORDE_OAI_STREAM_TIMEOUT_SECONDS ({front.stream_timeout_seconds:g}); the timeout ends the grace "
+                "first.",
                 id="horde_oai.W006",
             )
         )
@@ -84,8 +87,9 @@ def horde_warning(front: FrontSettings) -> list[CheckMessage]:
     except (httpx.HTTPError, ValueError) as error:
         return [
             Warning(
-                f"The Horde at {redacted_url(front.horde_url)} does not answer GET /v2/status/heartbeat ({type(error).__name__}).",
-                hint="Start the Horde or set HORDE_URL; the front refuses requests with 502 HordeUnavailable meanwhile.",
+                f"The Horde at {redacted_url(front.horde_url)} does not answer GET /v2/status/heartbeat "
+                f"({type(error).__name__}).",
+                hint="Start the Horde or set HORDE_URL; until then requests get 502 HordeUnavailable.",
                 id="horde_oai.W001",
             )
         ]
@@ -96,8 +100,6 @@ def redis_warning(front: FrontSettings) -> list[CheckMessage]:
     """W002 when ``HORDE_OAI_REDIS_URL`` is set and Redis does not answer ``PING``."""
     if not front.redis_url:
         return []
-    from redis import Redis
-
     client = Redis.from_url(
         front.redis_url, socket_connect_timeout=CHECK_TIMEOUT_SECONDS, socket_timeout=CHECK_TIMEOUT_SECONDS
     )

@@ -215,7 +215,8 @@ NATIVE_CALLS: Final[tuple[tuple[str, str, str], ...]] = (
 
 def record_call(method: str, path: str, started: float, status: int | None) -> None:
     """Record one native call's seconds on ``horde.oai.horde.call.duration`` with ``horde.call`` and
-    ``horde.status`` (0 when no answer came)."""
+    ``horde.status`` (0 when no answer came).
+    """
     call = next((name for verb, prefix, name in NATIVE_CALLS if verb == method and path.startswith(prefix)), "other")
     front_metrics().horde_call_duration.record(
         time.monotonic() - started, {"horde.call": call, "horde.status": status or 0}

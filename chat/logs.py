@@ -52,7 +52,8 @@ LOWERED_SOURCE: Final = "lowered"
 
 def max_tokens_source(request: ChatCompletionRequest, status: NativeStatus | None) -> str:
     """``lowered``, ``client`` or ``default`` (reference: Completion limit source). The Horde reports a lowered limit
-    only in a status, so ``status`` None (no status read) gives ``client`` or ``default``."""
+    only in a status, so ``status`` None (no status read) gives ``client`` or ``default``.
+    """
     for adjustment in (status.context_adjustments if status is not None else None) or []:
         if isinstance(adjustment, dict) and adjustment.get("kind") == WORKER_MAX_LENGTH_ADJUSTMENT:
             applied = adjustment.get("applied")
@@ -63,7 +64,8 @@ def max_tokens_source(request: ChatCompletionRequest, status: NativeStatus | Non
 
 def _word(value: object) -> str:
     """A value as one word of a log line: text with no whitespace or control character as is, else its repr, so a
-    client-chosen model id cannot split or stretch the line."""
+    client-chosen model id cannot split or stretch the line.
+    """
     text = str(value)
     if text and text.isprintable() and not any(character.isspace() for character in text):
         return text
@@ -155,10 +157,12 @@ class RequestRecord:
 
     @property
     def last_status(self) -> NativeStatus | None:
+        """The waiter's latest status read, None before any (or for a request refused at submit)."""
         return self.waiter.last_status if self.waiter is not None else None
 
     @property
     def code(self) -> str | None:
+        """The code the request ended with: the error's, ``ClientDisconnected``, or None when served."""
         if self.error is not None:
             return self.error.code
         if self.disconnected and self.completion is None:
@@ -174,10 +178,12 @@ class RequestRecord:
 
     @property
     def max_tokens(self) -> int:
+        """The effective completion limit (chat.mapping.effective_completion_limit)."""
         return effective_completion_limit(self.request, self.last_status)
 
     @property
     def max_tokens_source(self) -> str:
+        """``client``, ``default`` or ``lowered`` (:func:`max_tokens_source`)."""
         return max_tokens_source(self.request, self.last_status)
 
     def finished_values(self) -> dict[str, Any]:
@@ -365,7 +371,8 @@ def finished_message(values: Mapping[str, Any]) -> str:
 def no_visible_text_message(values: Mapping[str, Any]) -> str:
     """The no-visible-text line (reference: No-visible-text log line): ``Chat request <id> returned no visible text:
     content=<reasoning_only|empty> model=<model> max_tokens=<limit> max_tokens_source=<client|default|lowered>
-    reasoning_effort=<effort|omitted> reasoning_tokens=<count|none> finish_reason=<reason>``."""
+    reasoning_effort=<effort|omitted> reasoning_tokens=<count|none> finish_reason=<reason>``.
+    """
     effort = values["reasoning_effort"]
     return (
         f"Chat request {values['request_id']} returned no visible text: content={values['content']} "

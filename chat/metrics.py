@@ -7,9 +7,9 @@ instruments at ``GET /metrics`` in Prometheus text format (oaifront.telemetry).
 
 Instruments (attribute keys carry the ``horde.`` prefix; every value is from a bounded set):
 
-=====================================  =========  ========================================================================
+=====================================  =========  ======================================================================
 instrument                             kind       attributes
-=====================================  =========  ========================================================================
+=====================================  =========  ======================================================================
 ``horde.oai.requests.refused``         counter    ``status``, ``code``, ``parameter``, ``outcome_class``
 ``horde.oai.requests.errors``          counter    ``status``, ``code``, ``reason``, ``stage``, ``max_tokens_bucket``,
                                                   ``outcome_class``, ``streamed``
@@ -27,7 +27,7 @@ instrument                             kind       attributes
 ``horde.oai.stream.pieces_per_post``   histogram  (pieces one relayed delta was cut into)
 ``horde.oai.completion.reasoning_share`` histogram ``model`` (reasoning characters / all reply characters)
 ``horde.oai.horde.call.duration``      histogram  ``call``, ``status`` (seconds of one native call)
-=====================================  =========  ========================================================================
+=====================================  =========  ======================================================================
 
 No client address, API key, prompt, client title or request id is ever an attribute (``metrics.7``).
 """
@@ -36,12 +36,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from opentelemetry import metrics
 from opentelemetry.metrics import Counter, Histogram, Meter, MeterProvider
 
 from chat import errors
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics.view import View
 
 METER_NAME: Final[str] = "horde.oai"
 """The instrumentation scope of every instrument."""
@@ -152,7 +155,8 @@ NO_ELIGIBLE_WORKER_CLASS_BY_STAGE: Final[Mapping[str, str]] = {STAGE_SUBMIT: UNS
 
 def outcome_class_for(code: str | None, stage: str = "") -> str:
     """The ``outcome_class`` of a finished request from its code (None or ``""`` when served) and, for
-    ``no_eligible_worker``, its stage; :data:`UNCLASSIFIED` for a code outside :data:`OUTCOME_CLASS_BY_CODE`."""
+    ``no_eligible_worker``, its stage; :data:`UNCLASSIFIED` for a code outside :data:`OUTCOME_CLASS_BY_CODE`.
+    """
     if code == errors.NO_ELIGIBLE_WORKER:
         return NO_ELIGIBLE_WORKER_CLASS_BY_STAGE.get(stage, UNCLASSIFIED)
     return OUTCOME_CLASS_BY_CODE.get(code or SERVED_CODE, UNCLASSIFIED)
@@ -175,9 +179,12 @@ HISTOGRAM_BOUNDARIES: Final[Mapping[str, Sequence[float]]] = {
 """Each histogram's bucket boundaries (reference: Histogram buckets); :func:`histogram_views` turns them into views."""
 
 
-def histogram_views() -> list[object]:
+def histogram_views() -> list[View]:
     """One OpenTelemetry SDK ``View`` per histogram with its explicit bucket boundaries (needs opentelemetry-sdk)."""
-    from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
+    from opentelemetry.sdk.metrics.view import (  # noqa: PLC0415 - the SDK only when views are needed
+        ExplicitBucketHistogramAggregation,
+        View,
+    )
 
     return [
         View(instrument_name=name, aggregation=ExplicitBucketHistogramAggregation(boundaries=list(bounds)))
@@ -272,7 +279,7 @@ _metrics: FrontMetrics | None = None
 
 def configure_metrics(meter_provider: MeterProvider | None = None) -> FrontMetrics:
     """Make the process's instruments from ``meter_provider``, or the global meter provider when None."""
-    global _metrics
+    global _metrics  # noqa: PLW0603 - one set of instruments per process, replaced only by a supplied provider
     provider = meter_provider if meter_provider is not None else metrics.get_meter_provider()
     _metrics = FrontMetrics.from_meter(provider.get_meter(METER_NAME))
     return _metrics

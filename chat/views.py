@@ -113,15 +113,15 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     try:
         submitted = await submit_shielded(runtime, payload, apikey)
     except HordeRefusal as refusal:
-        error = await submit_refusal_error(runtime.horde, refusal, chat_request)
-        record.failed(error, stage=STAGE_SUBMIT)
+        refused: OpenAIError = await submit_refusal_error(runtime.horde, refusal, chat_request)
+        record.failed(refused, stage=STAGE_SUBMIT)
         record.finish()
-        return error.to_response()
+        return refused.to_response()
     except HordeUnreachable as exc:
-        error = errors.horde_unavailable(exc.detail, reached=exc.reached)
-        record.failed(error)
+        unavailable = errors.horde_unavailable(exc.detail, reached=exc.reached)
+        record.failed(unavailable)
         record.finish()
-        return error.to_response()
+        return unavailable.to_response()
     except asyncio.CancelledError:
         record.disconnected = True
         record.finish()

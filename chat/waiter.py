@@ -511,7 +511,8 @@ class ChatWaiter:
         self.woke_at: float | None = None
         """Unix seconds of the last wake (the finished log line's ``woke_at``)."""
         self.started_seen_at: float | None = None
-        """Unix seconds of the first read with a processing or finished generation (``horde.oai.request.queue_wait``)."""
+        """Unix seconds of the first read with a processing or finished generation (``horde.oai.request.queue_wait``).
+        """
         self.cancelled_signal = False
         self.done_without_generation_reads = 0
         self._read_failures = 0

@@ -14,6 +14,7 @@ stops the Redis tasks and closes the HTTP pool (:func:`chat.runtime.close_runtim
 from __future__ import annotations
 
 import os
+from typing import cast
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oaifront.settings")
 
@@ -21,19 +22,19 @@ import django
 
 django.setup(set_prefix=False)
 
-from django.core.handlers.asgi import ASGIHandler
+from django.core.handlers.asgi import ASGIHandler  # noqa: E402 - after django.setup()
 
-from oaifront.conf import front_settings
-from oaifront.guards import AdmissionGuards, Receive, Scope, Send
-from oaifront.logconfig import configure_logging
-from oaifront.telemetry import configure_telemetry, instrument_app
+from oaifront.conf import front_settings  # noqa: E402 - after django.setup()
+from oaifront.guards import AdmissionGuards, ASGIApp, Receive, Scope, Send  # noqa: E402 - after django.setup()
+from oaifront.logconfig import configure_logging  # noqa: E402 - after django.setup()
+from oaifront.telemetry import configure_telemetry, instrument_app  # noqa: E402 - after django.setup()
 
 settings = front_settings()
 configure_logging(settings)
 telemetry_configured = configure_telemetry(settings)
 
 django_application = ASGIHandler()
-guarded_application = AdmissionGuards(django_application, settings)
+guarded_application = AdmissionGuards(cast("ASGIApp", django_application), settings)
 served_application = instrument_app(guarded_application) if telemetry_configured else guarded_application
 
 

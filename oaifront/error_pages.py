@@ -48,6 +48,7 @@ class JsonErrorPagesMiddleware:
         markcoroutinefunction(self)
 
     async def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        """The response, or the envelope in place of an HTML 400, 404 or 500 page."""
         response = await self.get_response(request)
         if response.status_code not in HTML_ERROR_STATUSES:
             return response

@@ -93,6 +93,7 @@ class AdmissionGuards:
         self.in_flight_by_client: Counter[str] = Counter()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Apply the caps (not to :data:`UNCAPPED_PATHS`), then the body limits, then call the app."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -121,7 +122,7 @@ class AdmissionGuards:
         if self.address_header is not None:
             for name, value in scope.get("headers") or ():
                 if name.lower() == self.address_header:
-                    first = value.decode("latin-1").split(",")[0].strip()
+                    first = str(value.decode("latin-1")).split(",")[0].strip()
                     if first:
                         return first
         peer = scope.get("client")

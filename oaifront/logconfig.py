@@ -36,6 +36,7 @@ class InterceptHandler(logging.Handler):
     """Sends standard ``logging`` records to Loguru, keeping their level and origin."""
 
     def emit(self, record: logging.LogRecord) -> None:
+        """Write ``record`` through Loguru at its level, with its exception if any."""
         try:
             level: str | int = logger.level(record.levelname).name
         except ValueError:

@@ -33,6 +33,7 @@ class Readiness:
 
     @property
     def ready(self) -> bool:
+        """Whether every check passed."""
         return all(result == OK for result in self.checks.values())
 
 
@@ -87,7 +88,8 @@ async def readiness() -> Readiness:
 
 async def readyz(request: HttpRequest) -> JsonResponse:
     """200 ``{"status": "ready", "checks": {"horde": "ok", "redis": "ok"}}``; 503 ``{"status": "not_ready",
-    "checks": {...}}`` naming what failed (``redis`` only when configured). Left out of the API description."""
+    "checks": {...}}`` naming what failed (``redis`` only when configured). Left out of the API description.
+    """
     result = await readiness()
     return JsonResponse(
         {"status": "ready" if result.ready else "not_ready", "checks": result.checks},

@@ -56,7 +56,8 @@ def pyroscope_enabled() -> bool:
 def pyroscope_options() -> dict[str, Any]:
     """``pyroscope.configure`` arguments from ``PYROSCOPE_SERVER_ADDRESS`` (default ``http://localhost:4040``),
     ``PYROSCOPE_BASIC_AUTH_USERNAME``, ``PYROSCOPE_BASIC_AUTH_PASSWORD``, ``PYROSCOPE_TENANT_ID`` and
-    ``PYROSCOPE_SAMPLE_RATE`` (default 100), with the service name as application name."""
+    ``PYROSCOPE_SAMPLE_RATE`` (default 100), with the service name as application name.
+    """
     return {
         "application_name": service_name(),
         "server_address": os.environ.get("PYROSCOPE_SERVER_ADDRESS", "http://localhost:4040"),
@@ -69,7 +70,7 @@ def pyroscope_options() -> dict[str, Any]:
 
 def start_pyroscope() -> None:
     """Start the Pyroscope profiler (``pyroscope-io``) with :func:`pyroscope_options`."""
-    import pyroscope
+    import pyroscope  # type: ignore[import-untyped]  # noqa: PLC0415 - loaded only when profiling is on
 
     options = pyroscope_options()
     pyroscope.configure(**options)
@@ -78,9 +79,9 @@ def start_pyroscope() -> None:
 
 def prometheus_reader() -> Any:
     """The process's Prometheus metric reader (made once; it registers with prometheus_client's registry)."""
-    global _prometheus_reader
+    global _prometheus_reader  # noqa: PLW0603 - one reader per process: it registers with a global registry
     if _prometheus_reader is None:
-        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader  # noqa: PLC0415 - only when served
 
         _prometheus_reader = PrometheusMetricReader()
     return _prometheus_reader
@@ -104,19 +105,19 @@ def configure_telemetry(
         readers.append(prometheus_reader())
     if not settings.telemetry_enabled or sdk_disabled():
         if readers:
-            from opentelemetry.sdk.metrics import MeterProvider
-            from opentelemetry.sdk.resources import Resource
+            from opentelemetry.sdk.metrics import MeterProvider  # noqa: PLC0415 - the SDK only when metrics are read
+            from opentelemetry.sdk.resources import Resource  # noqa: PLC0415 - likewise
 
             provider = MeterProvider(
                 metric_readers=readers,
-                views=histogram_views(),  # type: ignore[arg-type]
+                views=histogram_views(),
                 resource=Resource.create({"service.name": service_name()}),
             )
             metrics.set_meter_provider(provider)
             configure_metrics(provider)
         return False
 
-    import logfire
+    import logfire  # noqa: PLC0415 - configured only when telemetry is on
 
     logfire.configure(
         service_name=service_name(),
@@ -136,7 +137,8 @@ def configure_telemetry(
 
 def instrument_app(app: Any) -> Any:
     """Wrap the ASGI ``app`` with the OpenTelemetry ASGI middleware through Logfire: one server span per request,
-    none for :data:`EXCLUDED_URLS`, no header or body captured."""
-    import logfire
+    none for :data:`EXCLUDED_URLS`, no header or body captured.
+    """
+    import logfire  # noqa: PLC0415 - configured only when telemetry is on
 
     return logfire.instrument_asgi(app, capture_headers=False, excluded_urls=EXCLUDED_URLS)

@@ -1,14 +1,17 @@
 """The front's routes: chat completions, the model list and model retrieve, liveness (/healthz), readiness (/readyz),
 optional metrics (/metrics), and the API description
-(/openapi.json, /docs, /redoc; / redirects to /docs)."""
+(/openapi.json, /docs, /redoc; / redirects to /docs).
+"""
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularJSONAPIView
 
+from oaifront.conf import front_settings
 from oaifront.openapi import OfflineRedocView, OfflineSwaggerView
 from oaifront.readiness import readyz
+from oaifront.views import not_found
 
 
 async def healthz(request: HttpRequest) -> JsonResponse:
@@ -18,13 +21,11 @@ async def healthz(request: HttpRequest) -> JsonResponse:
 
 async def metrics_endpoint(request: HttpRequest) -> HttpResponse:
     """``GET /metrics``: the front's instruments in Prometheus text format, with ``HORDE_OAI_METRICS_ENDPOINT=true``
-    (left out of the API description); otherwise the unknown-route 404."""
-    from oaifront.conf import front_settings
-    from oaifront.views import not_found
-
+    (left out of the API description); otherwise the unknown-route 404.
+    """
     if not front_settings().metrics_endpoint:
         return not_found(request)
-    from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+    from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest  # noqa: PLC0415 - only when served
 
     return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)
 

@@ -1,10 +1,11 @@
-"""The front under uvicorn with telemetry on and every span kept in memory: ``python -m tests.integration.telemetry_front
---port PORT --spans FILE``.
+"""The front under uvicorn with telemetry on and every span kept in memory.
 
-The environment configures the front as usual (``HORDE_URL``, ``HORDE_OAI_*``, with ``HORDE_OAI_TELEMETRY_ENABLED=true``).
+``python -m tests.integration.telemetry_front --port PORT --spans FILE``. The environment configures the front as
+usual (``HORDE_URL``, ``HORDE_OAI_*``, with ``HORDE_OAI_TELEMETRY_ENABLED=true``).
 Before the application is built, this script adds an in-memory span exporter to ``configure_telemetry`` and records
 the ``traceparent`` header of every HTTP request the front sends on the wire (at the httpx transport, beneath the
-instrumentation). When uvicorn shuts down (SIGTERM), the lifespan shutdown writes ``{"spans": [...], "sent": [...]}`` to FILE.
+instrumentation). When uvicorn shuts down (SIGTERM), the lifespan shutdown writes
+``{"spans": [...], "sent": [...]}`` to FILE.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ STRICT = "prompt_overflow_refused"
 """The guarantee the default conformance requires of a worker."""
 OPS_SCENARIO: dict[str, Any] = {
     "name": "operations",
-    "description": "Served, refused, queue_unavailable and reasoning-only requests (tests/integration/test_operations.py).",
+    "description": "Served, refused, queue_unavailable, reasoning-only (tests/integration/test_operations.py).",
     "known_models": ["ops/offline-9b"],
     "queue_position_delay_seconds": 0,
     "workers": [

@@ -35,7 +35,7 @@ from chat.screening import read_chat_request
 def reader() -> Iterator[InMemoryMetricReader]:
     """A separate MeterProvider with an in-memory reader supplied to the front's instruments (``metrics.2``)."""
     memory = InMemoryMetricReader()
-    configure_metrics(MeterProvider(metric_readers=[memory], views=histogram_views()))  # type: ignore[arg-type]
+    configure_metrics(MeterProvider(metric_readers=[memory], views=histogram_views()))
     yield memory
     chat.metrics._metrics = None
 
