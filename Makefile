@@ -1,6 +1,6 @@
 # Two commands do all the set-up on a fresh machine:
 #   make run   - install what is missing, serve the front on http://127.0.0.1:$(PORT) (devhorde behind it
-#                unless HORDE_URL is set)
+#                unless HORDE_URL is set) with WORKERS processes (default 1)
 #   make test  - install what is missing, run `make lint`, start Redis if none answers on 127.0.0.1:6379, run the
 #                whole suite
 #   make lint  - ruff check, ruff format --check and mypy --strict (configured in pyproject.toml)
@@ -12,7 +12,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8000
 DEVHORDE_PORT ?= 7001
-export PORT DEVHORDE_PORT
+WORKERS ?= 1
+export PORT DEVHORDE_PORT WORKERS
 
 .PHONY: run test lint bench install clean browser
 

@@ -50,6 +50,8 @@ WORKER_ID = "00000000-0000-4000-8000-00000000be01"
 STREAM_DB = 0
 API_KEY = "0000000000"
 ARRIVAL_WAIT_SECONDS = 2.0
+STARTUP_SECONDS = 120.0
+"""How long a started process may take to answer: on a loaded 2-core machine Django alone can take 30 s."""
 """How long a delta's chunk is awaited before the next ``XADD``; a missed delta is reported as a failure."""
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -158,7 +160,7 @@ def bench_stack(
             ],
         )
         stack.horde_url = f"http://127.0.0.1:{horde_port}/api"
-        wait_http(f"{stack.horde_url}/v2/status/models?type=text", devhorde)
+        wait_http(f"{stack.horde_url}/v2/status/models?type=text", devhorde, STARTUP_SECONDS)
         stack.put_scenario(scenario)
         front_port = free_port()
         env = {
@@ -185,7 +187,7 @@ def bench_stack(
             env,
         )
         stack.front_url = f"http://127.0.0.1:{front_port}"
-        wait_http(f"{stack.front_url}/healthz", front)
+        wait_http(f"{stack.front_url}/healthz", front, STARTUP_SECONDS)
         yield stack
     except BaseException:
         print(f"logs: {stack.workdir}", file=sys.stderr)

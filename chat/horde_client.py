@@ -7,12 +7,14 @@ the front's ``Client-Agent``. A refusal (4xx/5xx with the native ``{"message", "
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import httpx
+import orjson
 from horde_sdk.generic_api.consts import ANON_API_KEY
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -20,6 +22,17 @@ from chat.metrics import front_metrics
 
 ANONYMOUS_API_KEY = ANON_API_KEY
 """The Horde's anonymous key (horde-sdk's ``ANON_API_KEY``), sent when the client sent no bearer key."""
+
+
+POOL_CONNECTIONS: Final[int] = 32
+"""The default ``connections`` of :class:`HordeClient` (``HORDE_OAI_HORDE_CONNECTIONS``): calls to the Horde one
+process makes at once, and the connections it keeps open for them (all kept alive, so a
+busy process never closes and reopens connections). More concurrent calls wait their turn in a first-in first-out
+semaphore before they reach httpx: httpcore's pool scans every queued request against every connection on each
+change (``_assign_requests_to_connections``), which made a queue of a few hundred calls cost most of a core, and
+checks each idle connection on each call, so a larger pool costs CPU on every call (bench/README.md)."""
+
+JSON_CONTENT_TYPE: Final[dict[str, str]] = {"Content-Type": "application/json"}
 
 
 class NativeModel(BaseModel):
@@ -118,7 +131,8 @@ class HordeClient:
     Args:
         base_url: The API root (``HORDE_URL``), such as ``https://aihorde.net/api``.
         client_agent: The ``Client-Agent`` header value.
-        timeout: Seconds for one call.
+        timeout: Seconds for one call, the wait for a free connection included.
+        connections: Calls made at once and connections kept open (:data:`POOL_CONNECTIONS`).
         transport: An httpx transport for tests (e.g. ``httpx.ASGITransport``).
     """
 
@@ -128,32 +142,53 @@ class HordeClient:
         client_agent: str,
         timeout: float,
         transport: httpx.AsyncBaseTransport | None = None,
+        connections: int = POOL_CONNECTIONS,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self._slots = asyncio.Semaphore(connections)
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
             headers={"Client-Agent": client_agent},
             timeout=timeout,
             transport=transport,
-            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
         )
 
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self._http.aclose()
 
-    async def _call(self, method: str, path: str, apikey: str | None, **kwargs: Any) -> Any:
+    async def _call(
+        self, method: str, path: str, apikey: str | None, *, payload: Any = None, params: dict[str, str] | None = None
+    ) -> Any:
         headers = {"apikey": apikey or ANONYMOUS_API_KEY}
         started = time.monotonic()
+        content = None
+        if payload is not None:
+            # orjson's bytes are the compact UTF-8 JSON httpx's json= would send, made in a fraction of the time.
+            try:
+                content = orjson.dumps(payload)
+            except TypeError:  # an integer beyond 64 bits, which orjson does not write
+                content = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+            headers.update(JSON_CONTENT_TYPE)
         try:
-            response = await self._http.request(method, path, headers=headers, **kwargs)
+            async with asyncio.timeout(self.timeout):  # the wait for a turn counts, like httpx's pool timeout did
+                await self._slots.acquire()
+        except TimeoutError:
+            raise HordeUnreachable(f"no free connection to the Horde within {self.timeout:g} s") from None
+        try:
+            response = await self._http.request(method, path, headers=headers, content=content, params=params)
         except httpx.HTTPError as exc:
             record_call(method, path, started, None)
             reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             raise HordeUnreachable(reason) from exc
+        finally:
+            self._slots.release()
         record_call(method, path, started, response.status_code)
         try:
-            body = json.loads(response.content, parse_constant=_refuse_non_finite)
+            # orjson refuses NaN and Infinity (not JSON) and nesting deeper than 1024, like the contract.
+            body = orjson.loads(response.content)
         except (ValueError, RecursionError):
             # Not JSON, or NaN/Infinity, which no reply of the front may carry: outside the contract.
             body = None
@@ -176,7 +211,7 @@ class HordeClient:
 
     async def submit(self, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
         """``POST /v2/generate/chat/async``; returns the request id. Raises HordeRefusal or HordeUnreachable."""
-        body = await self._call("POST", "/v2/generate/chat/async", apikey, json=payload)
+        body = await self._call("POST", "/v2/generate/chat/async", apikey, payload=payload)
         if not isinstance(body, dict) or not isinstance(body.get("id"), str):
             raise HordeUnreachable("the submit without a request id", reached=True)
         return SubmitResult(id=body["id"], kudos=body.get("kudos"), warnings=list(body.get("warnings") or []))
@@ -221,10 +256,6 @@ def record_call(method: str, path: str, started: float, status: int | None) -> N
     front_metrics().horde_call_duration.record(
         time.monotonic() - started, {"horde.call": call, "horde.status": status or 0}
     )
-
-
-def _refuse_non_finite(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def _parse_status(body: Any) -> NativeStatus:

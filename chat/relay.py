@@ -49,6 +49,10 @@ DELTA_READ_TIMEOUT_SECONDS: float = 5
 DELTA_READ_RETRY_SECONDS: float = 2
 """The wait before a failed read is made again (``redis-reads-and-recovery.4``). Read at each failure."""
 
+RESUBSCRIBED_EVENT: Final = "resubscribed"
+"""Put on every registered request's queue when the listener subscribes again after a failure: signals published
+while it was not subscribed are lost, so each waiter re-reads at once instead of at its backed-off timer."""
+
 SIGNAL_RETRY_SECONDS: float = 2
 """The wait before the signal listener reconnects after a failure. Read at each failure."""
 
@@ -373,8 +377,9 @@ class SignalListener:
     ``event`` on that request's queue; other ids, bad JSON and other shapes are ignored (logged at debug level).
 
     After a failure it reconnects and subscribes again after ``SIGNAL_RETRY_SECONDS`` (2 s); signals published
-    meanwhile are lost, which only delays a waiter to its own recheck. When nothing was heard for
-    ``liveness_interval_seconds`` it sends a pub/sub ``PING`` and reconnects when no answer comes within
+    meanwhile are lost, so once subscribed again it puts :data:`RESUBSCRIBED_EVENT` on every registered queue and
+    each waiter re-reads at once (its timer may have backed off far beyond ``signal_recheck_seconds``). When nothing
+    was heard for ``liveness_interval_seconds`` it sends a pub/sub ``PING`` and reconnects when no answer comes within
     ``SIGNAL_PONG_TIMEOUT_SECONDS``, so a connection left unresponsive by a network fault does not keep it deaf
     (``None`` disables this). Pub/sub ignores the database number.
     """
@@ -395,6 +400,8 @@ class SignalListener:
         self._task: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
         self._failing = False
+        self._lost_signals = False
+        """Whether the listener was subscribed before: a new subscription may have missed signals."""
 
     def register(self, request_id: str) -> asyncio.Queue[str]:
         """Return the queue the request's event names go to, starting the listener when it is not running.
@@ -465,6 +472,10 @@ class SignalListener:
             if self._failing:
                 logger.info("Signal subscription recovered")
                 self._failing = False
+            if self._lost_signals:
+                for queue in self._waiters.values():
+                    queue.put_nowait(RESUBSCRIBED_EVENT)
+            self._lost_signals = True
             loop = asyncio.get_running_loop()
             last_heard = loop.time()
             ping_sent: float | None = None

@@ -41,7 +41,12 @@ class FrontRuntime:
 
     def __init__(self, settings: FrontSettings) -> None:
         self.settings = settings
-        self.horde = HordeClient(settings.horde_url, settings.client_agent, settings.horde_timeout_seconds)
+        self.horde = HordeClient(
+            settings.horde_url,
+            settings.client_agent,
+            settings.horde_timeout_seconds,
+            connections=settings.horde_connections,
+        )
         self.cancels = CancelQueue(
             self.horde,
             retry_seconds=settings.cancel_retry_seconds,

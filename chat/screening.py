@@ -121,10 +121,10 @@ DEFAULT_NO_OP_PARAMETERS: Final[Mapping[str, NoOpParameter]] = {
 """OpenAI chat completions parameters (API reference, "Create chat completion") that the front accepts only at their
 default, where they change nothing, and then drops (:func:`drop_default_no_ops`); any other value is 400
 ``UnsupportedChatParameter`` at the key. Defaults, from OpenAI's reference: ``audio`` null, ``logit_bias`` ``{}``
-(OpenAI: null, no bias; see below), ``logprobs`` false,
-``modalities`` ``["text"]``, ``prediction`` null, ``service_tier`` ``"auto"``, ``store`` false (for chat
-completions), ``top_logprobs`` 0 (no alternatives; OpenAI states no default), ``verbosity`` ``"medium"``,
-``web_search_options`` null (absent). ``n``, ``stream`` and ``parallel_tool_calls`` are request fields.
+(OpenAI: null, no bias; see below), ``logprobs`` false, ``modalities`` ``["text"]``, ``prediction`` null,
+``service_tier`` ``"auto"``, ``store`` false (for chat completions), ``top_logprobs`` 0 (no alternatives; OpenAI
+states no default), ``verbosity`` ``"medium"``, ``web_search_options`` null (absent). ``n``, ``stream`` and
+``parallel_tool_calls`` are request fields.
 
 ``logit_bias`` is a deliberate deviation from the reference, which lists it among the parameters the front does not
 define (:data:`UNDEFINED_OPENAI_PARAMETERS`): SillyTavern's Custom (OpenAI-compatible) source sends ``{}`` by default,
@@ -456,11 +456,10 @@ def find_refused_parameter(body: Mapping[str, Any]) -> RefusedParameter | None:
 
     In this order: an unknown top-level key (OpenAI's ``Unrecognized request argument supplied: <key>``; so is
     ``logit_bias`` at any value other than ``{}`` or null); a :data:`DEFAULT_NO_OP_PARAMETERS` key with a value other
-    than its default or null; then, message by message, an
-    unsupported role (``messages[<i>].role``), ``tool_calls`` on a message other than an assistant message
-    (``messages[<i>].tool_calls``; null is let through and dropped) and a content part type the role does not take
-    (param ``messages[<i>].content[<j>].type=<type>``). A role or type that is missing or not a string is left to
-    validation, which reports its type.
+    than its default or null; then, message by message, an unsupported role (``messages[<i>].role``), ``tool_calls``
+    on a message other than an assistant message (``messages[<i>].tool_calls``; null is let through and dropped) and
+    a content part type the role does not take (param ``messages[<i>].content[<j>].type=<type>``). A role or type
+    that is missing or not a string is left to validation, which reports its type.
 
     Returns:
         The refusal, or None when screening passes.

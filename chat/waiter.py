@@ -1,9 +1,16 @@
 """The status wait of one submitted chat request, and the refusals a status read can bring.
 
 A waiter reads ``GET /v2/generate/chat/status/{id}`` until the request is terminal. A Redis signal on
-``horde:chat:signals`` wakes it early; without one it re-reads every ``signal_recheck_seconds``, so the front is correct
-without Redis. Reference sections: "No eligible worker" (Model availability, Declaration gaps, Size limit gaps, Native
-admission refusals), "Fail-fast admission", "Queue position refresh", "Stream errors", "Completion without a
+``horde:chat:signals`` wakes it early; without one it re-reads on its own timer, so the front is correct without
+Redis. Without a subscribed signal listener that timer is ``signal_recheck_seconds``. With one, the signals carry
+every state change (``processing``, ``done``, ``faulted``, ``cancelled``), so the waiter's timer backs off: each
+re-read the timer brought doubles it, from ``signal_recheck_seconds`` up to ``signal_recheck_max_seconds``; a
+signal, a failed read or the listener not being subscribed brings it back to ``signal_recheck_seconds``
+(:meth:`ChatWaiter.recheck_delay`). The reference's timed rules keep their own times whatever the backoff: the
+positioned re-reads of ``fail_fast`` every ``signal_recheck_seconds`` for :data:`POSITIONED_READ_WAIT_SECONDS`, the
+read when the grace ends, and the full ``signal_recheck_seconds`` recheck of a completion without a generation.
+Reference sections: "No eligible worker" (Model availability, Declaration gaps, Size limit gaps, Native admission
+refusals), "Fail-fast admission", "Queue position refresh", "Stream errors", "Completion without a
 generation" and the statuses of "Error attributes".
 
 Every refusal raises :class:`chat.errors.OpenAIError`; the caller cancels the native request whenever it leaves
@@ -515,6 +522,8 @@ class ChatWaiter:
         """
         self.cancelled_signal = False
         self.done_without_generation_reads = 0
+        self.timer_delay: float = self.settings.signal_recheck_seconds
+        """The backoff timer's next delay while the signal listener is subscribed (:meth:`recheck_delay`)."""
         self._read_failures = 0
         self._signal_queue: asyncio.Queue[str] | None = None
         if runtime.signals is not None:
@@ -639,13 +648,37 @@ class ChatWaiter:
                 return
         self.woke_at = time.time()
 
-    def _recheck_delay(self) -> float:
-        """``signal_recheck_seconds``, shortened so a read comes when the grace ends."""
+    @property
+    def signals_subscribed(self) -> bool:
+        """Whether this waiter listens for signals and the process's signal listener is subscribed now."""
+        return self._signal_queue is not None and bool(getattr(self.runtime.signals, "subscribed", False))
+
+    def recheck_delay(self, *, backoff: bool = True) -> float:
+        """Seconds until the next timer re-read, shortened so a read comes when the grace ends.
+
+        ``signal_recheck_seconds`` without a subscribed signal listener or when ``backoff`` is false (the
+        positioned re-reads of "Queue position refresh"); else :attr:`timer_delay`, which :meth:`note_wake` doubles
+        up to ``signal_recheck_max_seconds`` after each re-read the timer brought.
+        """
         delay = self.settings.signal_recheck_seconds
+        if backoff and self.signals_subscribed:
+            delay = max(delay, self.timer_delay)
         if self.impossible_since is not None:
             grace_left = self.impossible_since + self.settings.fail_fast_grace_seconds - self.clock()
             delay = min(delay, max(0.0, grace_left))
         return delay
+
+    def note_wake(self, status: NativeStatus | None) -> None:
+        """Set the backoff timer after a wake and its read: doubled (up to ``signal_recheck_max_seconds``) after a
+        timer wake whose read succeeded with the listener subscribed; ``signal_recheck_seconds`` after a signal, a
+        failed read, or while the listener is not subscribed.
+        """
+        base = self.settings.signal_recheck_seconds
+        if status is None or self.woke_by != "timer" or not self.signals_subscribed:
+            self.timer_delay = base
+            return
+        ceiling = max(base, self.settings.signal_recheck_max_seconds)
+        self.timer_delay = min(ceiling, max(base, self.timer_delay * 2))
 
     # --- rules ---------------------------------------------------------------------------------------------------
 
@@ -705,7 +738,7 @@ class ChatWaiter:
             left = first_at + POSITIONED_READ_WAIT_SECONDS - self.clock()
             if left <= 0 or self.remaining_seconds <= 0:
                 break
-            await self.sleep_until_wake(min(self._recheck_delay(), left))
+            await self.sleep_until_wake(min(self.recheck_delay(backoff=False), left))
             status = await self._read_checked() or status
         remaining = self.remaining_seconds
         refusal = queue_refusal_reason(status, remaining)
@@ -741,5 +774,6 @@ class ChatWaiter:
                 self.done_without_generation_reads = 0
             if self.remaining_seconds <= 0:
                 raise self.timeout_error()
-            await self.sleep_until_wake(self._recheck_delay())
+            await self.sleep_until_wake(self.recheck_delay())
             status = await self.read()
+            self.note_wake(status)

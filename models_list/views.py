@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any
 
+from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 
 from chat import errors, refusals
@@ -15,19 +14,27 @@ from chat.runtime import get_runtime
 from chat.views import method_not_allowed
 from models_list.cards import model_list
 
-_cache: dict[asyncio.AbstractEventLoop, tuple[float, list[dict[str, Any]]]] = {}
+MODELS_CACHE_KEY = "native-text-models:{horde_url}"
+"""The key of the native model list in Django's ``default`` cache (``KEY_PREFIX`` ``horde-oai``), per ``HORDE_URL``
+so fronts of different Hordes sharing one Redis keep their own lists."""
 
 
 async def native_text_models() -> list[dict[str, Any]]:
-    """The native text model list, reused for ``HORDE_OAI_MODELS_CACHE_SECONDS``."""
+    """The native text model list, reused for ``HORDE_OAI_MODELS_CACHE_SECONDS`` through Django's ``default`` cache:
+    django-redis on ``HORDE_OAI_REDIS_URL``, shared by every worker process, or local memory (one per process)
+    without Redis (oaifront.settings ``CACHES``). 0 reads the Horde every time. A cache that cannot be reached is
+    skipped (django-redis ``IGNORE_EXCEPTIONS``): the list then comes from the Horde.
+    """
     runtime = get_runtime()
-    loop = asyncio.get_running_loop()
-    cached = _cache.get(loop)
-    now = time.monotonic()
-    if cached is not None and now - cached[0] < runtime.settings.models_cache_seconds:
-        return cached[1]
+    seconds = runtime.settings.models_cache_seconds
+    if seconds <= 0:
+        return await runtime.horde.text_models()
+    key = MODELS_CACHE_KEY.format(horde_url=runtime.horde.base_url)
+    cached = await cache.aget(key)
+    if isinstance(cached, list):
+        return cached
     entries = await runtime.horde.text_models()
-    _cache[loop] = (now, entries)
+    await cache.aset(key, entries, timeout=seconds)
     return entries
 
 

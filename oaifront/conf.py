@@ -63,6 +63,12 @@ class FrontSettings(BaseSettings):
     signal_recheck_seconds: float = Field(default=1.0, gt=0)
     """``HORDE_OAI_SIGNAL_RECHECK_SECONDS``: the waiter's status re-read interval when no signal wakes it."""
 
+    signal_recheck_max_seconds: float = Field(default=30.0, gt=0)
+    """``HORDE_OAI_SIGNAL_RECHECK_MAX_SECONDS``: with the signal listener subscribed, the ceiling the waiter's re-read
+    timer backs off to (doubling from ``signal_recheck_seconds`` after each re-read no signal preceded). Signals
+    carry every state change, so this only bounds how late a change without a signal is seen (a worker going
+    offline, which starts the ``fail_fast_grace_seconds`` grace). Below ``signal_recheck_seconds`` it is that."""
+
     fail_fast_grace_seconds: float = Field(default=30.0, ge=0)
     """``HORDE_OAI_FAIL_FAST_GRACE_SECONDS``: how long a request reported impossible waits for a worker to appear."""
 
@@ -71,6 +77,10 @@ class FrontSettings(BaseSettings):
 
     horde_timeout_seconds: float = Field(default=30.0, gt=0)
     """``HORDE_OAI_HORDE_TIMEOUT_SECONDS``: the timeout of one native HTTP call."""
+
+    horde_connections: int = Field(default=32, ge=1)
+    """``HORDE_OAI_HORDE_CONNECTIONS``: native calls one process makes at once, and the keep-alive connections it
+    holds for them; more wait their turn (chat.horde_client.POOL_CONNECTIONS)."""
 
     cancel_retry_seconds: float = Field(default=10.0, gt=0)
     """``HORDE_OAI_CANCEL_RETRY_SECONDS``: the interval between retries of a failed cancel."""

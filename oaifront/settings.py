@@ -36,7 +36,7 @@ MIDDLEWARE = [
     # Django's HTML 400/404/500 pages (a disallowed Host, DEBUG's technical pages) become JSON envelopes.
     "oaifront.error_pages.JsonErrorPagesMiddleware",
     "oaifront.middleware.CorsMiddleware",
-    "django.middleware.common.CommonMiddleware",
+    "oaifront.middleware.CommonMiddleware",
     # Every API view is csrf_exempt (bearer keys, no cookies); the middleware guards anything added later.
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -97,3 +97,22 @@ try:
 except ValidationError as invalid:
     raise ImproperlyConfigured(describe_invalid_settings(invalid)) from None
 """The front's namespaced settings (see oaifront.conf.FrontSettings for each variable)."""
+
+if HORDE_OAI.redis_url:
+    # Shared by every worker process (the model list cache, models_list.views); a Redis that cannot be reached is
+    # skipped, not an error: the list then comes from the Horde.
+    CACHES = {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": HORDE_OAI.redis_url,
+            "KEY_PREFIX": "horde-oai",
+            "OPTIONS": {
+                "SERIALIZER": "django_redis.serializers.json.JSONSerializer",
+                "IGNORE_EXCEPTIONS": True,
+                "SOCKET_CONNECT_TIMEOUT": 1,
+                "SOCKET_TIMEOUT": 1,
+            },
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "horde-oai"}}

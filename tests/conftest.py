@@ -28,6 +28,7 @@ STREAM_REDIS_DB = 11
 
 FAST_FRONT_ENV = {
     "HORDE_OAI_SIGNAL_RECHECK_SECONDS": "0.2",
+    "HORDE_OAI_SIGNAL_RECHECK_MAX_SECONDS": "1.0",
     "HORDE_OAI_KEEPALIVE_SECONDS": "0.5",
     "HORDE_OAI_FAIL_FAST_GRACE_SECONDS": "1.5",
     "HORDE_OAI_MODELS_CACHE_SECONDS": "0",
@@ -81,9 +82,10 @@ def start_devhorde(tmp: Path, *, redis: bool = True, scenario: Path | str | None
 
 
 def start_front(
-    tmp: Path, horde_url: str, *, redis: bool = True, env: dict[str, str] | None = None
+    tmp: Path, horde_url: str, *, redis: bool = True, env: dict[str, str] | None = None, workers: int = 1
 ) -> tuple[Process, str]:
-    """Start the front under uvicorn; return it and its base URL (``http://127.0.0.1:<port>``)."""
+    """Start the front under uvicorn (``workers`` processes behind one port); return it and its base URL
+    (``http://127.0.0.1:<port>``)."""
     port = free_port()
     front_env = {**FAST_FRONT_ENV, "HORDE_URL": horde_url, **(env or {})}
     if redis:
@@ -100,9 +102,16 @@ def start_front(
         str(port),
         "--no-access-log",
     ]
+    if workers > 1:
+        args += ["--workers", str(workers)]
     process = start_process(args, front_env, tmp / f"front-{port}.log")
     base = f"http://127.0.0.1:{port}"
-    wait_http(f"{base}/healthz", process.popen)
+    try:
+        # Each worker imports Django on its own: a loaded 2-core machine needs longer for several.
+        wait_http(f"{base}/healthz", process.popen, timeout=30.0 * workers)
+    except Exception:
+        process.stop()
+        raise
     return process, base
 
 

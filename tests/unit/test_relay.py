@@ -502,13 +502,21 @@ async def test_signal_listener_reconnects_after_a_failure(monkeypatch: pytest.Mo
     try:
         queue = listener.register(request)
         assert await listener.wait_subscribed(3)
+        assert queue.empty()  # the first subscription wakes nobody
         old = await connection_id(client, name)
         await client.client_kill_filter(_id=old)
+        events: list[str] = []
         async with asyncio.timeout(5):
-            while queue.empty():
+            while "processing" not in events:
                 await client.publish(relay.SIGNAL_CHANNEL, json.dumps({"id": request, "event": "processing"}))
                 await asyncio.sleep(0.1)
+                while not queue.empty():
+                    events.append(queue.get_nowait())
         assert await connection_id(client, name) != old
+        # Subscribed again, the listener woke the waiter once, before any signal of the new subscription: signals
+        # published meanwhile were lost, so the waiter re-reads at once.
+        assert events[0] == relay.RESUBSCRIBED_EVENT
+        assert events.count(relay.RESUBSCRIBED_EVENT) == 1
     finally:
         await listener.aclose()
         await client.aclose()
@@ -534,11 +542,15 @@ async def test_signal_listener_reconnects_when_ping_goes_unanswered(
         assert await connection_id(client, name) == first
         await client.execute_command("CLIENT", "PAUSE", 1200, "ALL")
         await asyncio.sleep(1.5)
+        events: list[str] = []
         async with asyncio.timeout(5):
-            while queue.empty():
+            while "done" not in events:
                 await client.publish(relay.SIGNAL_CHANNEL, json.dumps({"id": request, "event": "done"}))
                 await asyncio.sleep(0.1)
+                while not queue.empty():
+                    events.append(queue.get_nowait())
         assert await connection_id(client, name) != first
+        assert events[0] == relay.RESUBSCRIBED_EVENT
     finally:
         await listener.aclose()
         await client.aclose()

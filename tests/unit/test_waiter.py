@@ -16,6 +16,7 @@ import pytest
 
 from chat.errors import OpenAIError
 from chat.horde_client import HordeRefusal, HordeUnreachable, NativeStatus
+from chat.relay import RESUBSCRIBED_EVENT
 from chat.schema import ChatCompletionRequest
 from chat.waiter import POSITIONED_READ_WAIT_SECONDS, ChatWaiter
 
@@ -23,6 +24,7 @@ pytestmark = pytest.mark.asyncio
 
 REQUEST_ID = "req-wait-1"
 RECHECK = 1.0
+RECHECK_MAX = 30.0
 GRACE = 30.0
 TIMEOUT = 300.0
 MODEL_ENTRIES = [{"name": "m/a", "chat": {"max_length": 1024, "max_context_length": 8192}}]
@@ -68,8 +70,11 @@ class FakeHorde:
 
 
 class FakeSignals:
-    def __init__(self) -> None:
+    """A signal listener: ``subscribed`` as the real one reports it; events are put on ``queue`` by the test."""
+
+    def __init__(self, subscribed: bool = True) -> None:
         self.queue: asyncio.Queue[str] = asyncio.Queue()
+        self.subscribed = subscribed
 
     def register(self, request_id: str) -> asyncio.Queue[str]:
         return self.queue
@@ -86,11 +91,15 @@ def make_waiter(
     timeout: float = TIMEOUT,
     entries: list[dict] | None = None,
     models: list[str] | None = None,
+    subscribed: bool = True,
+    recheck_max: float = RECHECK_MAX,
 ) -> tuple[ChatWaiter, FakeHorde]:
     clock = FakeClock()
     horde = FakeHorde(clock, script, entries)
-    settings = SimpleNamespace(signal_recheck_seconds=RECHECK, fail_fast_grace_seconds=GRACE)
-    runtime = SimpleNamespace(horde=horde, signals=FakeSignals() if signals else None, settings=settings)
+    settings = SimpleNamespace(
+        signal_recheck_seconds=RECHECK, signal_recheck_max_seconds=recheck_max, fail_fast_grace_seconds=GRACE
+    )
+    runtime = SimpleNamespace(horde=horde, signals=FakeSignals(subscribed) if signals else None, settings=settings)
     body: dict[str, Any] = {"messages": [{"role": "user", "content": "Hi"}]}
     if models:
         body["models"] = models
@@ -511,3 +520,156 @@ async def test_a_rate_limited_status_read_is_waited_out_not_returned() -> None:
     status = await waiter.wait_done(await waiter.first_read())
     assert status.finished_generation is not None
     assert horde.read_times == [0.0, 8.0, 16.0]
+
+
+# --- The backoff timer with a subscribed signal listener ----------------------------------------------------------
+
+
+def countdown(reads: int, then: dict[str, Any]) -> Any:
+    """A script item: WAITING for the first ``reads`` reads, then ``then``."""
+    return lambda count: WAITING if count <= reads else then
+
+
+async def test_with_signals_the_timer_backs_off_to_the_ceiling() -> None:
+    """With the listener subscribed, each timer re-read doubles the next delay from signal_recheck_seconds up to
+    signal_recheck_max_seconds (reads at 0, 1, 3, 7, 15, 31, then every 30 s)."""
+    waiter, horde = make_waiter([countdown(9, FINISHED)], signals=True)
+    status = await waiter.wait_done(await waiter.first_read())
+    assert status.finished == 1
+    assert horde.read_times == [0.0, 1.0, 3.0, 7.0, 15.0, 31.0, 61.0, 91.0, 121.0, 151.0]
+    assert waiter.woke_by == "timer" and waiter.wakes == 9
+
+
+async def test_without_redis_the_timer_stays_signal_recheck_seconds() -> None:
+    """No signal listener (no Redis): every re-read comes signal_recheck_seconds after the last."""
+    waiter, horde = make_waiter([countdown(6, FINISHED)])
+    await waiter.wait_done(await waiter.first_read())
+    assert horde.read_times == [float(second) for second in range(7)]
+
+
+async def test_a_listener_not_subscribed_keeps_the_timer_at_signal_recheck_seconds() -> None:
+    """Registered with a listener that is not subscribed (Redis down): signals may be lost, so no backoff."""
+    waiter, horde = make_waiter([countdown(6, FINISHED)], signals=True, subscribed=False)
+    await waiter.wait_done(await waiter.first_read())
+    assert horde.read_times == [float(second) for second in range(7)]
+
+
+async def test_the_backoff_resets_when_the_listener_is_lost_and_resumes_after() -> None:
+    waiter, horde = make_waiter([countdown(8, FINISHED)], signals=True)
+    signals = waiter.runtime.signals
+
+    def unsubscribe_at_fourth_read(count: int) -> dict[str, Any]:
+        signals.subscribed = count < 4
+        return WAITING if count < 8 else FINISHED
+
+    horde.script = [unsubscribe_at_fourth_read]
+    await waiter.wait_done(await waiter.first_read())
+    # 0, 1, 3 backed off; the 4th read (7) finds the listener gone: 8, 9, 10, 11 at signal_recheck_seconds.
+    assert horde.read_times == [0.0, 1.0, 3.0, 7.0, 8.0, 9.0, 10.0, 11.0]
+
+
+def signal_at(waiter: ChatWaiter, read: int, event: str, then: dict[str, Any], done_after: int) -> Any:
+    """A script item: WAITING, with ``event`` put on the waiter's queue during read number ``read`` (so it is
+    there when the waiter next sleeps); ``then`` from read ``done_after`` on."""
+
+    def item(count: int) -> dict[str, Any]:
+        if count == read:
+            assert waiter._signal_queue is not None
+            waiter._signal_queue.put_nowait(event)
+        return WAITING if count < done_after else then
+
+    return item
+
+
+async def test_a_signal_resets_the_backoff() -> None:
+    """A signal (here "processing") wakes the waiter at once and the next timer starts at signal_recheck_seconds."""
+    waiter, horde = make_waiter([WAITING], signals=True)
+    horde.script = [signal_at(waiter, 4, "processing", FINISHED, done_after=7)]
+    await waiter.wait_done(await waiter.first_read())
+    # Timer reads at 1, 3, 7 (next would be 15); the signal at 7 wakes a read at once; then 1 s, 2 s again.
+    assert horde.read_times == [0.0, 1.0, 3.0, 7.0, 7.0, 8.0, 10.0]
+
+
+async def test_a_failed_read_resets_the_backoff() -> None:
+    """A read that fails (unreachable Horde) is retried after signal_recheck_seconds, so three failures in a row
+    still end the wait quickly with HordeUnavailable. ref: error-attributes.1"""
+    failure = HordeUnreachable("GET status: ConnectError")
+    waiter, horde = make_waiter([lambda count: WAITING if count <= 4 else failure], signals=True)
+    error = await refused(waiter.wait_done(await waiter.first_read()))
+    assert (error.status, error.code) == (502, "HordeUnavailable")
+    assert horde.read_times == [0.0, 1.0, 3.0, 7.0, 15.0, 16.0, 17.0]
+
+
+async def test_the_backoff_never_skips_the_read_when_the_grace_ends() -> None:
+    """Reported impossible, the backed-off timer is cut so a read comes exactly fail_fast_grace_seconds after the
+    first such read; it refuses with 503. ref: model-availability.8, stream-errors.2"""
+    waiter, horde = make_waiter([IMPOSSIBLE], signals=True)
+    first = await waiter.first_read()
+    error = await refused(waiter.wait_done(first))
+    assert (error.status, error.code, error.retry_after) == (503, "no_eligible_worker", 30)
+    assert horde.read_times == [0.0, 1.0, 3.0, 7.0, 15.0, GRACE]
+
+
+async def test_the_grace_starting_late_still_ends_on_time() -> None:
+    """The grace counts from the first read that reports impossible, whatever the timer had backed off to.
+    ref: model-availability.8"""
+    waiter, horde = make_waiter([countdown(5, IMPOSSIBLE)], signals=True)
+    error = await refused(waiter.wait_done(await waiter.first_read()))
+    assert error.code == "no_eligible_worker"
+    # WAITING at 0, 1, 3, 7, 15; impossible from 31: reads at 31, 61 (= 31 + GRACE).
+    assert horde.read_times == [0.0, 1.0, 3.0, 7.0, 15.0, 31.0, 31.0 + GRACE]
+
+
+async def test_positioned_reads_keep_signal_recheck_seconds_with_signals() -> None:
+    """fail_fast re-reads for queue information every signal_recheck_seconds for at most
+    POSITIONED_READ_WAIT_SECONDS, with or without a subscribed listener. ref: queue-position-refresh.4"""
+    unpositioned = {**WAITING, "queue_position": 0, "wait_time": 0}
+    waiter, horde = make_waiter([unpositioned], mode="fail_fast", signals=True)
+    await waiter.first_read()
+    assert horde.read_times == [0.0, 1.0, 2.0]
+    assert POSITIONED_READ_WAIT_SECONDS == 2.0
+
+
+async def test_a_completion_without_generation_is_rechecked_after_signal_recheck_seconds_when_backed_off() -> None:
+    """Found after the timer backed off to 16 s, a done status without a generation is still read again exactly
+    signal_recheck_seconds later, then refused. ref: completion-without-a-generation.2"""
+    waiter, horde = make_waiter([countdown(5, NO_GENERATION)], signals=True)
+    error = await refused(waiter.wait_done(await waiter.first_read()))
+    assert (error.status, error.code) == (502, "ChatRequestNoGeneration")
+    assert horde.read_times == [0.0, 1.0, 3.0, 7.0, 15.0, 31.0, 32.0]
+    assert waiter.done_without_generation_reads == 2
+
+
+async def test_a_cancelled_signal_during_a_backed_off_wait_ends_the_no_generation_recheck() -> None:
+    """A done status without a generation found after backoff, and a cancelled signal during its recheck: 502 at
+    once, without waiting signal_recheck_seconds. ref: completion-without-a-generation.2"""
+    waiter, horde = make_waiter([WAITING], signals=True)
+    horde.script = [signal_at(waiter, 4, "cancelled", NO_GENERATION, done_after=4)]
+    error = await refused(waiter.wait_done(await waiter.first_read()))
+    assert error.code == "ChatRequestNoGeneration"
+    assert horde.read_times == [0.0, 1.0, 3.0, 7.0]
+    assert waiter.cancelled_signal
+
+
+async def test_the_backed_off_timer_never_sleeps_past_the_budget() -> None:
+    """ref: error-attributes.1"""
+    waiter, horde = make_waiter([WAITING], signals=True, timeout=20)
+    error = await refused(waiter.wait_done(await waiter.first_read()))
+    assert (error.status, error.code) == (408, "ChatRequestTimeout")
+    assert horde.read_times == [0.0, 1.0, 3.0, 7.0, 15.0, 20.0]
+
+
+async def test_a_ceiling_below_signal_recheck_seconds_means_no_backoff() -> None:
+    waiter, horde = make_waiter([countdown(4, FINISHED)], signals=True, recheck_max=0.5)
+    await waiter.wait_done(await waiter.first_read())
+    assert horde.read_times == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+
+async def test_a_resubscribed_event_wakes_the_waiter_to_read_at_once() -> None:
+    """After the listener subscribes again it puts RESUBSCRIBED_EVENT on every queue (signals were lost): the
+    waiter reads at once and its timer starts again from signal_recheck_seconds."""
+    waiter, horde = make_waiter([WAITING], signals=True)
+    horde.script = [signal_at(waiter, 4, RESUBSCRIBED_EVENT, FINISHED, done_after=6)]
+    await waiter.wait_done(await waiter.first_read())
+    assert horde.read_times == [0.0, 1.0, 3.0, 7.0, 7.0, 8.0]
+    assert not waiter.cancelled_signal

@@ -1,0 +1,406 @@
+"""What the front costs per request and per waiting request, measured against a floor in the same run.
+
+Run: ``.venv/bin/python -m bench.front_cost [--part nonstream,waiting] [--levels 1,16,128] [--seconds 6]
+[--waiting 100,1000,5000]``.
+
+**Non-streamed cost** (rows 1 and 2 of ``make bench``). A throwaway ``redis-server``, the devhorde (one worker,
+512 threads, no latency, a fixed 8-word reply), the front with Redis (one uvicorn worker, production defaults) and
+:mod:`bench.passthrough` (the bare pass-through) all on loopback. For each concurrency ``c`` a closed loop of ``c``
+keep-alive connections, each sending one request after another for ``--seconds``, against, in this order: the front
+(an OpenAI body), the pass-through (the native payload), and the native calls made directly (submit, then status
+reads back to back until done, by this process). Per target: served requests per second, latency p50 / p99, and
+for the front and the pass-through their CPU seconds per served request (``/proc/<pid>/stat``). The latency the
+front adds is its latency minus the direct calls' at the same ``c``. Every request must succeed; a failure is
+counted and printed.
+
+**Waiting cost** (row 3). The devhorde's one worker has 1 thread and a first token after 600 s, so after the first
+request every other one stays queued. ``N`` non-streamed requests are opened at once (``N`` client sockets,
+``RLIMIT_NOFILE`` raised for this process and the ones it starts); once they are all submitted (the devhorde
+lists them) and ``--settle`` seconds passed, the front's CPU share of one core and its RSS are read over
+``--window`` seconds. Then the clients close their sockets (the front cancels the requests) and the next level runs
+on a fresh stack. With Redis on and with Redis off (``HORDE_OAI_REDIS_URL`` empty: the waiter re-reads every
+``signal_recheck_seconds``).
+
+Everything is bounded: fixed durations, a fixed number of levels, every wait with a deadline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import resource
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from bench.relay_latency import (
+    API_KEY,
+    MODEL,
+    STARTUP_SECONDS,
+    WORKER_ID,
+    BenchStack,
+    bench_stack,
+    cpu_seconds,
+    machine,
+    percentile,
+    rss_megabytes,
+)
+from devhorde.launch import free_port, wait_http
+
+REPLY = "The quick brown fox jumps over the lazy dog."
+WAIT_FIRST_TOKEN_SECONDS = 600.0
+"""The waiting scenario's first token: longer than any level, so queued requests stay queued."""
+OPEN_FILES = 16_384
+"""The ``RLIMIT_NOFILE`` soft limit asked for (5,000 waiting clients need 5,000 sockets here and in the front)."""
+MAX_DIRECT_POLLS = 10_000
+
+
+def scenario(threads: int, first_token_seconds: float) -> dict[str, Any]:
+    """One worker on :data:`bench.relay_latency.MODEL` that answers :data:`REPLY`."""
+    return {
+        "name": "front-cost",
+        "queue_position_delay_seconds": 0,
+        "workers": [
+            {
+                "name": "bench-1",
+                "id": WORKER_ID,
+                "model": MODEL,
+                "threads": threads,
+                "max_length": 4096,
+                "reply_style": "fixed",
+                "fixed_reply": REPLY,
+                "posts_progress": False,
+                "time_to_first_token_seconds": first_token_seconds,
+                "tokens_per_second": 1_000_000,
+                "post_interval_seconds": 0,
+            }
+        ],
+    }
+
+
+OPENAI_BODY = json.dumps(
+    {"model": MODEL, "messages": [{"role": "user", "content": "Benchmark."}], "max_tokens": 64}
+).encode()
+NATIVE_BODY = json.dumps(
+    {"models": [MODEL], "messages": [{"role": "user", "content": "Benchmark."}], "params": {"max_length": 64}}
+).encode()
+
+
+def load_average() -> str:
+    """The one-minute load average (``/proc/loadavg``): the machine is shared, so each figure carries it."""
+    with open("/proc/loadavg") as loadavg:
+        return loadavg.read().split()[0]
+
+
+def raise_open_files() -> int:
+    """Raise this process's ``RLIMIT_NOFILE`` soft limit (children inherit it); return the new soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = OPEN_FILES if hard == resource.RLIM_INFINITY else min(OPEN_FILES, hard)
+    if soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# A minimal HTTP/1.1 keep-alive client: the load generator must cost far less than what it measures.
+
+
+class Connection:
+    """One keep-alive HTTP/1.1 connection to 127.0.0.1:port (answers with Content-Length or chunked)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def open(self) -> None:
+        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port, limit=1 << 20)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.reader = self.writer = None
+
+    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        if self.writer is None:
+            await self.open()
+        assert self.reader is not None
+        assert self.writer is not None
+        head = (
+            f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {API_KEY}\r\n"
+            f"apikey: {API_KEY}\r\nClient-Agent: bench:0:none\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        self.writer.write(head.encode() + body)
+        status_line = await self.reader.readline()
+        if not status_line:
+            raise ConnectionError("closed")
+        status = int(status_line.split()[1])
+        length = -1
+        chunked = False
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.partition(b":")
+            name = name.strip().lower()
+            if name == b"content-length":
+                length = int(value)
+            elif name == b"transfer-encoding" and b"chunked" in value.lower():
+                chunked = True
+        if chunked:
+            parts = []
+            while True:
+                size = int((await self.reader.readline()).split(b";")[0], 16)
+                if size == 0:
+                    await self.reader.readline()
+                    break
+                parts.append(await self.reader.readexactly(size))
+                await self.reader.readline()
+            return status, b"".join(parts)
+        return status, await self.reader.readexactly(length) if length >= 0 else await self.reader.read()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Non-streamed cost
+
+
+@dataclass
+class LoopResult:
+    latencies: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    cpu: float | None = None
+
+    def row(self) -> dict[str, Any]:
+        served = len(self.latencies)
+        row: dict[str, Any] = {
+            "served": served,
+            "failures": len(self.failures),
+            "rps": round(served / self.seconds, 1) if self.seconds else 0.0,
+            "p50_ms": round(percentile(self.latencies, 0.5) * 1000, 2) if served else None,
+            "p99_ms": round(percentile(self.latencies, 0.99) * 1000, 2) if served else None,
+        }
+        if self.cpu is not None and served:
+            row["cpu_ms_per_request"] = round(self.cpu / served * 1000, 2)
+        if self.failures:
+            row["first_failure"] = self.failures[0][:200]
+        return row
+
+
+async def _one_front(conn: Connection, path: str, body: bytes) -> None:
+    status, answer = await conn.request("POST", path, body)
+    if status != 200:
+        raise RuntimeError(f"HTTP {status}: {answer[:200]!r}")
+
+
+async def _one_direct(conn: Connection, api: str) -> None:
+    status, answer = await conn.request("POST", f"{api}/v2/generate/chat/async", NATIVE_BODY)
+    if status != 202:
+        raise RuntimeError(f"submit HTTP {status}: {answer[:200]!r}")
+    request_id = json.loads(answer)["id"]
+    for _ in range(MAX_DIRECT_POLLS):
+        status, answer = await conn.request("GET", f"{api}/v2/generate/chat/status/{request_id}")
+        if status != 200:
+            raise RuntimeError(f"status HTTP {status}: {answer[:200]!r}")
+        if json.loads(answer).get("done"):
+            return
+    raise RuntimeError("not done")
+
+
+async def closed_loop(port: int, concurrency: int, seconds: float, one: Any, pid: int | None) -> LoopResult:
+    """``concurrency`` connections each running ``one(conn)`` back to back for ``seconds``."""
+    result = LoopResult()
+    conns = [Connection(port) for _ in range(concurrency)]
+    for conn in conns:
+        await conn.open()
+    start = time.perf_counter()
+    deadline = start + seconds
+    cpu_before = cpu_seconds(pid) if pid else 0.0
+
+    async def client(conn: Connection) -> None:
+        while time.perf_counter() < deadline:
+            began = time.perf_counter()
+            try:
+                await asyncio.wait_for(one(conn), 60)
+            except Exception as error:  # noqa: BLE001 - every failure is counted and reported
+                result.failures.append(repr(error))
+                conn.close()
+                await asyncio.sleep(0.05)
+                continue
+            result.latencies.append(time.perf_counter() - began)
+
+    await asyncio.gather(*(client(conn) for conn in conns))
+    result.seconds = time.perf_counter() - start
+    if pid:
+        result.cpu = cpu_seconds(pid) - cpu_before
+    for conn in conns:
+        conn.close()
+    return result
+
+
+@contextlib.contextmanager
+def passthrough(stack: BenchStack) -> Iterator[tuple[int, int]]:
+    port = free_port()
+    process = stack.start(
+        "passthrough",
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "bench.passthrough:app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-access-log",
+            "--log-level",
+            "warning",
+        ],
+        {"HORDE_URL": stack.horde_url},
+    )
+    wait_http(f"http://127.0.0.1:{port}/", process, STARTUP_SECONDS)
+    try:
+        yield port, process.pid
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def port_of(url: str) -> int:
+    return int(url.rsplit(":", 1)[1].split("/", 1)[0])
+
+
+async def nonstream(levels: list[int], seconds: float, front_env: dict[str, str]) -> list[dict[str, Any]]:
+    rows = []
+    with bench_stack(scenario(512, 0.0), front_env) as stack, passthrough(stack) as (pt_port, pt_pid):
+        front_port = port_of(stack.front_url)
+        horde_port = port_of(stack.horde_url)
+        api = "/api"
+        # Warm each path (imports, pools, first-request work).
+        await closed_loop(front_port, 4, 1.0, lambda c: _one_front(c, "/v1/chat/completions", OPENAI_BODY), None)
+        await closed_loop(pt_port, 4, 1.0, lambda c: _one_front(c, "/", NATIVE_BODY), None)
+        for level in levels:
+            load = load_average()
+            front = await closed_loop(
+                front_port,
+                level,
+                seconds,
+                lambda c: _one_front(c, "/v1/chat/completions", OPENAI_BODY),
+                stack.front_pid,
+            )
+            bare = await closed_loop(pt_port, level, seconds, lambda c: _one_front(c, "/", NATIVE_BODY), pt_pid)
+            direct = await closed_loop(horde_port, level, seconds, lambda c: _one_direct(c, api), None)
+            stack.reset()
+            rows.append(
+                {"c": level, "load": load, "front": front.row(), "passthrough": bare.row(), "direct": direct.row()}
+            )
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Waiting cost
+
+
+async def hold_waiting(stack: BenchStack, count: int, settle: float, window: float) -> dict[str, Any]:
+    front_port = port_of(stack.front_url)
+    conns = [Connection(front_port) for _ in range(count)]
+    tasks: list[asyncio.Task[Any]] = []
+    opened = 0
+    for conn in conns:
+        try:
+            await conn.open()
+        except OSError:
+            break
+        opened += 1
+        tasks.append(asyncio.ensure_future(conn.request("POST", "/v1/chat/completions", OPENAI_BODY)))
+        if opened % 200 == 0:
+            await asyncio.sleep(0)
+    # All submitted: the devhorde lists them (bounded wait).
+    deadline = time.monotonic() + max(30.0, count / 50)
+    listed = 0
+    while time.monotonic() < deadline:
+        async with httpx.AsyncClient(timeout=30) as http:
+            body = (await http.get(f"{stack.control_url}/requests")).json()
+        listed = len(body["requests"] if isinstance(body, dict) else body)
+        if listed >= opened:
+            break
+        await asyncio.sleep(1.0)
+    await asyncio.sleep(settle)
+    pid = stack.front_pid
+    load = load_average()
+    horde_pid = stack.processes["devhorde"].pid
+    cpu_before, horde_before, started = cpu_seconds(pid), cpu_seconds(horde_pid), time.monotonic()
+    await asyncio.sleep(window)
+    elapsed = time.monotonic() - started
+    cpu = (cpu_seconds(pid) - cpu_before) / elapsed * 100
+    horde_cpu = (cpu_seconds(horde_pid) - horde_before) / elapsed * 100
+    answered = sum(1 for task in tasks if task.done())
+    row = {
+        "waiting": count,
+        "opened": opened,
+        "submitted": listed,
+        "answered_early": answered,
+        "front_cpu_pct": round(cpu, 1),
+        "front_rss_mib": round(rss_megabytes(pid), 1),
+        "devhorde_cpu_pct": round(horde_cpu, 1),
+        "load": load,
+    }
+    for task in tasks:
+        task.cancel()
+    for conn in conns:
+        conn.close()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return row
+
+
+async def waiting(levels: list[int], settle: float, window: float, redis: bool) -> list[dict[str, Any]]:
+    rows = []
+    front_env = {} if redis else {"HORDE_OAI_REDIS_URL": ""}
+    for level in levels:
+        with bench_stack(scenario(1, WAIT_FIRST_TOKEN_SECONDS), front_env) as stack:
+            row = await hold_waiting(stack, level, settle, window)
+        row["redis"] = redis
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.front_cost", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--part", default="nonstream,waiting")
+    parser.add_argument("--levels", default="1,16,128", help="concurrent clients of the non-streamed loop")
+    parser.add_argument("--seconds", type=float, default=6.0, help="duration of each closed loop")
+    parser.add_argument("--waiting", default="100,1000,5000", help="waiting request counts")
+    parser.add_argument("--redis", default="on,off", help="waiting with Redis on, off, or both")
+    parser.add_argument("--settle", type=float, default=20.0)
+    parser.add_argument("--window", type=float, default=10.0)
+    parser.add_argument("--front-env", default="", help="extra front variables, NAME=VALUE,NAME=VALUE")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    limit = raise_open_files()
+    front_env = dict(item.split("=", 1) for item in args.front_env.split(",") if item)
+    parts = args.part.split(",")
+    levels = [min(int(x), 512) for x in args.levels.split(",") if x][:6]
+    counts = [min(int(x), 10_000) for x in args.waiting.split(",") if x][:6]
+    print(f"# {machine()}; open files {limit}", flush=True)
+    results: dict[str, Any] = {}
+    if "nonstream" in parts:
+        results["nonstream"] = asyncio.run(nonstream(levels, min(args.seconds, 60.0), front_env))
+    if "waiting" in parts:
+        results["waiting"] = []
+        for mode in args.redis.split(","):
+            results["waiting"] += asyncio.run(
+                waiting(counts, min(args.settle, 120.0), min(args.window, 60.0), mode == "on")
+            )
+    if args.json:
+        print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
