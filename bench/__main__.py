@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from bench import relay_capacity, relay_latency, responses_events
+from bench import relay_capacity, relay_latency, responses_events, telemetry_cost
 
 BENCHMARKS = (
     ("relay_latency", relay_latency.main),
     ("relay_capacity", relay_capacity.main),
     ("responses_events", responses_events.main),
+    ("telemetry_cost", telemetry_cost.main),
 )
 
 

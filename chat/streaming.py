@@ -99,11 +99,12 @@ async def buffered_stream(
     first_status: NativeStatus,
     created: int,
     on_end: Callable[[], None],
+    on_error: Callable[[OpenAIError], None] | None = None,
 ) -> AsyncIterator[bytes]:
     """The whole event stream of a reply delivered whole: keepalives while waiting, then the buffered chunks.
 
     ``on_end`` runs when the stream ends for any reason (finished, error, client disconnect); the caller cancels the
-    native request there when it is not terminal.
+    native request there when it is not terminal. ``on_error`` is told the error of an error event (chat.logs).
     """
     wait_task = asyncio.ensure_future(unless_stopping(waiter, waiter.wait_done(first_status)))
     try:
@@ -112,6 +113,8 @@ async def buffered_stream(
         try:
             status = wait_task.result()
         except OpenAIError as error:
+            if on_error is not None:
+                on_error(error)
             for event in error_events(error):
                 yield event
             return

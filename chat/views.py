@@ -18,7 +18,9 @@ from django.views.decorators.csrf import csrf_exempt
 from chat import errors
 from chat.errors import CORS_HEADERS, OpenAIError, json_response
 from chat.horde_client import HordeRefusal, HordeUnreachable, SubmitResult
+from chat.logs import RequestRecord, record_refusal
 from chat.mapping import build_completion, build_native_payload, relays_deltas
+from chat.metrics import STAGE_SUBMIT, front_metrics
 from chat.relayed_stream import relayed_stream
 from chat.responses import (
     ResponseEventWriter,
@@ -106,18 +108,23 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     """
     if request.method != "POST":
         return method_not_allowed("POST")
+    started = time.monotonic()
+    body = request.body
+    front_metrics().body_size.record(len(body))
     try:
         apikey = bearer_key(request)
-        chat_request = read_chat_request(request.body)
+        chat_request = read_chat_request(body)
     except OpenAIError as error:
+        record_refusal(error)
         return error.to_response()
-    return await serve_chat(chat_request, apikey)
+    return await serve_chat(chat_request, apikey, started=started)
 
 
 async def serve_chat(
     chat_request: ChatCompletionRequest,
     apikey: str | None,
     *,
+    started: float,
     render: CompletionRenderer | None = None,
     wrap_events: ChatEventsWrapper | None = None,
     on_error: Callable[[OpenAIError], OpenAIError] | None = None,
@@ -127,7 +134,8 @@ async def serve_chat(
     ``render`` rewrites the completion of a non-streamed request, ``wrap_events`` the event stream of a streamed one
     and ``on_error`` an error before the headers (``POST /v1/responses`` maps its param); without them the answer is
     a chat completion. A request abandoned after submit (refusal, timeout, client disconnect) is cancelled at the
-    Horde.
+    Horde. Every request is logged and counted (chat.logs.RequestRecord) from ``started`` (``time.monotonic()`` when
+    the view began), whatever its wire format; the record keeps the chat completions error, before ``on_error``.
     """
 
     def error_response(error: OpenAIError) -> HttpResponse:
@@ -136,26 +144,41 @@ async def serve_chat(
     runtime = get_runtime()
     if runtime.stopping.is_set():
         return error_response(errors.front_shutting_down(None))  # stopping: nothing is submitted any more
+    record = RequestRecord(chat_request, started=started)
     stream_progress = relays_deltas(chat_request) and runtime.has_redis
+    record.relayed = stream_progress
     payload = build_native_payload(chat_request, stream_progress=stream_progress)
     created = int(time.time())
-
+    record.submitted_at = time.time()
     try:
         submitted = await submit_shielded(runtime, payload, apikey)
     except HordeRefusal as refusal:
-        return error_response(await submit_refusal_error(runtime.horde, refusal, chat_request))
+        refused: OpenAIError = await submit_refusal_error(runtime.horde, refusal, chat_request)
+        record.failed(refused, stage=STAGE_SUBMIT)
+        record.finish()
+        return error_response(refused)
     except HordeUnreachable as exc:
-        return error_response(exc.to_error())
+        unavailable = exc.to_error()
+        record.failed(unavailable)
+        record.finish()
+        return error_response(unavailable)
+    except asyncio.CancelledError:
+        record.disconnected = True
+        record.finish()
+        raise
     submitted_at = time.time()
+    record.request_id = submitted.id
+    record.submitted_at = submitted_at
 
     settings = runtime.settings
     timeout = settings.stream_timeout_seconds if chat_request.is_stream else settings.nonstream_timeout_seconds
     waiter = ChatWaiter(runtime, submitted.id, apikey, timeout_seconds=timeout, request=chat_request)
+    record.waiter = waiter
 
     finished = False
 
     def finish() -> None:
-        """Once: stop listening for signals and cancel the native request unless it is terminal."""
+        """Once: stop listening for signals, cancel the native request unless it is terminal, log and count it."""
         nonlocal finished
         if finished:
             return
@@ -163,6 +186,13 @@ async def serve_chat(
         waiter.close()
         if not waiter.terminal:
             runtime.cancels.cancel_soon(submitted.id, apikey, submitted_at)
+            if record.error is None:
+                record.disconnected = True
+        elif record.completion is None and record.error is None:
+            status = waiter.last_status
+            if status is not None and status.finished_generation is not None:
+                record.completion = build_completion(chat_request, status, submitted.id, created)
+        record.finish()
 
     handed_to_stream = False
     try:
@@ -170,9 +200,13 @@ async def serve_chat(
         if chat_request.is_stream:
             events: AsyncIterator[bytes]
             if stream_progress:
-                events = relayed_stream(chat_request, waiter, first_status, created, finish, runtime)
+                events = relayed_stream(
+                    chat_request, waiter, first_status, created, finish, runtime, on_error=record.stream_failed
+                )
             else:
-                events = buffered_stream(chat_request, waiter, first_status, created, on_end=finish)
+                events = buffered_stream(
+                    chat_request, waiter, first_status, created, on_end=finish, on_error=record.stream_failed
+                )
             served: AsyncIterator[bytes] = events if wrap_events is None else wrap_events(events, submitted.id, created)
             response = ChatEventStream(served, on_end=finish, loop=asyncio.get_running_loop())
             for name, value in {**SSE_HEADERS, **CORS_HEADERS}.items():
@@ -180,9 +214,11 @@ async def serve_chat(
             handed_to_stream = True
             return response
         status = await runtime.unless_stopping(waiter.wait_done(first_status), submitted.id)
-        completion = build_completion(chat_request, status, submitted.id, created)
-        return json_response(completion if render is None else render(completion, submitted.id, created))
+        record.completion = build_completion(chat_request, status, submitted.id, created)
+        record.completed_at = time.time()
+        return json_response(record.completion if render is None else render(record.completion, submitted.id, created))
     except OpenAIError as error:
+        record.failed(error)
         return error_response(error)
     finally:
         if not handed_to_stream:
@@ -199,10 +235,14 @@ async def responses(request: HttpRequest) -> HttpResponseBase:
     """
     if request.method != "POST":
         return method_not_allowed("POST")
+    started = time.monotonic()
+    body = request.body
+    front_metrics().body_size.record(len(body))
     try:
         apikey = bearer_key(request)
-        responses_request, chat_request, sources = read_responses_request(request.body)
+        responses_request, chat_request, sources = read_responses_request(body)
     except OpenAIError as error:
+        record_refusal(error)
         return error.to_response()
 
     def render(completion: dict[str, Any], request_id: str, created: int) -> dict[str, Any]:
@@ -215,6 +255,7 @@ async def responses(request: HttpRequest) -> HttpResponseBase:
     return await serve_chat(
         chat_request,
         apikey,
+        started=started,
         render=render,
         wrap_events=wrap_events,
         on_error=lambda error: as_responses_error(error, sources),

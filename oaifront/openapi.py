@@ -319,6 +319,19 @@ FRONT_AT_CAPACITY: Final = "FrontAtCapacity"
 returns it yet (the front has no in-flight cap), so the document leaves it out."""
 
 _MAINTENANCE = DocumentedError(MAINTENANCE_MODE, "The Horde accepts no new work for now.")
+_FRONT_AT_CAPACITY = DocumentedError(
+    errors.FRONT_AT_CAPACITY,
+    "The front is serving as many requests from your address, or in total, as it accepts at once "
+    "(`HORDE_OAI_MAX_IN_FLIGHT_PER_CLIENT`, `HORDE_OAI_MAX_IN_FLIGHT`); `Retry-After` says when to retry.",
+)
+_REQUEST_TOO_LARGE = DocumentedError(
+    errors.REQUEST_TOO_LARGE,
+    "The body is over the front's limit (`HORDE_OAI_MAX_BODY_BYTES`), refused from `Content-Length` or as soon as "
+    "the bytes received pass it, before the body is read.",
+)
+_REQUEST_BODY_TIMEOUT = DocumentedError(
+    errors.REQUEST_BODY_TIMEOUT, "The body did not arrive within `HORDE_OAI_BODY_TIMEOUT_SECONDS`."
+)
 _RATE_LIMITS = (
     DocumentedError(errors.RATE_LIMIT_EXCEEDED, "The Horde rate-limited the request without a code of its own."),
     DocumentedError(TOO_MANY_PROMPTS, "The key has too many requests in flight at the Horde."),
@@ -383,7 +396,9 @@ CHAT_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappi
                 "No reply came within the front's timeout; the request was cancelled. `x-should-retry: false`: the "
                 "request already waited its whole budget.",
             ),
+            _REQUEST_BODY_TIMEOUT,
         ),
+        413: (_REQUEST_TOO_LARGE,),
         429: _RATE_LIMITS,
         502: (
             DocumentedError(
@@ -415,6 +430,7 @@ CHAT_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappi
                 f"`Retry-After: {errors.FRONT_SHUTDOWN_RETRY_AFTER_SECONDS}`. In a stream already open it is the "
                 "error event before `data: [DONE]`.",
             ),
+            _FRONT_AT_CAPACITY,
         ),
     }
 )
@@ -426,7 +442,7 @@ MODEL_LIST_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = MappingPro
     {
         429: _RATE_LIMITS,
         502: (_HORDE_UNAVAILABLE,),
-        503: (_MAINTENANCE,),
+        503: (_MAINTENANCE, _FRONT_AT_CAPACITY),
     }
 )
 """The error statuses of ``GET /v1/models`` with the codes each carries."""

@@ -195,7 +195,11 @@ def test_static_assets_middleware_stays_async() -> None:
         return HttpResponse()
 
     assert iscoroutinefunction(StaticAssetsMiddleware(get_response))
-    assert settings.MIDDLEWARE[0] == "oaifront.openapi.StaticAssetsMiddleware"
+    # WhiteNoise's own advice: directly after SecurityMiddleware, before everything else.
+    assert settings.MIDDLEWARE[:2] == [
+        "django.middleware.security.SecurityMiddleware",
+        "oaifront.openapi.StaticAssetsMiddleware",
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -559,15 +563,16 @@ CHAT_ERROR_CODES = {
     "401": ["InvalidAPIKey"],
     "403": ["KudosUpfront"],
     "404": ["no_worker_supports_features", "RequestNotFound"],
-    "408": ["ChatRequestTimeout"],
+    "408": ["ChatRequestTimeout", "RequestBodyTimeout"],
+    "413": ["RequestTooLarge"],
     "429": ["rate_limit_exceeded", "TooManyPrompts"],
     "502": ["ChatRequestFaulted", "ChatRequestNoGeneration", "HordeUnavailable"],
-    "503": ["no_eligible_worker", "queue_unavailable", "MaintenanceMode", "FrontShuttingDown"],
+    "503": ["no_eligible_worker", "queue_unavailable", "MaintenanceMode", "FrontShuttingDown", "FrontAtCapacity"],
 }
 MODEL_LIST_ERROR_CODES = {
     "429": ["rate_limit_exceeded", "TooManyPrompts"],
     "502": ["HordeUnavailable"],
-    "503": ["MaintenanceMode"],
+    "503": ["MaintenanceMode", "FrontAtCapacity"],
 }
 MODEL_RETRIEVE_ERROR_CODES = {"404": ["model_not_found"], **MODEL_LIST_ERROR_CODES}
 
@@ -596,17 +601,18 @@ def test_error_responses_by_status_with_their_codes(
         assert response["description"].endswith("- or the Horde's own `rc`, passed through with its message.")
 
 
-def test_no_response_the_handlers_do_not_produce(document: dict[str, Any]) -> None:
-    """The front has no body size limit, no body read timeout and no in-flight cap, so neither route documents 413,
-    ``RequestBodyTimeout`` or ``FrontAtCapacity``.
+def test_the_admission_guards_responses_are_listed(document: dict[str, Any]) -> None:
+    """The guards' refusals (oaifront.guards) are in the description: 413 and 408 ``RequestBodyTimeout`` on the chat
+    route, which takes a body, 503 ``FrontAtCapacity`` with ``Retry-After`` on every route.
 
-    ref: schema-generation.3"""
-    for operations in document["paths"].values():
-        for operation in operations.values():
-            assert "413" not in operation["responses"]
-    paths = json.dumps(document["paths"])
-    assert "RequestBodyTimeout" not in paths
-    assert "FrontAtCapacity" not in paths
+    ref: schema-generation.2, refusal-attributes.1"""
+    chat = document["paths"][CHAT]["post"]["responses"]
+    assert "RequestTooLarge" in chat["413"]["description"]
+    assert "RequestBodyTimeout" in chat["408"]["description"]
+    for path, method in ((CHAT, "post"), (MODELS, "get"), (MODEL, "get")):
+        response = document["paths"][path][method]["responses"]["503"]
+        assert "FrontAtCapacity" in response["description"]
+        assert "Retry-After" in response["headers"]
 
 
 def test_no_422_response_anywhere(document: dict[str, Any]) -> None:
