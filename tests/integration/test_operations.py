@@ -338,3 +338,52 @@ def test_metrics_after_real_requests(ops: Front) -> None:
         assert any(sample_name.startswith(name) for sample_name in samples), name
     labels = {key for entries in samples.values() for found, _ in entries for key in found}
     assert not labels & {"horde_request_id", "horde_api_key", "horde_client_address", "client_address"}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_responses_route_logs_and_counts_like_chat_completions(ops: Front, stream: bool) -> None:
+    """``POST /v1/responses`` goes through the same path as chat completions (chat.views.serve_chat), so it writes the
+    same finished-request line and counts the same completion and request duration.
+
+    ref: finished-request-log-line.1, metrics.4"""
+    completions = "horde_oai_completions_total"
+    served = {"horde_model": "ops/plain-2b", "horde_content": "text", "horde_finish_reason": "stop"}
+    served_before = ops.sample(completions, **served, horde_max_tokens_source="client")
+    duration_before = ops.sample("horde_oai_request_duration_seconds_count", horde_outcome_class="served")
+    text = f"Tell me about tides. [{uuid.uuid4().hex[:8]}]"
+    if stream:
+        with sdk(ops).responses.stream(model="ops/plain-2b", input=text, max_output_tokens=64) as events:
+            for _ in events:
+                pass
+            response = events.get_final_response()
+    else:
+        response = sdk(ops).responses.create(model="ops/plain-2b", input=text, max_output_tokens=64)
+    assert response.output_text == FIXED_REPLY
+    request_id = response.id.removeprefix("resp_")
+    record = finished_of(ops, request_id)
+    extra = record["extra"]
+    assert record["message"].startswith(f"Chat request {request_id} finished: streamed={stream} ")
+    assert (extra["status"], extra["code"], extra["served_model"], extra["max_tokens"], extra["max_tokens_source"]) == (
+        200,
+        None,
+        "ops/plain-2b",
+        64,
+        "client",
+    )
+    assert ops.sample(completions, **served, horde_max_tokens_source="client") == served_before + 1
+    assert ops.sample("horde_oai_request_duration_seconds_count", horde_outcome_class="served") == duration_before + 1
+
+
+def test_responses_refusal_at_submit_is_logged_and_counted_with_the_responses_error(ops: Front) -> None:
+    """A Responses request the Horde cannot serve is logged with the unsubmitted line and counted at ``submit``, and
+    the client gets the 503 ``no_eligible_worker`` error.
+
+    ref: finished-request-log-line.7, model-availability.1"""
+    errors = "horde_oai_requests_errors_total"
+    labels = {"horde_code": "no_eligible_worker", "horde_stage": "submit", "horde_outcome_class": "unservable"}
+    before = ops.sample(errors, **labels)
+    with pytest.raises(openai.APIStatusError) as caught:
+        sdk(ops).responses.create(model="ops/offline-9b", input=f"Tell me about tides. [{uuid.uuid4().hex[:8]}]")
+    assert caught.value.status_code == 503
+    assert isinstance(caught.value.body, dict) and caught.value.body.get("code") == "no_eligible_worker"
+    assert ops.sample(errors, **labels) == before + 1
