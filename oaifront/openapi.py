@@ -311,12 +311,6 @@ TOO_MANY_PROMPTS: Final = "TooManyPrompts"
 """The Horde's rc for too many requests in flight for a key, passed through."""
 MAINTENANCE_MODE: Final = "MaintenanceMode"
 """The Horde's rc while it accepts no new work, passed through."""
-REQUEST_BODY_TIMEOUT: Final = "RequestBodyTimeout"
-"""The front's code for a body not received in time (reference: Refusal attributes). No handler returns it yet (the
-front has no body read timeout), so the document leaves it out."""
-FRONT_AT_CAPACITY: Final = "FrontAtCapacity"
-"""The front's code for its in-flight cap per client address or in total (reference: Outcome class). No handler
-returns it yet (the front has no in-flight cap), so the document leaves it out."""
 
 _MAINTENANCE = DocumentedError(MAINTENANCE_MODE, "The Horde accepts no new work for now.")
 _FRONT_AT_CAPACITY = DocumentedError(
