@@ -28,6 +28,7 @@ from chat.metrics import (
     max_tokens_bucket,
     outcome_class_for,
 )
+from chat.pacing import DeltaPacer, Piece
 from chat.screening import read_chat_request
 
 
@@ -145,3 +146,24 @@ def test_a_grace_refusal_is_stage_grace_and_records_the_limit_source(reader: InM
     assert (point.attributes["horde.stage"], point.attributes["horde.outcome_class"]) == ("grace", "capacity")
     [limit] = points(reader, "horde.oai.request.max_tokens")
     assert (dict(limit.attributes), limit.sum) == ({"horde.source": "default"}, 512)
+
+
+def test_pacing_records_post_gap_pieces_per_post_and_pacing_lag(reader: InMemoryMetricReader) -> None:
+    """The pacer records the gap between posts, the pieces of each paced plan and each paced piece's lateness, on the
+    reference's buckets. ref: histogram-buckets.4"""
+    pacer = DeltaPacer(2.0, 20, clock=lambda: 0.0)
+    pacer.add_delta("", "First words.", 1000, now=10.0)  # the first exposed delta goes whole: no plan, no gap yet
+    assert pacer.take_due(10.0) == [Piece("content", "First words.")]
+    pacer.add_delta("", "a" * 100, 1500, now=10.5)  # gap 0.5 s: window 0.5 s, 10 pieces due every 0.05 s from 10.5
+    assert len(pacer.take_due(10.62)) == 3  # due at 10.5, 10.55 and 10.6: late by 0.12, 0.07 and 0.02 s
+
+    (gap,) = points(reader, "horde.oai.stream.post_gap")
+    assert (gap.count, gap.sum, tuple(gap.explicit_bounds)) == (1, 0.5, BUCKETS_POST_GAP_SECONDS)
+    assert gap.bucket_counts[BUCKETS_POST_GAP_SECONDS.index(0.5)] == 1  # the (0.3, 0.5] bucket
+    (pieces,) = points(reader, "horde.oai.stream.pieces_per_post")
+    assert (pieces.count, pieces.sum, tuple(pieces.explicit_bounds)) == (1, 10, BUCKETS_PIECES_PER_POST)
+    (lag,) = points(reader, "horde.oai.stream.pacing_lag")
+    assert (lag.count, tuple(lag.explicit_bounds)) == (3, BUCKETS_POST_GAP_SECONDS)
+    assert lag.sum == pytest.approx(0.21)
+    assert (lag.min, lag.max) == (pytest.approx(0.02), pytest.approx(0.12))
+    assert tuple(lag.bucket_counts[:2]) == (2, 1)  # 0.02 and 0.07 s up to 0.1 s, 0.12 s in (0.1, 0.2]
