@@ -491,6 +491,18 @@ def test_horde_sdk_vocabularies_are_the_documented_enums(document: dict[str, Any
     ]
 
 
+def test_the_chunk_schema_requires_the_null_fields_every_chunk_carries(document: dict[str, Any]) -> None:
+    """Every chunk choice carries ``logprobs: null``, as the completion's choice does, so the schema requires it on
+    both; ``usage`` stays optional on a chunk (only sent with ``stream_options.include_usage``).
+
+    ref: schema-generation.2, buffered-stream-events.1"""
+    chunk_choice = schemas(document)["ChunkChoice"]
+    assert chunk_choice["required"] == ["index", "delta", "logprobs", "finish_reason"]
+    assert chunk_choice["properties"]["logprobs"]["type"] == "null"
+    assert "logprobs" in schemas(document)["CompletionChoice"]["required"]
+    assert "usage" not in schemas(document)["ChatCompletionChunk"]["required"]
+
+
 def test_success_responses_are_the_completion_the_event_stream_and_the_model_list(document: dict[str, Any]) -> None:
     """ref: schema-generation.1, schema-generation.2"""
     chat_ok = document["paths"][CHAT]["post"]["responses"]["200"]
