@@ -77,6 +77,9 @@ from models_list.schema import ModelCard, ModelList
 DOCS_URL: Final = "https://github.com/Haidra-Org/AI-Horde/blob/main/README.md"
 """The published documentation of the front, linked from the document's ``info.description`` and ``externalDocs``."""
 
+CLIENTS_GUIDE_URL: Final = DOCS_URL.removesuffix("README.md") + "docs/clients.md"
+"""The published guide per client (``docs/clients.md``, beside the README), linked from ``info.description``."""
+
 SCHEMA_REF: Final = "#/components/schemas/{model}"
 """Where a component schema lives in the document; pydantic's ``ref_template``."""
 
@@ -628,6 +631,8 @@ INFO_DESCRIPTION: Final = (
     'Errors use OpenAI\'s envelope `{"error": {"message", "type", "param", "code"}}`, with `metadata` where '
     "it helps. Each response lists the codes the front returns at that status; the Horde's own codes (`rc`) pass "
     "through as well.\n\n"
+    "Using it from a chat UI or a client library (SillyTavern, Open WebUI, KoboldAI Lite, LangChain, the Vercel AI "
+    f"SDK, ...): the [guide per client]({CLIENTS_GUIDE_URL}) gives the settings each one needs.\n\n"
     f"Documentation: [{DOCS_URL}]({DOCS_URL})."
 )
 
@@ -772,6 +777,7 @@ class StaticAssetsMiddleware(WhiteNoiseMiddleware):
 
 __all__ = [
     "CHAT_COMPLETION_ERRORS",
+    "CLIENTS_GUIDE_URL",
     "DOCS_CONTENT_SECURITY_POLICY",
     "DOCS_URL",
     "KEY_DROPPING_MODELS",

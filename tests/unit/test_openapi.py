@@ -11,6 +11,7 @@ import inspect
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -35,6 +36,7 @@ from models_list.cards import model_list
 from models_list.schema import ModelCard, ModelList
 from oaifront import openapi
 from oaifront.openapi import (
+    CLIENTS_GUIDE_URL,
     DOCS_URL,
     KEY_DROPPING_MODELS,
     MODEL_SELECTION_SCHEMA,
@@ -673,6 +675,16 @@ def test_info_description_links_to_the_documentation(document: dict[str, Any]) -
     assert DOCS_URL == "https://github.com/Haidra-Org/AI-Horde/blob/main/README.md"
     assert f"[{DOCS_URL}]({DOCS_URL})" in document["info"]["description"]
     assert document["externalDocs"] == {"description": "The front's documentation", "url": DOCS_URL}
+
+
+def test_info_description_links_to_the_guide_per_client(document: dict[str, Any]) -> None:
+    """The docs page links the guide per client (issue 16), published beside the README as in this repository.
+
+    ref: field-descriptions.5"""
+    assert CLIENTS_GUIDE_URL == "https://github.com/Haidra-Org/AI-Horde/blob/main/docs/clients.md"
+    assert f"the [guide per client]({CLIENTS_GUIDE_URL})" in document["info"]["description"]
+    repository = Path(__file__).resolve().parents[2]
+    assert (repository / "README.md").is_file() and (repository / "docs" / "clients.md").is_file()
 
 
 @pytest.mark.parametrize(
