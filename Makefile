@@ -15,7 +15,7 @@ DEVHORDE_PORT ?= 7001
 WORKERS ?= 1
 export PORT DEVHORDE_PORT WORKERS
 
-.PHONY: run test lint bench install clean browser
+.PHONY: run test lint bench install clean browser js
 
 install: $(STAMP)
 
@@ -37,7 +37,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-test: $(STAMP) lint browser
+test: $(STAMP) lint browser js
 	@bin/with-redis $(PY) -m pytest $(PYTEST_ARGS)
 
 # The browser test drives Debian's Chromium (Playwright never downloads a browser here); install it when missing
@@ -45,8 +45,16 @@ test: $(STAMP) lint browser
 browser:
 	@bin/ensure-chromium
 
+# The JavaScript clients the integration tests drive (tests/js: the Vercel AI SDK), installed from the lock file.
+JS_STAMP := tests/js/node_modules/.package-lock.json
+
+js: $(JS_STAMP)
+
+$(JS_STAMP): tests/js/package.json tests/js/package-lock.json
+	cd tests/js && npm ci --no-audit --no-fund --loglevel=error
+
 bench: $(STAMP)
 	@bin/with-redis $(PY) -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache tests/js/node_modules

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from bench import relay_capacity, relay_latency
+from bench import relay_capacity, relay_latency, responses_events
 
-BENCHMARKS = (("relay_latency", relay_latency.main), ("relay_capacity", relay_capacity.main))
+BENCHMARKS = (
+    ("relay_latency", relay_latency.main),
+    ("relay_capacity", relay_capacity.main),
+    ("responses_events", responses_events.main),
+)
 
 
 def main() -> int:

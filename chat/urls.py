@@ -6,4 +6,5 @@ from chat import views
 
 urlpatterns = [
     path("v1/chat/completions", views.chat_completions, name="chat-completions"),
+    path("v1/responses", views.responses, name="responses"),
 ]

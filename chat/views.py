@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
@@ -19,7 +20,15 @@ from chat.errors import CORS_HEADERS, OpenAIError, json_response
 from chat.horde_client import HordeRefusal, HordeUnreachable, SubmitResult
 from chat.mapping import build_completion, build_native_payload, relays_deltas
 from chat.relayed_stream import relayed_stream
+from chat.responses import (
+    ResponseEventWriter,
+    as_responses_error,
+    build_response,
+    read_responses_request,
+    response_events,
+)
 from chat.runtime import FrontRuntime, get_runtime
+from chat.schema import ChatCompletionRequest
 from chat.screening import read_chat_request
 from chat.streaming import SSE_HEADERS, ChatEventStream, buffered_stream
 from chat.waiter import ChatWaiter, submit_refusal_error
@@ -78,6 +87,14 @@ async def submit_shielded(runtime: FrontRuntime, payload: dict[str, Any], apikey
         raise
 
 
+ChatEventsWrapper = Callable[[AsyncIterator[bytes], str, int], AsyncIterator[bytes]]
+"""Rewrites a chat completion's event stream (its bytes, the native request id, ``created``) into another wire
+format's; chat.responses uses one for ``POST /v1/responses``."""
+
+CompletionRenderer = Callable[[dict[str, Any], str, int], Any]
+"""Rewrites a ``chat.completion`` (with the native request id and ``created``) into another wire format's body."""
+
+
 @csrf_exempt
 async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     """Serve one chat completion, streamed or not (OpenAI's ``POST /v1/chat/completions``).
@@ -94,19 +111,41 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
         chat_request = read_chat_request(request.body)
     except OpenAIError as error:
         return error.to_response()
+    return await serve_chat(chat_request, apikey)
+
+
+async def serve_chat(
+    chat_request: ChatCompletionRequest,
+    apikey: str | None,
+    *,
+    render: CompletionRenderer | None = None,
+    wrap_events: ChatEventsWrapper | None = None,
+    on_error: Callable[[OpenAIError], OpenAIError] | None = None,
+) -> HttpResponseBase:
+    """Submit a validated chat request, wait or stream, and answer: the one path every wire format shares.
+
+    ``render`` rewrites the completion of a non-streamed request, ``wrap_events`` the event stream of a streamed one
+    and ``on_error`` an error before the headers (``POST /v1/responses`` maps its param); without them the answer is
+    a chat completion. A request abandoned after submit (refusal, timeout, client disconnect) is cancelled at the
+    Horde.
+    """
+
+    def error_response(error: OpenAIError) -> HttpResponse:
+        return (on_error(error) if on_error is not None else error).to_response()
 
     runtime = get_runtime()
     if runtime.stopping.is_set():
-        return errors.front_shutting_down(None).to_response()  # stopping: nothing is submitted any more
+        return error_response(errors.front_shutting_down(None))  # stopping: nothing is submitted any more
     stream_progress = relays_deltas(chat_request) and runtime.has_redis
     payload = build_native_payload(chat_request, stream_progress=stream_progress)
     created = int(time.time())
+
     try:
         submitted = await submit_shielded(runtime, payload, apikey)
     except HordeRefusal as refusal:
-        return (await submit_refusal_error(runtime.horde, refusal, chat_request)).to_response()
+        return error_response(await submit_refusal_error(runtime.horde, refusal, chat_request))
     except HordeUnreachable as exc:
-        return errors.horde_unavailable(exc.detail, reached=exc.reached).to_response()
+        return error_response(errors.horde_unavailable(exc.detail, reached=exc.reached))
     submitted_at = time.time()
 
     settings = runtime.settings
@@ -129,19 +168,54 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     try:
         first_status = await runtime.unless_stopping(waiter.first_read(), submitted.id)
         if chat_request.is_stream:
+            events: AsyncIterator[bytes]
             if stream_progress:
                 events = relayed_stream(chat_request, waiter, first_status, created, finish, runtime)
             else:
                 events = buffered_stream(chat_request, waiter, first_status, created, on_end=finish)
-            response = ChatEventStream(events, on_end=finish, loop=asyncio.get_running_loop())
+            served: AsyncIterator[bytes] = events if wrap_events is None else wrap_events(events, submitted.id, created)
+            response = ChatEventStream(served, on_end=finish, loop=asyncio.get_running_loop())
             for name, value in {**SSE_HEADERS, **CORS_HEADERS}.items():
                 response[name] = value
             handed_to_stream = True
             return response
         status = await runtime.unless_stopping(waiter.wait_done(first_status), submitted.id)
-        return json_response(build_completion(chat_request, status, submitted.id, created))
+        completion = build_completion(chat_request, status, submitted.id, created)
+        return json_response(completion if render is None else render(completion, submitted.id, created))
     except OpenAIError as error:
-        return error.to_response()
+        return error_response(error)
     finally:
         if not handed_to_stream:
             finish()
+
+
+@csrf_exempt
+async def responses(request: HttpRequest) -> HttpResponseBase:
+    """Serve one response, streamed or not (OpenAI's ``POST /v1/responses``, stateless; chat.responses).
+
+    The body becomes a chat completions request (same screening rules, native payload, waiter, cancels and
+    availability errors); the completion becomes a ``response`` object and the chunk stream OpenAI's typed Responses
+    events. Every error's ``param`` names the Responses request's path.
+    """
+    if request.method != "POST":
+        return method_not_allowed("POST")
+    try:
+        apikey = bearer_key(request)
+        responses_request, chat_request, sources = read_responses_request(request.body)
+    except OpenAIError as error:
+        return error.to_response()
+
+    def render(completion: dict[str, Any], request_id: str, created: int) -> dict[str, Any]:
+        return build_response(responses_request, completion, request_id, created, int(time.time()))
+
+    def wrap_events(events: AsyncIterator[bytes], request_id: str, created: int) -> AsyncIterator[bytes]:
+        writer = ResponseEventWriter(responses_request, request_id, created, responses_request.model)
+        return response_events(writer, events, sources, time.time)
+
+    return await serve_chat(
+        chat_request,
+        apikey,
+        render=render,
+        wrap_events=wrap_events,
+        on_error=lambda error: as_responses_error(error, sources),
+    )

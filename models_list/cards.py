@@ -25,6 +25,11 @@ FEATURE_PARAMETERS: Final[tuple[ChatFeature, ...]] = (
 RESPONSE_FORMAT_FEATURES: Final[frozenset[str]] = frozenset({ChatFeature.JSON_OBJECT, ChatFeature.JSON_SCHEMA})
 """Features that make ``response_format`` supported."""
 
+CHAT_API_ROUTES: Final[tuple[str, ...]] = ("/v1/chat/completions", "/v1/responses")
+"""The routes that serve a model with an online chat worker (``x_horde.routes``): chat completions and the Responses
+API, both over the native chat routes. The legacy ``/v1/completions`` serves only models reached through the
+Horde's text generation API."""
+
 OWNED_BY: Final[str] = "aihorde"
 """``owned_by`` of every card: the models run on the Horde's volunteer workers."""
 
@@ -86,6 +91,7 @@ def model_card(entry: dict[str, Any]) -> dict[str, Any]:
             "performance": entry.get("performance"),
             "features": sorted(features),
             "image_transports": [item for item in _as_list(chat.get("image_transports")) if isinstance(item, str)],
+            "routes": list(CHAT_API_ROUTES),
         },
     }
 

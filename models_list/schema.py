@@ -94,6 +94,10 @@ class ModelHordeExtras(_Card):
     image_transports: list[str]
     """How the workers accept images (``url``, ``base64``, ``messages_url``)."""
 
+    routes: list[str]
+    """The front's routes that serve the model: ``/v1/chat/completions`` and ``/v1/responses`` for a model with an
+    online chat worker."""
+
 
 class ModelCard(_Card):
     """A model card: OpenAI's model object keys and OpenRouter's card shape, plus ``x_horde``."""

@@ -49,6 +49,8 @@ from whitenoise.middleware import WhiteNoiseMiddleware
 
 from chat import errors
 from chat.errors import reason_phrase
+from chat.responses import STATE_FLAGS, STATEFUL_PARAMETERS
+from chat.responses_schema import ResponseObject, ResponsesRequest
 from chat.schema import (
     AssistantMessage,
     ChatCompletionChunk,
@@ -83,12 +85,13 @@ CLIENTS_GUIDE_URL: Final = DOCS_URL.removesuffix("README.md") + "docs/clients.md
 SCHEMA_REF: Final = "#/components/schemas/{model}"
 """Where a component schema lives in the document; pydantic's ``ref_template``."""
 
-REQUEST_MODELS: Final[tuple[type[BaseModel], ...]] = (ChatCompletionRequest,)
+REQUEST_MODELS: Final[tuple[type[BaseModel], ...]] = (ChatCompletionRequest, ResponsesRequest)
 """Models documented as validated (``mode="validation"``): what a client may send."""
 
 RESPONSE_MODELS: Final[tuple[type[BaseModel], ...]] = (
     ChatCompletionResponse,
     ChatCompletionChunk,
+    ResponseObject,
     OpenAIErrorEnvelope,
     ModelList,
     ModelCard,
@@ -135,6 +138,31 @@ NO_OP_PARAMETER_SCHEMAS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyTy
 """The request-schema property of each ``DEFAULT_NO_OP_PARAMETERS`` key that is not a ``ChatCompletionRequest``
 key (``chat.screening.REQUEST_KEYS``; reference: Schema generation): its default or null, the only values screening
 accepts (and then drops), with the table's description."""
+
+
+RESPONSES_STATE_PARAMETER_SCHEMAS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType(
+    {
+        **{
+            key: {
+                "type": "null",
+                "description": f"Only null: {reason}. Any other value is 400 `UnsupportedChatParameter` at `{key}`.",
+            }
+            for key, reason in STATEFUL_PARAMETERS.items()
+        },
+        "include": {
+            "anyOf": [{"type": "array", "items": {"type": "string"}, "maxItems": 0}, {"type": "null"}],
+            "description": (
+                "Only empty or null: the front stores no responses and runs no built-in tools, so it has no extra "
+                "output data to include. A value is 400 `UnsupportedChatParameter` at `include[0]`."
+            ),
+        },
+    }
+)
+"""The ``POST /v1/responses`` parameters that need state stored between requests, documented as the only values the
+front accepts (``chat.responses.find_stateful_refusal`` refuses every other one before validation). ``store`` and
+``background`` (:data:`chat.responses.STATE_FLAGS`) are request fields that take only false."""
+
+assert set(STATE_FLAGS) <= set(ResponsesRequest.model_fields)
 
 
 MODEL_SELECTION_SCHEMA: Final[Mapping[str, Any]] = MappingProxyType(
@@ -247,6 +275,9 @@ def component_schemas() -> Mapping[str, Mapping[str, Any]]:
             variant["uniqueItems"] = True
     for model in KEY_DROPPING_MODELS:
         schemas[model.__name__]["additionalProperties"] = True
+    responses_request = schemas[ResponsesRequest.__name__]
+    for key, schema in RESPONSES_STATE_PARAMETER_SCHEMAS.items():
+        responses_request["properties"][key] = _plain_descriptions(copy.deepcopy(dict(schema)))
     return MappingProxyType(schemas)
 
 
@@ -470,6 +501,15 @@ CHAT_REQUEST_EXAMPLE: Final[Mapping[str, Any]] = MappingProxyType(
     }
 )
 
+RESPONSES_REQUEST_EXAMPLE: Final[Mapping[str, Any]] = MappingProxyType(
+    {
+        "model": "example/model-7b",
+        "instructions": "You are a helpful assistant.",
+        "input": "Say hello in one sentence.",
+        "max_output_tokens": 128,
+    }
+)
+
 STREAM_EVENT: Final = "ChatCompletionStreamEvent"
 """The component name of one server-sent event of a streamed completion."""
 
@@ -518,6 +558,85 @@ def stream_event_schema() -> dict[str, Any]:
     }
 
 
+RESPONSE_STREAM_EVENT: Final = "ResponseStreamEvent"
+"""The component name of one server-sent event of a streamed response (``POST /v1/responses``)."""
+
+RESPONSE_EVENT_TYPES: Final[tuple[str, ...]] = (
+    "response.created",
+    "response.in_progress",
+    "response.output_item.added",
+    "response.reasoning_summary_part.added",
+    "response.reasoning_summary_text.delta",
+    "response.reasoning_summary_text.done",
+    "response.reasoning_summary_part.done",
+    "response.content_part.added",
+    "response.output_text.delta",
+    "response.output_text.done",
+    "response.content_part.done",
+    "response.function_call_arguments.delta",
+    "response.function_call_arguments.done",
+    "response.output_item.done",
+    "response.completed",
+    "response.incomplete",
+    "error",
+)
+"""Every event type a streamed response sends (chat.responses.ResponseEventWriter)."""
+
+
+def response_stream_event_schema() -> dict[str, Any]:
+    """One server-sent event of a streamed response: ``event`` is the event's type and ``data`` its JSON."""
+    return {
+        "title": RESPONSE_STREAM_EVENT,
+        "description": (
+            "One server-sent event of a streamed response: an `event:` line naming its type and a `data:` line "
+            "holding the event as JSON, then a blank line."
+        ),
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"description": "The event's type, as in `data.type`.", "enum": list(RESPONSE_EVENT_TYPES)},
+            "data": {
+                "description": "The event, as JSON.",
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {
+                    "type": "object",
+                    "required": ["type", "sequence_number"],
+                    "properties": {
+                        "type": {"description": "The event's type.", "enum": list(RESPONSE_EVENT_TYPES)},
+                        "sequence_number": {
+                            "description": "The event's position in the stream, from 0.",
+                            "type": "integer",
+                            "minimum": 0,
+                        },
+                        "response": {
+                            "description": (
+                                "The response: `in_progress` with no output on `response.created` and "
+                                "`response.in_progress`, whole on `response.completed` and `response.incomplete`."
+                            ),
+                            **_ref(ResponseObject),
+                        },
+                    },
+                },
+            },
+        },
+        "additionalProperties": False,
+    }
+
+
+RESPONSES_SSE_DESCRIPTION: Final = (
+    "With `stream: true`, server-sent events (`text/event-stream`) of OpenAI's typed Responses events, each an "
+    "`event:` line and a `data:` line, in OpenAI's order: `response.created`, `response.in_progress`; per output item "
+    "`response.output_item.added`, its part (`response.reasoning_summary_part.added` or "
+    "`response.content_part.added`), its deltas (`response.reasoning_summary_text.delta`, "
+    "`response.output_text.delta` as the worker writes when the relay runs, or "
+    "`response.function_call_arguments.delta`) and their `...done` events, `response.output_item.done`; then "
+    "`response.completed`, or `response.incomplete` when the worker stopped at `max_output_tokens`. Comment lines "
+    "keep the connection alive while the request waits for a worker. A failure after the headers is one `error` "
+    "event (`code`, `message`, `param`, and `metadata` where the chat error has it), which ends the stream; no "
+    "`[DONE]` is sent."
+)
+
 SSE_DESCRIPTION: Final = (
     "With `stream: true`, server-sent events (`text/event-stream`): each `data:` line holds one "
     "`chat.completion.chunk` (the role chunk, reasoning and content chunks, a tool-call chunk, the finish chunk, then "
@@ -528,7 +647,7 @@ SSE_DESCRIPTION: Final = (
 
 
 def front_paths() -> dict[str, Any]:
-    """The front's documented routes: ``POST /v1/chat/completions``, ``GET /v1/models`` and
+    """The front's documented routes: ``POST /v1/chat/completions``, ``POST /v1/responses``, ``GET /v1/models`` and
     ``GET /v1/models/{model}``.
 
     ``/healthz``, ``/``, ``/openapi.json``, ``/docs`` and ``/redoc`` are left out (reference: API documentation).
@@ -558,6 +677,18 @@ def front_paths() -> dict[str, Any]:
         },
     }
     model_responses |= {str(status): error_response(status, codes) for status, codes in MODEL_RETRIEVE_ERRORS.items()}
+    responses_responses: dict[str, Any] = {
+        "200": {
+            "description": "The response (`application/json`). " + RESPONSES_SSE_DESCRIPTION,
+            "content": {
+                "application/json": {"schema": _ref(ResponseObject)},
+                "text/event-stream": {"schema": {"$ref": SCHEMA_REF.format(model=RESPONSE_STREAM_EVENT)}},
+            },
+        },
+    }
+    responses_responses |= {
+        str(status): error_response(status, codes) for status, codes in CHAT_COMPLETION_ERRORS.items()
+    }
     return {
         "/v1/chat/completions": {
             "post": {
@@ -582,6 +713,34 @@ def front_paths() -> dict[str, Any]:
                     },
                 },
                 "responses": chat_responses,
+            },
+        },
+        "/v1/responses": {
+            "post": {
+                "operationId": "createResponse",
+                "tags": ["Responses"],
+                "summary": "Create a response",
+                "description": (
+                    "OpenAI's Responses API, served statelessly over the same path as chat completions: `input` "
+                    "(with `instructions`) becomes the chat messages, and the request is screened, validated, "
+                    "submitted, waited for and cancelled exactly as a chat completion is, with the same errors; an "
+                    "error's `param` names the Responses field. Nothing is stored (`store` is false by default and "
+                    "only false), so `previous_response_id`, `conversation`, `background`, stored prompts, built-in "
+                    "tools and `include` values are refused: send the whole conversation, earlier `function_call` and "
+                    "`function_call_output` items included, in `input`. "
+                    f"See the [documentation]({DOCS_URL}) for the details."
+                ),
+                "security": security,
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": _ref(ResponsesRequest),
+                            "example": dict(RESPONSES_REQUEST_EXAMPLE),
+                        },
+                    },
+                },
+                "responses": responses_responses,
             },
         },
         "/v1/models": {
@@ -651,6 +810,7 @@ SECURITY_SCHEMES: Final[Mapping[str, Any]] = MappingProxyType(
 def _front_document() -> tuple[dict[str, Any], dict[str, Any]]:
     schemas = {key: dict(value) for key, value in component_schemas().items()}
     schemas[STREAM_EVENT] = stream_event_schema()
+    schemas[RESPONSE_STREAM_EVENT] = response_stream_event_schema()
     return front_paths(), schemas
 
 

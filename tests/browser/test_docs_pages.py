@@ -115,3 +115,31 @@ def test_the_pages_name_no_remote_asset(docs_front: str, page_path: str) -> None
     """The HTML itself references only the front (no CDN, no web fonts)."""
     html = httpx.get(f"{docs_front}{page_path}", timeout=5).text
     assert "https://" not in html and "http://" not in html
+
+
+def test_swagger_ui_renders_the_responses_operation_and_its_request_schema(
+    offline_page: OfflinePage, docs_front: str
+) -> None:
+    """``POST /v1/responses`` is on /docs with its example and its request schema (stateless, every field listed)."""
+    page = offline_page.page
+    response = page.goto(f"{docs_front}/docs")
+    assert response is not None and response.status == 200
+    operation = page.locator("#operations-Responses-createResponse")
+    operation.wait_for(timeout=RENDER_TIMEOUT_MS)
+    assert operation.locator(".opblock-summary-method").inner_text() == "POST"
+    assert operation.locator(".opblock-summary-path").inner_text() == "/v1/responses"
+    operation.locator(".opblock-summary").first.click()
+    request_body = operation.locator(".opblock-section-request-body")
+    request_body.wait_for(timeout=RENDER_TIMEOUT_MS)
+    assert '"input": "Say hello in one sentence."' in request_body.inner_text()
+    request_body.get_by_text("Schema", exact=True).click()
+    model = request_body.locator(".model-box")
+    model.get_by_text("ResponsesRequest").first.wait_for(timeout=RENDER_TIMEOUT_MS)
+    schema_text = model.inner_text()
+    for field in ("model", "input", "instructions", "max_output_tokens", "text", "reasoning", "store", "include"):
+        assert f"\n{field}" in schema_text, field
+    assert "The body of POST /v1/responses (stateless: the whole conversation is in input, nothing is stored)." in (
+        schema_text
+    )
+    assert offline_page.blocked == []
+    assert offline_page.errors == []

@@ -103,8 +103,8 @@ async def test_unknown_routes_answer_in_the_openai_envelope(path: str) -> None:
     assert response["Content-Type"] == "application/json"
     assert json.loads(response.content) == {
         "error": {
-            "message": f"Unknown route: GET {path}. The front serves POST /v1/chat/completions, GET /v1/models "
-            "and GET /v1/models/{model}; /docs describes them.",
+            "message": f"Unknown route: GET {path}. The front serves POST /v1/chat/completions, POST /v1/responses, "
+            "GET /v1/models and GET /v1/models/{model}; /docs describes them.",
             "type": "not_found_error",
             "param": None,
             "code": "unknown_url",

@@ -72,6 +72,7 @@ def test_card_limits_modalities_and_x_horde() -> None:
     assert card["architecture"]["output_modalities"] == ["text"]
     assert card["x_horde"]["workers"] == 2
     assert card["x_horde"]["queued"] == 4096
+    assert card["x_horde"]["routes"] == ["/v1/chat/completions", "/v1/responses"]
     text_card = model_card(native_entry("org/text-7b", ["seed"]))
     assert text_card["architecture"]["input_modalities"] == ["text"]
     assert text_card["architecture"]["modality"] == "text->text"
@@ -87,3 +88,12 @@ def test_list_keeps_only_models_with_an_online_chat_worker() -> None:
     listed = model_list(entries)
     assert listed["object"] == "list"
     assert [card["id"] for card in listed["data"]] == ["b/served"]
+
+
+def test_listed_routes_are_served() -> None:
+    """Every route a card lists resolves to a view of the front (a POST route, not the 404 handler)."""
+    from django.urls import resolve
+
+    from models_list.cards import CHAT_API_ROUTES
+
+    assert [resolve(route).url_name for route in CHAT_API_ROUTES] == ["chat-completions", "responses"]

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, model_serializer
 from pydantic.json_schema import GenerateJsonSchema
 
 import chat.response_schema
+import chat.responses_schema
 import chat.schema
 import models_list.schema
 from chat.errors import OpenAIError
@@ -49,6 +50,7 @@ from oaifront.openapi import (
 )
 
 CHAT = "/v1/chat/completions"
+RESPONSES = "/v1/responses"
 MODELS = "/v1/models"
 MODEL = "/v1/models/{model}"
 
@@ -84,16 +86,18 @@ def test_document_is_a_valid_openapi_3_1_description(document: dict[str, Any]) -
     assert document["info"]["title"] == "AI Horde OpenAI-compatible chat front"
 
 
-def test_document_lists_the_three_routes_and_leaves_out_health_and_docs(document: dict[str, Any]) -> None:
+def test_document_lists_the_four_routes_and_leaves_out_health_and_docs(document: dict[str, Any]) -> None:
     """ref: api-documentation.1"""
     assert {path: sorted(operations) for path, operations in document["paths"].items()} == {
         CHAT: ["post"],
+        RESPONSES: ["post"],
         MODELS: ["get"],
         MODEL: ["get"],
     }
     for left_out in ("/healthz", "/", "/openapi.json", "/docs", "/redoc"):
         assert left_out not in document["paths"]
     assert document["paths"][CHAT]["post"]["operationId"] == "createChatCompletion"
+    assert document["paths"][RESPONSES]["post"]["operationId"] == "createResponse"
     assert document["paths"][MODELS]["get"]["operationId"] == "listModels"
     assert document["paths"][MODEL]["get"]["operationId"] == "retrieveModel"
     assert document["paths"][MODEL]["get"]["parameters"] == [
@@ -562,6 +566,7 @@ MODEL_RETRIEVE_ERROR_CODES = {"404": ["model_not_found"], **MODEL_LIST_ERROR_COD
     ("path", "method", "expected"),
     [
         (CHAT, "post", CHAT_ERROR_CODES),
+        (RESPONSES, "post", CHAT_ERROR_CODES),
         (MODELS, "get", MODEL_LIST_ERROR_CODES),
         (MODEL, "get", MODEL_RETRIEVE_ERROR_CODES),
     ],
@@ -602,7 +607,7 @@ def test_no_422_response_anywhere(document: dict[str, Any]) -> None:
     assert "422" not in json.dumps(document["paths"])
 
 
-@pytest.mark.parametrize(("path", "method"), [(CHAT, "post"), (MODELS, "get"), (MODEL, "get")])
+@pytest.mark.parametrize(("path", "method"), [(CHAT, "post"), (RESPONSES, "post"), (MODELS, "get"), (MODEL, "get")])
 def test_retry_headers_on_the_statuses_the_sdks_retry(document: dict[str, Any], path: str, method: str) -> None:
     """ref: schema-generation.2, native-admission-refusals.4, browser-access.1"""
     for status, response in document["paths"][path][method]["responses"].items():
@@ -629,7 +634,7 @@ def test_bearer_key_is_optional(document: dict[str, Any]) -> None:
             "description": "Your AI Horde API key, forwarded to the Horde. Without one, the anonymous key is used.",
         }
     }
-    for path, method in ((CHAT, "post"), (MODELS, "get"), (MODEL, "get")):
+    for path, method in ((CHAT, "post"), (RESPONSES, "post"), (MODELS, "get"), (MODEL, "get")):
         assert document["paths"][path][method]["security"] == [{"HordeApiKey": []}, {}]
 
 
@@ -640,7 +645,7 @@ def test_bearer_key_is_optional(document: dict[str, Any]) -> None:
 def documented_models() -> dict[str, type[BaseModel]]:
     """Every pydantic model of the request, response and model list modules, by class name."""
     found: dict[str, type[BaseModel]] = {}
-    for module in (chat.schema, chat.response_schema, models_list.schema):
+    for module in (chat.schema, chat.response_schema, chat.responses_schema, models_list.schema):
         for value in vars(module).values():
             if inspect.isclass(value) and issubclass(value, BaseModel) and value.__module__ == module.__name__:
                 found[value.__name__] = value

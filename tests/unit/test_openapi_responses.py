@@ -1,0 +1,111 @@
+"""``POST /v1/responses`` in ``/openapi.json``: the request as validated plus the state parameters at their only
+accepted values, the ``response`` object and the typed event stream, the same error codes as chat completions."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+import pytest
+from django.test import Client
+
+from chat.errors import OpenAIError
+from chat.horde_client import NativeStatus
+from chat.mapping import buffered_chunks, build_completion
+from chat.responses import (
+    REQUEST_KEYS,
+    STATEFUL_PARAMETERS,
+    ResponseEventWriter,
+    build_response,
+    read_responses_request,
+)
+from oaifront.openapi import RESPONSE_EVENT_TYPES, RESPONSES_STATE_PARAMETER_SCHEMAS
+
+RESPONSES = "/v1/responses"
+
+
+@pytest.fixture(scope="module")
+def document() -> dict[str, Any]:
+    response = Client().get("/openapi.json")
+    assert response.status_code == 200
+    parsed: dict[str, Any] = json.loads(response.content)
+    return parsed
+
+
+def validator(document: dict[str, Any], schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
+    """A validator of ``schema`` whose ``$ref`` values resolve inside the document."""
+    return jsonschema.Draft202012Validator({**schema, "components": document["components"]})
+
+
+def test_request_documents_every_key_the_handler_reads_and_no_other(document: dict[str, Any]) -> None:
+    request = document["components"]["schemas"]["ResponsesRequest"]
+    assert set(request["properties"]) == REQUEST_KEYS | set(STATEFUL_PARAMETERS) | {"include"}
+    assert request["additionalProperties"] is False
+    assert request["required"] == ["model", "input"]
+    for key, schema in RESPONSES_STATE_PARAMETER_SCHEMAS.items():
+        assert request["properties"][key] == schema
+
+
+def test_store_says_it_defaults_to_false(document: dict[str, Any]) -> None:
+    store = document["components"]["schemas"]["ResponsesRequest"]["properties"]["store"]
+    assert store["anyOf"] == [{"const": False, "type": "boolean"}, {"type": "null"}]
+    assert store["description"].startswith("Only false (the default here; OpenAI's default is true)")
+
+
+@pytest.mark.parametrize(
+    ("body", "accepted"),
+    [
+        ({"model": "m", "input": "Hi", "previous_response_id": None, "include": []}, True),
+        ({"model": "m", "input": "Hi", "previous_response_id": "resp_1"}, False),
+        ({"model": "m", "input": "Hi", "include": ["reasoning.encrypted_content"]}, False),
+        ({"model": "m", "input": "Hi", "store": True}, False),
+        ({"model": "m", "input": "Hi", "top_k": 1}, False),
+    ],
+)
+def test_state_parameters_behave_as_documented(document: dict[str, Any], body: dict[str, Any], accepted: bool) -> None:
+    schema = validator(document, {"$ref": "#/components/schemas/ResponsesRequest"})
+    assert schema.is_valid(body) is accepted
+    try:
+        read_responses_request(json.dumps(body).encode())
+        handled = True
+    except OpenAIError:
+        handled = False
+    assert handled is accepted
+
+
+def test_response_and_events_match_their_schemas(document: dict[str, Any]) -> None:
+    operation = document["paths"][RESPONSES]["post"]
+    ok = operation["responses"]["200"]
+    assert ok["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ResponseObject"}
+    assert ok["content"]["text/event-stream"]["schema"] == {"$ref": "#/components/schemas/ResponseStreamEvent"}
+    assert "no `[DONE]` is sent" in ok["description"]
+    request, chat_request, _ = read_responses_request(
+        json.dumps({"model": "org/m", "input": "Hi", "stream": True}).encode()
+    )
+    native = NativeStatus.model_validate(
+        {
+            "done": True,
+            "finished": 1,
+            "generations": [
+                {
+                    "id": "g1",
+                    "model": "org/m",
+                    "message": {"role": "assistant", "content": "Hello.", "reasoning_content": "Greet."},
+                    "finish_reason": "stop",
+                }
+            ],
+        }
+    )
+    response = build_response(request, build_completion(chat_request, native, "r1", 1), "r1", 1, 2)
+    validator(document, {"$ref": "#/components/schemas/ResponseObject"}).validate(response)
+    writer = ResponseEventWriter(request, "r1", 1, "org/m")
+    events = writer.start()
+    for chunk in buffered_chunks(chat_request, native, "r1", 1):
+        events += writer.chunk(chunk)
+    events += writer.finish(2)
+    event_schema = document["components"]["schemas"]["ResponseStreamEvent"]
+    data = validator(document, event_schema["properties"]["data"]["contentSchema"])
+    for event in events:
+        data.validate(event)
+        assert event["type"] in RESPONSE_EVENT_TYPES

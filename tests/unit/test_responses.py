@@ -1,0 +1,698 @@
+"""``POST /v1/responses``: input items -> the native payload, refusals at their Responses param, native statuses ->
+``response`` objects and OpenAI's typed stream events in OpenAI's exact order.
+
+Every response object is validated by the official ``openai`` SDK's ``Response`` type and every event sequence is fed
+through the SDK's own ``responses.stream`` accumulator (``ResponseStreamState``), which raises on an event out of
+order, so the front's sequences are the ones the SDK accepts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import pytest
+from openai import omit
+from openai.lib.streaming.responses._responses import ResponseStreamState
+from openai.types.responses import Response, ResponseStreamEvent
+from pydantic import TypeAdapter
+
+from chat.errors import OpenAIError
+from chat.horde_client import NativeStatus
+from chat.mapping import buffered_chunks, build_completion, build_native_payload
+from chat.responses import (
+    ResponseEventWriter,
+    build_response,
+    event_types,
+    output_text,
+    read_responses_request,
+    response_events,
+)
+from chat.responses_schema import ResponseObject, ResponsesRequest
+from chat.schema import ChatCompletionRequest
+from chat.streaming import KEEPALIVE_COMMENT, sse_event
+
+CREATED = 1_700_000_000
+COMPLETED = 1_700_000_009
+WORKER = "6f1c2b1e-0d8a-4c3e-9a55-3e0f7d2c9b10"
+CALLS = [
+    {"id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Oslo"}'}},
+    {"id": "call_b", "type": "function", "function": {"name": "get_time", "arguments": "{}"}},
+]
+WEATHER_TOOL = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    "strict": False,
+}
+EVENTS = TypeAdapter(ResponseStreamEvent)
+
+
+def read(body: dict[str, Any]) -> tuple[ResponsesRequest, ChatCompletionRequest, list[str]]:
+    return read_responses_request(json.dumps(body).encode())
+
+
+def payload(body: dict[str, Any]) -> dict[str, Any]:
+    _, chat_request, _ = read(body)
+    return build_native_payload(chat_request, stream_progress=False)
+
+
+def refusal(body: dict[str, Any]) -> dict[str, Any]:
+    with pytest.raises(OpenAIError) as caught:
+        read(body)
+    assert caught.value.status == 400
+    error: dict[str, Any] = caught.value.envelope()["error"]
+    return error
+
+
+def status(message: dict[str, Any], **generation: Any) -> NativeStatus:
+    gen: dict[str, Any] = {
+        "id": "g1",
+        "worker_id": WORKER,
+        "model": "org/m",
+        "message": message,
+        "finish_reason": "stop",
+        "native_finish_reason": "eos_token",
+        "prompt_tokens": 11,
+        "completion_tokens": 7,
+        **generation,
+    }
+    return NativeStatus.model_validate({"done": True, "finished": 1, "generations": [gen]})
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Input items -> native payload
+
+
+def test_string_input_is_one_user_message_and_settings_map_to_native_keys() -> None:
+    assert payload(
+        {
+            "model": "org/m",
+            "input": "Tell me about tides.",
+            "instructions": "Be brief.",
+            "max_output_tokens": 64,
+            "temperature": 0.5,
+            "top_p": 0.9,
+            "reasoning": {"effort": "low", "summary": "auto"},
+            "metadata": {"k": "v"},
+            "user": "u1",
+            "store": False,
+        }
+    ) == {
+        "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tell me about tides."}],
+        "models": ["org/m"],
+        "params": {"max_length": 64, "temperature": 0.5, "top_p": 0.9, "reasoning_effort": "low"},
+    }
+
+
+def test_message_and_function_items_map_to_chat_messages() -> None:
+    """Parts become chat parts, a replayed assistant message's output_text its text, consecutive function_call items
+    one assistant turn's tool_calls, function_call_output items tool messages, reasoning items nothing."""
+    body = {
+        "model": "org/m",
+        "input": [
+            {"role": "developer", "content": "Answer in English."},
+            {
+                "type": "message",
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "What is here?"},
+                    {"type": "input_image", "image_url": "https://example.org/a.png", "detail": "low"},
+                ],
+            },
+            {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Think."}]},
+            {
+                "type": "message",
+                "id": "msg_1",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": "Let me check.", "annotations": [], "logprobs": []}],
+            },
+            {"type": "function_call", "id": "fc_1", "call_id": "call_a", "name": "get_weather", "arguments": "{}"},
+            {
+                "type": "function_call",
+                "call_id": "call_b",
+                "name": "get_time",
+                "arguments": "{}",
+                "status": "completed",
+            },
+            {"type": "function_call_output", "call_id": "call_a", "output": "sunny"},
+            {"type": "function_call_output", "call_id": "call_b", "output": [{"type": "input_text", "text": "noon"}]},
+            {"role": "user", "content": "Thanks."},
+        ],
+    }
+    assert payload(body)["messages"] == [
+        {"role": "developer", "content": "Answer in English."},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "What is here?"},
+                {"type": "image_url", "image_url": {"url": "https://example.org/a.png", "detail": "low"}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": "Let me check.",
+            "tool_calls": [
+                {"id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}},
+                {"id": "call_b", "type": "function", "function": {"name": "get_time", "arguments": "{}"}},
+            ],
+        },
+        {"role": "tool", "content": "sunny", "tool_call_id": "call_a"},
+        {"role": "tool", "content": "noon", "tool_call_id": "call_b"},
+        {"role": "user", "content": "Thanks."},
+    ]
+
+
+def test_tools_tool_choice_and_json_schema_format_map_to_chat_keys() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    }
+    mapped = payload(
+        {
+            "model": "org/m",
+            "input": "Weather?",
+            "tools": [WEATHER_TOOL],
+            "tool_choice": {"type": "function", "name": "get_weather"},
+            "parallel_tool_calls": False,
+            "text": {"format": {"type": "json_schema", "name": "city", "schema": schema, "strict": True}},
+        }
+    )
+    assert mapped["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "The weather in a city",
+                "parameters": WEATHER_TOOL["parameters"],
+                "strict": False,
+            },
+        }
+    ]
+    assert mapped["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+    assert mapped["parallel_tool_calls"] is False
+    assert mapped["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "city", "schema": schema, "strict": True},
+    }
+
+
+def test_a_stream_asks_for_the_usage_chunk() -> None:
+    _, chat_request, _ = read({"model": "org/m", "input": "Hi", "stream": True})
+    assert chat_request.is_stream and chat_request.include_usage
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Refusals
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "message"),
+    [
+        (
+            {"previous_response_id": "resp_1"},
+            "previous_response_id",
+            (
+                "Unsupported parameter: 'previous_response_id' is not supported on the AI Horde: the front stores no "
+                "responses; send the whole conversation in 'input'."
+            ),
+        ),
+        (
+            {"conversation": "conv_1"},
+            "conversation",
+            (
+                "Unsupported parameter: 'conversation' is not supported on the AI Horde: the front stores no "
+                "conversations; send the whole conversation in 'input'."
+            ),
+        ),
+        (
+            {"store": True},
+            "store",
+            (
+                "Unsupported value: 'store' does not support true on the AI Horde: the front stores no responses. Only "
+                "false (the default here) is supported."
+            ),
+        ),
+        (
+            {"background": True},
+            "background",
+            (
+                "Unsupported value: 'background' does not support true on the AI Horde: a background response needs a "
+                "stored response to poll. Only false (the default here) is supported."
+            ),
+        ),
+        (
+            {"include": ["reasoning.encrypted_content"]},
+            "include[0]",
+            (
+                "Unsupported value: 'include' does not support 'reasoning.encrypted_content' on the AI Horde: the "
+                "front stores no responses and runs no built-in tools, so it has no extra output data to include."
+            ),
+        ),
+        (
+            {"tools": [WEATHER_TOOL, {"type": "web_search"}]},
+            "tools[1].type",
+            (
+                "Invalid value: 'web_search'. Supported values are: 'function'. Built-in tools run on OpenAI's "
+                "servers; the AI Horde serves function tools only."
+            ),
+        ),
+        ({"top_k": 5}, "top_k", "Unrecognized request argument supplied: top_k"),
+    ],
+)
+def test_state_needing_features_are_refused_at_their_param(body: dict[str, Any], param: str, message: str) -> None:
+    error = refusal({"model": "org/m", "input": "Hi", **body})
+    assert error == {
+        "message": message,
+        "type": "invalid_request_error",
+        "param": param,
+        "code": "UnsupportedChatParameter",
+    }
+
+
+def test_store_false_background_false_and_empty_include_are_accepted() -> None:
+    request, _, _ = read({"model": "org/m", "input": "Hi", "store": False, "background": False, "include": []})
+    assert request.store is False
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "message", "code"),
+    [
+        (
+            {"input": [{"role": "user", "content": [{"type": "input_text", "text": 5}]}]},
+            "input[0].content[0].text",
+            "Invalid type for 'input[0].content[0].text': expected a string, but got an integer instead.",
+            "BadRequest",
+        ),
+        (
+            {"input": [{"type": "item_reference", "id": "msg_1"}]},
+            "input[0].type",
+            (
+                "Invalid value: 'item_reference'. Supported values are: 'message', 'function_call', "
+                "'function_call_output', and 'reasoning'."
+            ),
+            "BadRequest",
+        ),
+        (
+            {"max_output_tokens": 8},
+            "max_output_tokens",
+            "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 16, but got 8 instead.",
+            "BadRequest",
+        ),
+        (
+            {"tool_choice": "required"},
+            "tool_choice",
+            "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.",
+            "ChatRequestConflict",
+        ),
+        (
+            {"input": [{"type": "function_call", "call_id": "call_a", "name": "f", "arguments": "{}"}]},
+            "input",
+            (
+                "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+                "'tool_call_id'. The following tool_call_ids did not have response messages: call_a"
+            ),
+            "UnsupportedChatParameter",
+        ),
+        (
+            {"text": {"format": {"type": "json_schema", "name": "x", "strict": True, "schema": {"type": "object"}}}},
+            "text.format",
+            (
+                "Invalid schema for response_format 'x': In context=(), 'additionalProperties' is required to be "
+                "supplied and to be false."
+            ),
+            "UnsupportedChatParameter",
+        ),
+        (
+            {"input": None},
+            "input",
+            "Invalid type for 'input': expected one of a string or array of objects, but got null instead.",
+            "BadRequest",
+        ),
+    ],
+)
+def test_validation_errors_name_the_responses_path(body: dict[str, Any], param: str, message: str, code: str) -> None:
+    error = refusal({"model": "org/m", "input": "Hi", **body})
+    assert (error["param"], error["message"], error["code"]) == (param, message, code)
+
+
+def test_missing_input_is_a_missing_parameter() -> None:
+    error = refusal({"model": "org/m"})
+    assert (error["param"], error["message"]) == ("input", "Missing required parameter: 'input'.")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Native status -> response object
+
+
+def response_of(body: dict[str, Any], native: NativeStatus, request_id: str = "r1") -> dict[str, Any]:
+    request, chat_request, _ = read(body)
+    completion = build_completion(chat_request, native, request_id, CREATED)
+    response = build_response(request, completion, request_id, CREATED, COMPLETED)
+    ResponseObject.model_validate(response)  # the documented model describes it
+    Response.model_validate(response)  # the official SDK's type reads it
+    return response
+
+
+def test_text_reply_is_a_completed_response_with_one_message_item() -> None:
+    response = response_of({"model": "org/m", "input": "Hi"}, status({"role": "assistant", "content": "Hello."}))
+    assert response == {
+        "id": "resp_r1",
+        "object": "response",
+        "created_at": CREATED,
+        "completed_at": COMPLETED,
+        "status": "completed",
+        "error": None,
+        "incomplete_details": None,
+        "model": "org/m",
+        "output": [
+            {
+                "id": "msg_r1",
+                "type": "message",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": "Hello.", "annotations": [], "logprobs": []}],
+            }
+        ],
+        "usage": {
+            "input_tokens": 11,
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "output_tokens": 7,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 18,
+        },
+        "instructions": None,
+        "max_output_tokens": None,
+        "metadata": {},
+        "parallel_tool_calls": True,
+        "temperature": None,
+        "top_p": None,
+        "tool_choice": "auto",
+        "tools": [],
+        "text": {"format": {"type": "text"}},
+        "reasoning": {"effort": None, "summary": None},
+        "previous_response_id": None,
+        "store": False,
+        "background": False,
+        "truncation": "disabled",
+        "service_tier": "default",
+        "user": None,
+    }
+
+
+def test_reasoning_and_tool_calls_are_output_items_in_order() -> None:
+    native = status(
+        {"role": "assistant", "content": None, "reasoning_content": "Check the weather.", "tool_calls": CALLS},
+        finish_reason="tool_calls",
+        reasoning_tokens=4,
+    )
+    response = response_of({"model": "org/m", "input": "Weather?", "tools": [WEATHER_TOOL]}, native)
+    assert response["output"] == [
+        {
+            "id": "rs_r1",
+            "type": "reasoning",
+            "summary": [{"type": "summary_text", "text": "Check the weather."}],
+            "status": "completed",
+        },
+        {
+            "id": "fc_r1_0",
+            "type": "function_call",
+            "call_id": "call_a",
+            "name": "get_weather",
+            "arguments": '{"city":"Oslo"}',
+            "status": "completed",
+        },
+        {
+            "id": "fc_r1_1",
+            "type": "function_call",
+            "call_id": "call_b",
+            "name": "get_time",
+            "arguments": "{}",
+            "status": "completed",
+        },
+    ]
+    assert response["usage"]["output_tokens_details"] == {"reasoning_tokens": 4}
+    assert response["tools"] == [WEATHER_TOOL]
+
+
+def test_length_stop_is_incomplete_with_max_output_tokens() -> None:
+    native = status({"role": "assistant", "content": "Once upon"}, finish_reason="length")
+    response = response_of({"model": "org/m", "input": "Story", "max_output_tokens": 16}, native)
+    assert (response["status"], response["incomplete_details"]) == ("incomplete", {"reason": "max_output_tokens"})
+    assert response["output"][0]["status"] == "incomplete"
+    assert response["max_output_tokens"] == 16
+
+
+def test_reasoning_only_reply_has_no_message_item_and_keeps_the_notice() -> None:
+    native = status(
+        {"role": "assistant", "content": "", "reasoning_content": "Hmm, long thought"},
+        finish_reason="length",
+        completion_tokens=16,
+    )
+    response = response_of({"model": "org/m", "input": "Hi", "max_output_tokens": 16}, native)
+    assert [item["type"] for item in response["output"]] == ["reasoning"]
+    assert response["status"] == "incomplete"
+    assert response["x_horde"]["notice"].startswith("The reply has reasoning but no visible text")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Event sequences
+
+
+def events_of(body: dict[str, Any], chunks: list[dict[str, Any]], request_id: str = "r1") -> list[dict[str, Any]]:
+    request, _, _ = read(body)
+    writer = ResponseEventWriter(request, request_id, CREATED, request.model)
+    events = writer.start()
+    for chunk in chunks:
+        events += writer.chunk(chunk)
+    events += writer.finish(COMPLETED)
+    assert [event["sequence_number"] for event in events] == list(range(len(events)))
+    state: ResponseStreamState[Any] = ResponseStreamState(input_tools=omit, text_format=omit)
+    for event in events:
+        state.handle_event(EVENTS.validate_python(event))  # the SDK's stream helper: raises on a wrong order
+    return events
+
+
+def buffered(body: dict[str, Any], native: NativeStatus) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    request, chat_request, _ = read({**body, "stream": True})
+    chunks = buffered_chunks(chat_request, native, "r1", CREATED)
+    events = events_of({**body, "stream": True}, chunks)
+    completion = build_completion(chat_request, native, "r1", CREATED)
+    return events, build_response(request, completion, "r1", CREATED, COMPLETED)
+
+
+def test_text_stream_event_order() -> None:
+    events, whole = buffered({"model": "org/m", "input": "Hi"}, status({"role": "assistant", "content": "Hello."}))
+    assert event_types(events) == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.delta",
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    assert events[0]["response"]["status"] == "in_progress" and events[0]["response"]["output"] == []
+    assert events[2]["item"] == {
+        "id": "msg_r1",
+        "type": "message",
+        "role": "assistant",
+        "status": "in_progress",
+        "content": [],
+    }
+    assert events[4] == {
+        "type": "response.output_text.delta",
+        "sequence_number": 4,
+        "item_id": "msg_r1",
+        "output_index": 0,
+        "content_index": 0,
+        "delta": "Hello.",
+        "logprobs": [],
+    }
+    assert events[-1]["response"] == whole  # the streamed response is the non-streamed one
+
+
+def test_reasoning_then_text_stream_event_order() -> None:
+    native = status({"role": "assistant", "content": "Blue.", "reasoning_content": "Rayleigh."}, reasoning_tokens=2)
+    events, whole = buffered({"model": "org/m", "input": "Sky?"}, native)
+    assert event_types(events) == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.reasoning_summary_part.added",
+        "response.reasoning_summary_text.delta",
+        "response.reasoning_summary_text.done",
+        "response.reasoning_summary_part.done",
+        "response.output_item.done",
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.delta",
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    assert [event.get("output_index") for event in events[2:14]] == [0] * 6 + [1] * 6
+    assert events[-1]["response"] == whole
+
+
+def test_tool_call_stream_event_order() -> None:
+    native = status({"role": "assistant", "content": None, "tool_calls": CALLS}, finish_reason="tool_calls")
+    events, whole = buffered({"model": "org/m", "input": "Weather?", "tools": [WEATHER_TOOL]}, native)
+    assert event_types(events) == [
+        "response.created",
+        "response.in_progress",
+        *[
+            "response.output_item.added",
+            "response.function_call_arguments.delta",
+            "response.function_call_arguments.done",
+            "response.output_item.done",
+        ]
+        * 2,
+        "response.completed",
+    ]
+    assert events[2]["item"] == {
+        "id": "fc_r1_0",
+        "type": "function_call",
+        "call_id": "call_a",
+        "name": "get_weather",
+        "arguments": "",
+        "status": "in_progress",
+    }
+    assert events[4] == {
+        "type": "response.function_call_arguments.done",
+        "sequence_number": 4,
+        "item_id": "fc_r1_0",
+        "output_index": 0,
+        "name": "get_weather",
+        "arguments": '{"city":"Oslo"}',
+    }
+    assert events[-1]["response"] == whole
+
+
+def test_empty_reply_streams_an_empty_message_item() -> None:
+    events, whole = buffered({"model": "org/m", "input": "Hi"}, status({"role": "assistant", "content": ""}))
+    assert event_types(events) == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    assert output_text(events[-1]["response"]) == "" and events[-1]["response"] == whole
+
+
+def test_length_stop_ends_with_response_incomplete() -> None:
+    native = status({"role": "assistant", "content": "Once upon"}, finish_reason="length")
+    events, whole = buffered({"model": "org/m", "input": "Story"}, native)
+    assert event_types(events)[-2:] == ["response.output_item.done", "response.incomplete"]
+    assert events[-2]["item"]["status"] == "incomplete"
+    assert events[-1]["response"] == whole
+
+
+def relayed_chunks(pieces: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """Chunks as a relayed stream sends them: the role chunk, many small deltas, the finish and usage chunks."""
+
+    def chunk(choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+        return {"id": "chatcmpl-r1", "object": "chat.completion.chunk", "model": "org/m", "choices": choices, **extra}
+
+    chunks = [chunk([{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}])]
+    chunks += [chunk([{"index": 0, "delta": {field: text}, "finish_reason": None}]) for field, text in pieces]
+    chunks.append(chunk([{"index": 0, "delta": {}, "finish_reason": "stop", "x_horde": {}}]))
+    usage = {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}
+    chunks.append(chunk([], usage=usage))
+    return chunks
+
+
+def test_relayed_deltas_each_become_one_delta_event() -> None:
+    pieces = [("reasoning_content", "A"), ("reasoning_content", "B"), ("content", "Hel"), ("content", "lo.")]
+    events = events_of({"model": "org/m", "input": "Hi", "stream": True}, relayed_chunks(pieces))
+    assert [(event["type"], event.get("delta")) for event in events if event["type"].endswith(".delta")] == [
+        ("response.reasoning_summary_text.delta", "A"),
+        ("response.reasoning_summary_text.delta", "B"),
+        ("response.output_text.delta", "Hel"),
+        ("response.output_text.delta", "lo."),
+    ]
+    final = events[-1]["response"]
+    assert output_text(final) == "Hello."
+    assert final["output"][0]["summary"] == [{"type": "summary_text", "text": "AB"}]
+    assert final["usage"]["total_tokens"] == 8
+
+
+async def _chat_stream(items: list[bytes]) -> AsyncGenerator[bytes]:
+    for item in items:
+        yield item
+
+
+def test_keepalives_pass_through_and_a_stream_error_is_one_error_event() -> None:
+    request, _, sources = read({"model": "org/m", "input": "Hi", "stream": True, "max_output_tokens": 16})
+    writer = ResponseEventWriter(request, "r1", CREATED, "org/m")
+    error = OpenAIError(
+        status=400, message="Too long.", code="no_worker_supports_limit", param="max_completion_tokens", retry_after=30
+    )
+    chat_items = [KEEPALIVE_COMMENT, sse_event(relayed_chunks([])[0]), error.sse_event(), b"data: [DONE]\n\n"]
+
+    async def collect() -> list[bytes]:
+        return [item async for item in response_events(writer, _chat_stream(chat_items), sources, lambda: COMPLETED)]
+
+    out = asyncio.run(collect())
+    assert out[2] == KEEPALIVE_COMMENT
+    assert out[0].startswith(b"event: response.created\ndata: {")
+    assert len(out) == 4  # created, in_progress, keepalive, error; nothing after the error (no [DONE])
+    assert out[3].startswith(b"event: error\ndata: ")
+    assert json.loads(out[3].split(b"data: ", 1)[1]) == {
+        "type": "error",
+        "sequence_number": 2,
+        "code": "no_worker_supports_limit",
+        "message": "Too long.",
+        "param": "max_output_tokens",
+        "metadata": {"retry_after": 30},
+    }
+
+
+@pytest.mark.parametrize(
+    ("chat_param", "responses_path"),
+    [
+        ("messages[0].content", "instructions"),
+        ("messages.[1].role", "input[0]"),
+        ("messages", "input"),
+        ("max_completion_tokens", "max_output_tokens"),
+        ("max_tokens", "max_output_tokens"),
+        ("response_format.json_schema.schema", "text.format.schema"),
+        ("reasoning_effort", "reasoning.effort"),
+        ("tools[2].function.parameters", "tools[2].parameters"),
+        ("tool_choice.function.name", "tool_choice.name"),
+        ("models[0]", "model"),
+        ("horde.max_context_length", "horde.max_context_length"),
+        (None, None),
+    ],
+)
+def test_chat_params_map_back_to_responses_paths(chat_param: str | None, responses_path: str | None) -> None:
+    """An error of the shared chat path (validation, the waiter's limit gaps, the Horde's refusals) names the
+    Responses field the client sent."""
+    from chat.responses import responses_param
+
+    _, _, sources = read({"model": "org/m", "instructions": "Be brief.", "input": [{"role": "user", "content": "Hi"}]})
+    assert sources == ["instructions", "input[0]"]
+    assert responses_param(chat_param, sources) == responses_path
+
+
+@pytest.mark.asyncio
+async def test_other_methods_are_405_in_the_openai_envelope() -> None:
+    from django.test import AsyncClient
+
+    response = await AsyncClient().get("/v1/responses")
+    assert response.status_code == 405
+    assert response["Allow"] == "POST"
+    assert json.loads(response.content)["error"]["message"] == "Method not allowed. Use POST."
