@@ -543,7 +543,8 @@ def stream_event_schema() -> dict[str, Any]:
                     {
                         "description": (
                             "An error after the stream's headers, as JSON in OpenAI's envelope; `[DONE]` follows. "
-                            "`metadata.retry_after` holds the seconds a `Retry-After` header would."
+                            "`metadata.retry_after` holds the seconds a `Retry-After` header would, and "
+                            "`metadata.should_retry` the boolean an `x-should-retry` header would."
                         ),
                         "type": "string",
                         "contentMediaType": "application/json",

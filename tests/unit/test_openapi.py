@@ -528,6 +528,11 @@ def test_success_responses_are_the_completion_the_event_stream_and_the_model_lis
         ("application/json", ref(chat.schema.OpenAIErrorEnvelope), None),
         (None, None, "[DONE]"),
     ]
+    assert event["properties"]["data"]["anyOf"][1]["description"] == (
+        "An error after the stream's headers, as JSON in OpenAI's envelope; `[DONE]` follows. `metadata.retry_after` "
+        "holds the seconds a `Retry-After` header would, and `metadata.should_retry` the boolean an `x-should-retry` "
+        "header would."
+    )
     assert "headers" not in chat_ok
     models_ok = document["paths"][MODELS]["get"]["responses"]["200"]
     assert models_ok["content"] == {"application/json": {"schema": ref(ModelList)}}
