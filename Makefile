@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh machine:
 #   make run   - install what is missing, serve the front on http://127.0.0.1:$(PORT) (devhorde behind it
-#                unless HORDE_URL is set) with WORKERS processes (default 1)
+#                unless HORDE_URL is set; Redis for live streams unless REDIS=off, started when none answers) with
+#                WORKERS processes (default 1)
 #   make test  - install what is missing, run `make lint`, start Redis if none answers on 127.0.0.1:6379, run the
 #                whole suite
 #   make lint  - ruff check, ruff format --check and mypy --strict (configured in pyproject.toml)
@@ -13,7 +14,8 @@ STAMP := $(VENV)/.installed
 PORT ?= 8000
 DEVHORDE_PORT ?= 7001
 WORKERS ?= 1
-export PORT DEVHORDE_PORT WORKERS
+REDIS ?= on
+export PORT DEVHORDE_PORT WORKERS REDIS
 
 .PHONY: run test lint bench install clean browser js
 
@@ -24,8 +26,12 @@ $(STAMP): requirements.txt bin/find-python
 	@set -e; if [ ! -x $(PY) ]; then \
 	  interp=$$(bin/find-python); echo "Creating $(VENV) with $$interp"; \
 	  "$$interp" -m venv $(VENV); fi
-	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	@echo "Installing the pinned requirements into $(VENV) (a minute or two the first time; each pinned package is listed as pip collects it)"
+	@$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	@set -o pipefail; $(PY) -m pip install --disable-pip-version-check --progress-bar off -r requirements.txt \
+	  | { grep --line-buffered -E '^Collecting .*\(from -r requirements\.txt \(line [0-9]+\)\)$$|^Installing collected' || true; } \
+	  | sed -u -E 's/^Installing collected packages: .*/Installing them (the longest step).../'
+	@echo "Installed; .venv is ready"
 	@touch $(STAMP)
 
 run: $(STAMP)

@@ -223,6 +223,20 @@ max_tokens is generated.": groups ``kudos_estimate`` and ``max_kudos``, decimal 
 The native error body holds only the message and the rc, so the front reads the values from the message."""
 
 
+def horde_api_root_wrong(detail: str) -> OpenAIError:
+    """502 ``HordeUnavailable`` for a ``HORDE_URL`` that answers 404 without the Horde's ``rc``: the server is
+    reachable, but the URL is not the Horde's API root.
+    """
+    return OpenAIError(
+        status=502,
+        message=(
+            f"The Horde's API root looks wrong: {detail}. HORDE_URL must name the API root, which usually ends in "
+            "/api (such as https://aihorde.net/api)."
+        ),
+        code=HORDE_UNAVAILABLE,
+    )
+
+
 def kudos_cap_error(message: str, rc: str = CHAT_KUDOS_CAP_EXCEEDED) -> OpenAIError:
     """400 ``invalid_request_error`` ``max_kudos_exceeded`` at ``horde.max_kudos`` for a ``ChatKudosCapExceeded``
     refusal (reference: Kudos cap).

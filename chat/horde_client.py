@@ -2,7 +2,8 @@
 
 One pooled ``httpx.AsyncClient`` per process (see chat.runtime). Every call sends the client's key as ``apikey`` and
 the front's ``Client-Agent``. A refusal (4xx/5xx with the native ``{"message", "rc"}`` body) raises
-:class:`HordeRefusal`; a transport failure or an unreadable answer raises :class:`HordeUnreachable`.
+:class:`HordeRefusal`; a transport failure or an unreadable answer raises :class:`HordeUnreachable`, and a 404 without
+the native body (``HORDE_URL`` is not the API root) raises :class:`HordeApiRootWrong`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import httpx
 import orjson
 from horde_sdk.generic_api.consts import ANON_API_KEY
 from pydantic import BaseModel, ConfigDict, ValidationError
+
+from chat import errors
+from chat.errors import OpenAIError
 
 ANONYMOUS_API_KEY = ANON_API_KEY
 """The Horde's anonymous key (horde-sdk's ``ANON_API_KEY``), sent when the client sent no bearer key."""
@@ -121,6 +125,20 @@ class HordeUnreachable(Exception):
         self.detail = detail
         self.reached = reached
 
+    def to_error(self) -> OpenAIError:
+        """502 ``HordeUnavailable`` (``chat.errors.horde_unavailable``) with this failure's detail."""
+        return errors.horde_unavailable(self.detail, reached=self.reached)
+
+
+class HordeApiRootWrong(HordeUnreachable):
+    """A 404 without the Horde's ``rc``: ``HORDE_URL`` names a server, but not the Horde's API root (often a URL
+    without ``/api``).
+    """
+
+    def to_error(self) -> OpenAIError:
+        """502 ``HordeUnavailable`` saying the API root looks wrong (``chat.errors.horde_api_root_wrong``)."""
+        return errors.horde_api_root_wrong(str(self))
+
 
 class HordeClient:
     """The native chat routes over one pooled async HTTP client.
@@ -186,6 +204,8 @@ class HordeClient:
         except (ValueError, RecursionError):
             # Not JSON, or NaN/Infinity, which no reply of the front may carry: outside the contract.
             body = None
+        if response.status_code == 404 and not (isinstance(body, dict) and "rc" in body):
+            raise HordeApiRootWrong(f"{self.base_url} answered 404 Not Found to {method} {path}", reached=True)
         if response.status_code >= 400:
             if not isinstance(body, dict) or (response.status_code >= 500 and "rc" not in body):
                 raise HordeUnreachable(

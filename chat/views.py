@@ -145,7 +145,7 @@ async def serve_chat(
     except HordeRefusal as refusal:
         return error_response(await submit_refusal_error(runtime.horde, refusal, chat_request))
     except HordeUnreachable as exc:
-        return error_response(errors.horde_unavailable(exc.detail, reached=exc.reached))
+        return error_response(exc.to_error())
     submitted_at = time.time()
 
     settings = runtime.settings

@@ -38,7 +38,7 @@ async def native_text_models() -> list[dict[str, Any]]:
     return entries
 
 
-async def _served_models() -> dict[str, Any]:
+async def served_model_list() -> dict[str, Any]:
     """The model list (``{"object": "list", "data": [card, ...]}``) built from :func:`native_text_models`.
 
     Raises:
@@ -50,7 +50,7 @@ async def _served_models() -> dict[str, Any]:
     except HordeRefusal as refusal:
         raise refusals.error_from_refusal(refusal) from refusal
     except HordeUnreachable as exc:
-        raise errors.horde_unavailable(exc.detail, reached=exc.reached) from exc
+        raise exc.to_error() from exc
     return model_list(entries)
 
 
@@ -68,7 +68,7 @@ async def list_models(request: HttpRequest) -> HttpResponse:
     if request.method != "GET":
         return method_not_allowed("GET")
     try:
-        return json_response(await _served_models())
+        return json_response(await served_model_list())
     except OpenAIError as error:
         return error.to_response()
 
@@ -81,7 +81,7 @@ async def retrieve_model(request: HttpRequest, model: str) -> HttpResponse:
     if request.method != "GET":
         return method_not_allowed("GET")
     try:
-        served = await _served_models()
+        served = await served_model_list()
     except OpenAIError as error:
         return error.to_response()
     for card in served["data"]:

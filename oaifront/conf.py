@@ -8,10 +8,13 @@ and the front's code reads it through :func:`front_settings`.
 from __future__ import annotations
 
 from functools import cache
+from urllib.parse import urlsplit, urlunsplit
 
 from horde_sdk.ai_horde_api.endpoints import AI_HORDE_BASE_URL
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from chat.horde_url import horde_url_problem
 
 PUBLIC_HORDE_URL = AI_HORDE_BASE_URL.rstrip("/")
 """The public Horde's API root, the default ``HORDE_URL``: a front started without configuration never talks to the
@@ -30,8 +33,9 @@ class FrontSettings(BaseSettings):
     """``HORDE_OAI_REDIS_URL``: the Redis the Horde publishes progress streams and signals on. Unset: no relay,
     no signals; the waiter re-reads the status on its timer."""
 
-    stream_redis_db: int = 0
-    """``HORDE_OAI_STREAM_REDIS_DB``: the Redis database of the ``horde:chat:stream:<id>`` progress streams."""
+    stream_redis_db: int = Field(default=None, validate_default=True, ge=0)
+    """``HORDE_OAI_STREAM_REDIS_DB``: the Redis database of the ``horde:chat:stream:<id>`` progress streams. Unset:
+    the database of ``HORDE_OAI_REDIS_URL`` (``redis://host:6379/6`` reads them on 6; no database in the URL: 0)."""
 
     client_agent: str = "horde-oai-front:0.1:https://github.com/Haidra-Org/AI-Horde"
     """``HORDE_OAI_CLIENT_AGENT``: the ``Client-Agent`` header sent to the Horde (``name:version:contact``)."""
@@ -78,8 +82,56 @@ class FrontSettings(BaseSettings):
 
     @field_validator("horde_url")
     @classmethod
-    def _strip_trailing_slash(cls, value: str) -> str:
+    def _api_root(cls, value: str) -> str:
+        problem = horde_url_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value.rstrip("/")
+
+    @field_validator("stream_redis_db", mode="before")
+    @classmethod
+    def _follow_the_url_database(cls, value: object, info: ValidationInfo) -> object:
+        if value is not None and value != "":
+            return value
+        return redis_url_database(info.data.get("redis_url"))
+
+    def describe_redis(self) -> str:
+        """One line naming the Redis and the progress streams' database, with no password (the start log line)."""
+        if not self.redis_url:
+            return (
+                "Redis: none (HORDE_OAI_REDIS_URL unset): streams are delivered whole, the waiter re-reads on its timer"
+            )
+        source = "HORDE_OAI_STREAM_REDIS_DB" if "stream_redis_db" in self.model_fields_set else "the URL's database"
+        return (
+            f"Redis: {redacted_url(self.redis_url)}; progress streams read on database {self.stream_redis_db} "
+            f"({source})"
+        )
+
+
+def redis_url_database(url: str | None) -> int:
+    """The database a Redis URL selects (``redis://host:6379/6`` is 6, ``unix:///run/redis.sock?db=2`` is 2), read by
+    redis-py's own parser; 0 when the URL names none or there is no URL.
+    """
+    if not url:
+        return 0
+    from redis.connection import parse_url  # noqa: PLC0415 - only a Redis URL needs it
+
+    try:
+        return int(parse_url(url).get("db", 0))  # type: ignore[no-untyped-call]
+    except ValueError:
+        return 0
+
+
+def redacted_url(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (``redis://:secret@host:6379/0`` is ``redis://:***@host:6379/0``),
+    for log lines and banners.
+    """
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    userinfo, _, hostinfo = parts.netloc.rpartition("@")
+    user = userinfo.partition(":")[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{hostinfo}"))
 
 
 def environment_variable(field_name: str) -> str:
@@ -94,7 +146,9 @@ def describe_invalid_settings(invalid: ValidationError) -> str:
     lines = []
     for error in invalid.errors():
         field_name = str(error["loc"][0]) if error["loc"] else ""
-        lines.append(f"{environment_variable(field_name)}={error.get('input')!r}: {error['msg']}")
+        lines.append(
+            f"{environment_variable(field_name)}={error.get('input')!r}: {error['msg'].removeprefix('Value error, ')}"
+        )
     return "Invalid front configuration: " + "; ".join(lines)
 
 

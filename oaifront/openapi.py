@@ -32,15 +32,18 @@ import re
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
-from django.http import HttpRequest, StreamingHttpResponse
+from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.contrib.staticfiles import finders
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.template import engines
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema
-from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularJSONAPIView, SpectacularRedocView, SpectacularSwaggerView
 from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue, models_json_schema
 from pydantic_core import CoreSchema
@@ -48,7 +51,7 @@ from rest_framework.renderers import TemplateHTMLRenderer
 from whitenoise.middleware import WhiteNoiseMiddleware
 
 from chat import errors
-from chat.errors import reason_phrase
+from chat.errors import OpenAIError, reason_phrase
 from chat.responses import STATE_FLAGS, STATEFUL_PARAMETERS
 from chat.responses_schema import ResponseObject, ResponsesRequest
 from chat.schema import (
@@ -75,9 +78,15 @@ from chat.schema import (
 from chat.screening import DEFAULT_NO_OP_PARAMETERS, REQUEST_KEYS
 from chat.waiter import QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS
 from models_list.schema import ModelCard, ModelList
+from models_list.views import served_model_list
 
-DOCS_URL: Final = "https://github.com/Haidra-Org/AI-Horde/blob/main/README.md"
-"""The published documentation of the front, linked from the document's ``info.description`` and ``externalDocs``."""
+DOCS_URL: Final = "/docs/behaviour"
+"""The front's behaviour guide (``docs/behaviour.md``: waiting and availability, streaming modes, errors and retries,
+limits, the ``horde`` options), served by the front itself at this path (:func:`behaviour_guide`) and linked from the
+document's ``info.description`` and ``externalDocs``. Relative, so the link works on whatever host serves the docs."""
+
+BEHAVIOUR_GUIDE: Final = Path(__file__).resolve().parent.parent / "docs" / "behaviour.md"
+"""The guide's Markdown source in the repository."""
 
 CLIENTS_GUIDE_URL: Final = DOCS_URL.removesuffix("README.md") + "docs/clients.md"
 """The published guide per client (``docs/clients.md``, beside the README), linked from ``info.description``."""
@@ -490,9 +499,16 @@ def _ref(model: type[BaseModel]) -> dict[str, str]:
     return {"$ref": SCHEMA_REF.format(model=model.__name__)}
 
 
+EXAMPLE_MODEL: Final = "example/model-7b"
+"""The request example's model id when the live model list is unavailable (no Horde reachable, or no model served);
+:class:`FrontSchemaView` puts the first served model's id in its place."""
+
+EXAMPLE_MODEL_LOOKUP_SECONDS: Final = 2.0
+"""How long ``/openapi.json`` waits for the model list to fill the example's model before keeping the placeholder."""
+
 CHAT_REQUEST_EXAMPLE: Final[Mapping[str, Any]] = MappingProxyType(
     {
-        "model": "example/model-7b",
+        "model": EXAMPLE_MODEL,
         "messages": [
             {"role": "system", "content": "You are a helpful assistant."},
             {"role": "user", "content": "Say hello in one sentence."},
@@ -848,9 +864,38 @@ _REDOC_PAGE: Final = """{% extends "drf_spectacular/redoc.html" %}{% block head 
 
 DOCS_CONTENT_SECURITY_POLICY: Final = "default-src 'self' 'unsafe-inline' 'unsafe-eval' blob: data:"
 """The ``Content-Security-Policy`` of ``/docs`` and ``/redoc``: the pages may load only from this process (plus
-inline, ``blob:`` and ``data:`` content, which Swagger UI and ReDoc build). The browser then refuses, without a network
-attempt, the one remote asset the bundles still name (ReDoc's footer logo on cdn.redoc.ly, hidden when it fails), so
-reading the documentation tells no third party about it and works with no internet."""
+inline, ``blob:`` and ``data:`` content, which Swagger UI and ReDoc build), so reading the documentation tells no
+third party about it and works with no internet. The one remote asset the ReDoc bundle names (its sidebar logo on
+cdn.redoc.ly) is replaced in the bundle served at ``/docs/assets/redoc.standalone.js`` (:func:`redoc_bundle`), so the
+policy refuses nothing and the console shows no error."""
+
+
+class FrontSchemaView(SpectacularJSONAPIView):
+    """``/openapi.json``, with the request example's model set to a model the Horde serves right now.
+
+    "Try it out" in ``/docs`` then reaches a worker with the default example. The id is the first card of the live
+    model list (``GET /v1/models``, its cache included), looked up for at most :data:`EXAMPLE_MODEL_LOOKUP_SECONDS`;
+    without a list (Horde unreachable, nothing served) the example keeps :data:`EXAMPLE_MODEL`.
+    """
+
+    @extend_schema(exclude=True)
+    def get(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        """Serve the document with the live example model."""
+        response = super().get(request, *args, **kwargs)  # type: ignore[no-untyped-call]  # unannotated upstream
+        model = async_to_sync(served_example_model)()
+        if model is not None:
+            content = response.data["paths"]["/v1/chat/completions"]["post"]["requestBody"]["content"]
+            content["application/json"]["example"]["model"] = model
+        return response
+
+
+async def served_example_model() -> str | None:
+    """The id of the first model the live model list serves, or None (no list within the lookup time, or empty)."""
+    try:
+        served = await asyncio.wait_for(served_model_list(), EXAMPLE_MODEL_LOOKUP_SECONDS)
+    except (OpenAIError, TimeoutError):
+        return None
+    return next((str(card["id"]) for card in served["data"]), None)
 
 
 class OfflineSwaggerView(SpectacularSwaggerView):
@@ -870,16 +915,79 @@ class _OfflineRedocRenderer(TemplateHTMLRenderer):
 
 
 class OfflineRedocView(SpectacularRedocView):
-    """ReDoc at ``/redoc``, loading nothing from outside this process (the sidecar's bundle, system fonts)."""
+    """ReDoc at ``/redoc``, loading nothing from outside this process (the sidecar's bundle without its CDN logo,
+    system fonts).
+    """
 
     renderer_classes = [_OfflineRedocRenderer]  # noqa: RUF012 - DRF's API: a view's renderers are a class-level list
 
     @extend_schema(exclude=True)
     def get(self, request: Any, *args: Any, **kwargs: Any) -> Any:
-        """Serve the page with :data:`DOCS_CONTENT_SECURITY_POLICY`."""
+        """Serve the page with :data:`DOCS_CONTENT_SECURITY_POLICY` and the ReDoc bundle of :func:`redoc_bundle`."""
         response = super().get(request, *args, **kwargs)  # type: ignore[no-untyped-call]  # unannotated upstream
+        response.data["redoc_standalone"] = reverse("redoc-bundle")
         response["Content-Security-Policy"] = DOCS_CONTENT_SECURITY_POLICY
         return response
+
+
+REDOC_BUNDLE: Final = "drf_spectacular_sidecar/redoc/bundles/redoc.standalone.js"
+"""The sidecar's ReDoc bundle (a static file path)."""
+
+REDOC_CDN_LOGO: Final = "https://cdn.redoc.ly/redoc/logo-mini.svg"
+"""The one remote asset the ReDoc bundle names: the logo beside "API docs by Redocly" in its sidebar."""
+
+EMPTY_IMAGE: Final = "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' width='0' height='0'/%3E"
+"""An empty SVG, put in the logo's place: the page requests nothing remote and the CSP refuses nothing."""
+
+FAVICON: Final = "drf_spectacular_sidecar/swagger-ui-dist/favicon-32x32.png"
+"""The icon served at ``/favicon.ico`` (Swagger UI's, a PNG; browsers take the type from the response)."""
+
+ASSET_CACHE_CONTROL: Final = "public, max-age=86400"
+"""How long a browser may keep the docs' assets served by the views below."""
+
+
+@cache
+def _static_bytes(path: str) -> bytes:
+    found = finders.find(path)
+    if not isinstance(found, str):
+        raise FileNotFoundError(path)
+    return Path(found).read_bytes()
+
+
+@cache
+def redoc_bundle_source() -> bytes:
+    """The sidecar's ReDoc bundle with :data:`REDOC_CDN_LOGO` replaced by :data:`EMPTY_IMAGE`.
+
+    Raises:
+        ValueError: The bundle does not name the logo (a new ReDoc): the replacement needs a look.
+    """
+    source = _static_bytes(REDOC_BUNDLE)
+    if REDOC_CDN_LOGO.encode() not in source:
+        raise ValueError(f"{REDOC_BUNDLE} no longer names {REDOC_CDN_LOGO}")
+    return source.replace(REDOC_CDN_LOGO.encode(), EMPTY_IMAGE.encode())
+
+
+async def redoc_bundle(request: HttpRequest) -> HttpResponse:
+    """``/docs/assets/redoc.standalone.js``: ReDoc without its remote logo (:func:`redoc_bundle_source`)."""
+    source = await asyncio.to_thread(redoc_bundle_source)
+    response = HttpResponse(source, content_type="text/javascript; charset=utf-8")
+    response["Cache-Control"] = ASSET_CACHE_CONTROL
+    return response
+
+
+async def favicon(request: HttpRequest) -> HttpResponse:
+    """``/favicon.ico``: Swagger UI's icon, so a browser's automatic request for it (ReDoc's page declares no icon)
+    does not end in a 404.
+    """
+    response = HttpResponse(await asyncio.to_thread(_static_bytes, FAVICON), content_type="image/png")
+    response["Cache-Control"] = ASSET_CACHE_CONTROL
+    return response
+
+
+async def behaviour_guide(request: HttpRequest) -> HttpResponse:
+    """``/docs/behaviour``: the front's behaviour guide (``docs/behaviour.md``), as Markdown text a browser shows."""
+    text = await asyncio.to_thread(BEHAVIOUR_GUIDE.read_bytes)
+    return HttpResponse(text, content_type="text/plain; charset=utf-8")
 
 
 class StaticAssetsMiddleware(WhiteNoiseMiddleware):
@@ -947,12 +1055,16 @@ __all__ = [
     "NO_OP_PARAMETER_SCHEMAS",
     "DocumentedError",
     "DocumentedJsonSchema",
+    "FrontSchemaView",
     "OfflineRedocView",
     "OfflineSwaggerView",
     "StaticAssetsMiddleware",
     "add_front_paths",
+    "behaviour_guide",
     "component_schemas",
+    "favicon",
     "front_paths",
     "model_schemas",
     "plain_description",
+    "redoc_bundle",
 ]

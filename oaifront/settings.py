@@ -8,6 +8,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from pydantic import ValidationError
 
+from chat.cors_settings import *  # noqa: F403 - CORS_ALLOW_ALL_ORIGINS, CORS_ALLOW_HEADERS, ... (documented there)
 from oaifront.conf import FrontSettings, describe_invalid_settings
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "horde-oai-front-has-no-sessions-or-signing")
@@ -20,6 +21,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "corsheaders",
     "chat",
     "models_list",
 ]
@@ -27,7 +29,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # Serves the Swagger UI and ReDoc assets (drf-spectacular-sidecar) in every mode; WhiteNoise kept async.
     "oaifront.openapi.StaticAssetsMiddleware",
-    "oaifront.middleware.CorsMiddleware",
+    # Browser access (reference: Browser access) through django-cors-headers, configured by chat.cors_settings.
+    "corsheaders.middleware.CorsMiddleware",
     "oaifront.middleware.CommonMiddleware",
 ]
 
@@ -55,6 +58,16 @@ REST_FRAMEWORK: dict[str, Any] = {
     "DEFAULT_PERMISSION_CLASSES": [],
     "UNAUTHENTICATED_USER": None,
 }
+SWAGGER_UI_SETTINGS = """{
+  "deepLinking": true,
+  "validatorUrl": null,
+  "requestInterceptor": (request) => request
+}"""
+"""Swagger UI's settings, a JavaScript object literal (drf-spectacular inserts a string as is): deep links, no
+validator badge (no request to validator.swagger.io), and a request interceptor that sends "Try it out" requests as
+they are. It replaces drf-spectacular's, which adds an ``X-CSRFTOKEN`` header to every POST: the front has no CSRF
+protection (no sessions, no cookies), so the header meant nothing and showed up in the copied curl."""
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "AI Horde OpenAI-compatible chat front",
     "VERSION": "1.0.0",
@@ -65,8 +78,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    # No request leaves the machine: no validator badge (validator.swagger.io).
-    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
+    "SWAGGER_UI_SETTINGS": SWAGGER_UI_SETTINGS,
 }
 
 try:

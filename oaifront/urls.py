@@ -1,13 +1,19 @@
 """The front's routes: chat completions, the model list and model retrieve, health, and the API description
-(/openapi.json, /docs, /redoc; / redirects to /docs).
+(/openapi.json, /docs, /redoc, the behaviour guide at /docs/behaviour, /favicon.ico; / redirects to /docs).
 """
 
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 from django.views.generic import RedirectView
-from drf_spectacular.views import SpectacularJSONAPIView
 
-from oaifront.openapi import OfflineRedocView, OfflineSwaggerView
+from oaifront.openapi import (
+    FrontSchemaView,
+    OfflineRedocView,
+    OfflineSwaggerView,
+    behaviour_guide,
+    favicon,
+    redoc_bundle,
+)
 
 
 async def healthz(request: HttpRequest) -> JsonResponse:
@@ -19,9 +25,12 @@ urlpatterns = [
     path("", include("chat.urls")),
     path("", include("models_list.urls")),
     path("healthz", healthz, name="healthz"),
-    path("openapi.json", SpectacularJSONAPIView.as_view(), name="schema"),
+    path("openapi.json", FrontSchemaView.as_view(), name="schema"),
     path("docs", OfflineSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    path("docs/behaviour", behaviour_guide, name="behaviour-guide"),
+    path("docs/assets/redoc.standalone.js", redoc_bundle, name="redoc-bundle"),
     path("redoc", OfflineRedocView.as_view(url_name="schema"), name="redoc"),
+    path("favicon.ico", favicon, name="favicon"),
     path("", RedirectView.as_view(pattern_name="swagger-ui", permanent=False), name="root"),
 ]
 

@@ -22,6 +22,10 @@ import pytest
 from devhorde.launch import free_port, wait_http
 
 ROOT = Path(__file__).resolve().parent.parent
+
+UNREACHABLE_HORDE_URL = "http://127.0.0.1:9/api"
+"""A closed loopback port: the ``HORDE_URL`` of the in-process tests (Django's test client), so that nothing they do,
+such as ``/openapi.json`` looking up a served model for its example, can reach the public Horde, the default."""
 REDIS_URL = "redis://127.0.0.1:6379/0"
 STREAM_REDIS_DB = 11
 """The progress-stream database the integration tests use (devhorde writes, the front reads)."""
@@ -82,10 +86,19 @@ def start_devhorde(tmp: Path, *, redis: bool = True, scenario: Path | str | None
 
 
 def start_front(
-    tmp: Path, horde_url: str, *, redis: bool = True, env: dict[str, str] | None = None, workers: int = 1
+    tmp: Path,
+    horde_url: str,
+    *,
+    redis: bool = True,
+    env: dict[str, str] | None = None,
+    app: str = "oaifront.asgi:application",
+    workers: int = 1,
 ) -> tuple[Process, str]:
     """Start the front under uvicorn (``workers`` processes behind one port); return it and its base URL
-    (``http://127.0.0.1:<port>``)."""
+    (``http://127.0.0.1:<port>``).
+
+    ``app`` is the ASGI application uvicorn serves (another project's, such as ``tests.hostproject.asgi``, with its
+    ``DJANGO_SETTINGS_MODULE`` in ``env``); the readiness probe is then the model list instead of ``/healthz``."""
     port = free_port()
     front_env = {**FAST_FRONT_ENV, "HORDE_URL": horde_url, **(env or {})}
     if redis:
@@ -95,7 +108,7 @@ def start_front(
         sys.executable,
         "-m",
         "uvicorn",
-        "oaifront.asgi:application",
+        app,
         "--host",
         "127.0.0.1",
         "--port",
@@ -106,9 +119,10 @@ def start_front(
         args += ["--workers", str(workers)]
     process = start_process(args, front_env, tmp / f"front-{port}.log")
     base = f"http://127.0.0.1:{port}"
+    probe = f"{base}/healthz" if app == "oaifront.asgi:application" else f"{base}/v1/models"
     try:
         # Each worker imports Django on its own: a loaded 2-core machine needs longer for several.
-        wait_http(f"{base}/healthz", process.popen, timeout=30.0 * workers)
+        wait_http(probe, process.popen, timeout=30.0 * workers)
     except Exception:
         process.stop()
         raise
@@ -160,6 +174,25 @@ class LiveStack:
     def stop(self) -> None:
         for process in (self.front, self.devhorde, *self.processes):
             process.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def in_process_horde_url() -> Iterator[None]:
+    """Point the in-process front (Django's test client) at :data:`UNREACHABLE_HORDE_URL` unless the environment names
+    a ``HORDE_URL``: Django's settings are read before this file, so the settings object is replaced here."""
+    from django.conf import settings
+
+    from oaifront.conf import front_settings
+
+    configured = settings.HORDE_OAI
+    if "HORDE_URL" not in os.environ:
+        settings.HORDE_OAI = configured.model_copy(update={"horde_url": UNREACHABLE_HORDE_URL})
+        front_settings.cache_clear()
+    try:
+        yield
+    finally:
+        settings.HORDE_OAI = configured
+        front_settings.cache_clear()
 
 
 @pytest.fixture(scope="session")

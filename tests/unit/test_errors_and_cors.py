@@ -77,21 +77,51 @@ async def test_preflight_and_cors_on_every_response() -> None:
         headers={
             "Origin": "https://lite.koboldai.net",
             "Access-Control-Request-Method": "POST",
-            "Access-Control-Request-Headers": "authorization, content-type",
+            "Access-Control-Request-Headers": "authorization, content-type, x-stainless-os, x-stainless-retry-count",
         },
     )
-    assert preflight.status_code == 204
+    assert preflight.status_code == 200
+    assert preflight.content == b""
     assert preflight["Access-Control-Allow-Origin"] == "*"
-    assert "POST" in preflight["Access-Control-Allow-Methods"]
-    assert preflight["Access-Control-Allow-Headers"] == "authorization, content-type"
-    health = await client.get("/healthz")
+    assert preflight["Access-Control-Allow-Methods"] == "GET, POST, OPTIONS"
+    allowed = preflight["Access-Control-Allow-Headers"].split(", ")
+    for name in ("authorization", "content-type", "x-stainless-os", "x-stainless-retry-count", "x-stainless-timeout"):
+        assert name in allowed
+    assert preflight["Access-Control-Max-Age"] == "86400"
+    health = await client.get("/healthz", headers={"Origin": "https://lite.koboldai.net"})
     assert health.status_code == 200
     assert health["Access-Control-Allow-Origin"] == "*"
     assert health["Access-Control-Expose-Headers"] == "Retry-After, x-should-retry"
-    refused = await client.post("/v1/chat/completions", data=b"{not json", content_type="application/json")
-    assert refused.status_code == 400
-    assert refused["Access-Control-Allow-Origin"] == "*"
-    assert json.loads(refused.content)["error"]["code"] == "BadRequest"
+    for origin in ({"Origin": "https://lite.koboldai.net"}, {}):
+        refused = await client.post(
+            "/v1/chat/completions", data=b"{not json", content_type="application/json", headers=origin
+        )
+        assert refused.status_code == 400
+        assert refused["Access-Control-Allow-Origin"] == "*"
+        assert refused["Access-Control-Expose-Headers"] == "Retry-After, x-should-retry"
+        assert json.loads(refused.content)["error"]["code"] == "BadRequest"
+
+
+def test_the_front_passes_its_own_browser_access_checks() -> None:
+    """oaifront's settings are what chat.cors_settings asks of a host project: no chat.W00x warning."""
+    from chat.checks import check_browser_access
+
+    assert check_browser_access() == []
+
+
+def test_a_project_without_django_cors_headers_is_warned(settings: object) -> None:
+    """A host project that forgot django-cors-headers hears it from ``manage.py check``."""
+    from chat.checks import check_browser_access
+
+    settings.INSTALLED_APPS = [app for app in settings.INSTALLED_APPS if app != "corsheaders"]  # type: ignore[attr-defined]
+    settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if "corsheaders" not in m]  # type: ignore[attr-defined]
+    settings.CORS_EXPOSE_HEADERS = ["Retry-After"]  # type: ignore[attr-defined]
+    warnings = {warning.id: warning.msg for warning in check_browser_access()}
+    assert warnings == {
+        "chat.W001": "django-cors-headers is not in INSTALLED_APPS.",
+        "chat.W002": "corsheaders.middleware.CorsMiddleware is not in MIDDLEWARE.",
+        "chat.W004": "CORS_EXPOSE_HEADERS or CORS_ALLOW_HEADERS lacks x-should-retry.",
+    }
 
 
 @pytest.mark.asyncio

@@ -133,7 +133,7 @@ ASSET_PATTERN = re.compile(r'(?:src|href)="([^"]+)"')
                 "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-standalone-preset.js",
             ],
         ),
-        ("/redoc", ["/static/drf_spectacular_sidecar/redoc/bundles/redoc.standalone.js"]),
+        ("/redoc", ["/docs/assets/redoc.standalone.js"]),
     ],
 )
 def test_pages_load_every_asset_from_this_process(page: str, assets: list[str]) -> None:
@@ -146,6 +146,29 @@ def test_pages_load_every_asset_from_this_process(page: str, assets: list[str]) 
     assert ASSET_PATTERN.findall(html) == assets
     assert "https://" not in html and "http://" not in html
     assert ('url: "/openapi.json"' if page == "/docs" else 'spec-url="/openapi.json"') in html
+
+
+def test_the_redoc_bundle_is_the_sidecars_without_its_remote_logo() -> None:
+    """The sidecar's ReDoc bundle names one remote asset, its sidebar logo; the served copy has an empty image there."""
+    from django.contrib.staticfiles import finders
+
+    from oaifront.openapi import EMPTY_IMAGE, REDOC_BUNDLE, REDOC_CDN_LOGO
+
+    response = Client().get("/docs/assets/redoc.standalone.js")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/javascript; charset=utf-8"
+    original = Path(finders.find(REDOC_BUNDLE)).read_bytes()
+    assert original.count(b"https://") >= 1 and original.count(REDOC_CDN_LOGO.encode()) == 1
+    assert response.content == original.replace(REDOC_CDN_LOGO.encode(), EMPTY_IMAGE.encode())
+    assert b"cdn.redoc.ly" not in response.content
+
+
+def test_the_chat_example_names_a_served_model_or_keeps_the_placeholder() -> None:
+    """Without a reachable Horde (the in-process tests' HORDE_URL is a closed loopback port) the example keeps
+    ``example/model-7b``."""
+    document = Client().get("/openapi.json").json()
+    example = document["paths"]["/v1/chat/completions"]["post"]["requestBody"]["content"]["application/json"]["example"]
+    assert example["model"] == "example/model-7b"
 
 
 @pytest.mark.asyncio
@@ -682,7 +705,7 @@ def test_every_field_description_is_its_docstring(document: dict[str, Any]) -> N
 
 def test_info_description_links_to_the_documentation(document: dict[str, Any]) -> None:
     """ref: field-descriptions.5"""
-    assert DOCS_URL == "https://github.com/Haidra-Org/AI-Horde/blob/main/README.md"
+    assert DOCS_URL == "/docs/behaviour"
     assert f"[{DOCS_URL}]({DOCS_URL})" in document["info"]["description"]
     assert document["externalDocs"] == {"description": "The front's documentation", "url": DOCS_URL}
 

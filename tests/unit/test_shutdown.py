@@ -1,6 +1,7 @@
 """The front's shutdown work (chat.runtime): every open request ends at once with 503 ``FrontShuttingDown``.
 
-The process-level behaviour (SIGTERM to a real uvicorn with open streams) is in tests/integration/test_shutdown.py.
+The process-level behaviour (SIGTERM to a real uvicorn with open streams) is in
+tests/integration/test_sigterm_shutdown.py.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ API_KEY = "0000000000"
 STRICT = "prompt_overflow_refused"
 SHUTDOWN_SCENARIO: dict[str, Any] = {
     "name": "shutdown",
-    "description": "A slow streaming worker and a stuck one (tests/integration/test_shutdown.py).",
+    "description": "A slow streaming worker and a stuck one (tests/integration/test_sigterm_shutdown.py).",
     "queue_position_delay_seconds": 0,
     "workers": [
         {

@@ -1,0 +1,36 @@
+# The chat front as a container image: the same code and pinned requirements `make run` uses, served by uvicorn.
+#   docker build -t horde-chat-front .
+#   docker run -p 8000:8000 -e HORDE_URL=https://aihorde.net/api -e DJANGO_ALLOWED_HOSTS=chat.example.org \
+#     -e DJANGO_SECRET_KEY=... horde-chat-front
+# compose.yaml runs it with a Redis and the development Horde, as `make run` does.
+FROM python:3.13-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1
+
+WORKDIR /app
+# requirements.txt pins the runtime and the test tools in one file; the image installs it whole so the pins stay the
+# single source of versions.
+COPY requirements.txt ./
+RUN python -m pip install -r requirements.txt
+
+COPY manage.py ./
+COPY oaifront ./oaifront
+COPY chat ./chat
+COPY models_list ./models_list
+COPY devhorde ./devhorde
+COPY docs ./docs
+
+RUN useradd --system --no-create-home front
+USER front
+
+EXPOSE 8000
+# WORKERS: uvicorn worker processes (each has its own pools; they share the Redis). FORWARDED_ALLOW_IPS: the reverse
+# proxies whose X-Forwarded-For/-Proto uvicorn trusts.
+ENV WORKERS=2 \
+    FORWARDED_ALLOW_IPS=127.0.0.1
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s \
+  CMD ["python", "-c", "import httpx; httpx.get('http://127.0.0.1:8000/healthz', timeout=4).raise_for_status()"]
+CMD ["sh", "-c", "exec uvicorn oaifront.asgi:application --host 0.0.0.0 --port 8000 --workers \"$WORKERS\" --proxy-headers --forwarded-allow-ips \"$FORWARDED_ALLOW_IPS\" --no-access-log --timeout-graceful-shutdown 5"]

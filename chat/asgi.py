@@ -1,0 +1,74 @@
+"""The front's process lifecycle for any ASGI application serving the chat apps.
+
+Django's ASGI handler does not speak the ASGI lifespan protocol (uvicorn logs "ASGI 'lifespan' protocol appears
+unsupported" and skips it), so nothing would run at shutdown. :func:`with_front_lifespan` wraps the application and
+answers the lifespan events itself:
+
+- at startup, one log line names the Redis and the progress streams' database (or says there is none), and
+  :func:`chat.runtime.chain_shutdown_signals` puts :func:`chat.runtime.stop_open_requests` ahead of the server's
+  SIGTERM/SIGINT handler, so a stop ends every open request at once (streams with an error event and ``data: [DONE]``,
+  waiting requests with a 503, each native request cancelled);
+- at shutdown, :func:`chat.runtime.close_runtime` retries pending cancels once more, stops the Redis tasks and closes
+  the HTTP pool.
+
+A host project's ``asgi.py``::
+
+    from django.core.asgi import get_asgi_application
+    from chat.asgi import with_front_lifespan
+
+    application = with_front_lifespan(get_asgi_application())
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from loguru import logger
+
+Scope = dict[str, Any]
+"""An ASGI connection scope (a JSON-like dict, as Django's ``ASGIHandler`` takes it)."""
+Receive = Callable[[], Awaitable[Mapping[str, Any]]]
+"""The ASGI ``receive`` callable: the next event message."""
+Send = Callable[[Mapping[str, Any]], Awaitable[None]]
+"""The ASGI ``send`` callable."""
+ASGIApplication = Callable[[Scope, Receive, Send], Awaitable[None]]
+"""An ASGI 3 application, such as ``django.core.asgi.get_asgi_application()``."""
+
+
+def with_front_lifespan(application: ASGIApplication) -> ASGIApplication:
+    """Return ``application`` with the front's lifespan: every other scope goes to ``application`` unchanged.
+
+    The wrapper handles the lifespan scope itself and does not forward it, so ``application`` should be one that
+    does not need its own lifespan (Django's does not have one).
+    """
+
+    async def front_application(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await application(scope, receive, send)
+            return
+        await serve_lifespan(receive, send)
+
+    return front_application
+
+
+async def serve_lifespan(receive: Receive, send: Send) -> None:
+    """Answer ``lifespan.startup`` (logging the Redis line) and ``lifespan.shutdown`` (closing the runtime)."""
+    from chat.runtime import chain_shutdown_signals, close_runtime  # noqa: PLC0415 - the apps load once Django is set up
+    from oaifront.conf import front_settings  # noqa: PLC0415 - idem
+
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            logger.info(front_settings().describe_redis())
+            chain_shutdown_signals()
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            try:
+                await close_runtime()
+            except Exception as exc:  # noqa: BLE001 - the server reports it; the process is ending anyway
+                logger.exception("Front shutdown failed")
+                await send({"type": "lifespan.shutdown.failed", "message": f"{type(exc).__name__}: {exc}"})
+                return
+            await send({"type": "lifespan.shutdown.complete"})
+            return

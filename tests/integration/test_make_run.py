@@ -1,0 +1,240 @@
+"""``make run`` as a newcomer meets it: ``bin/run`` (what ``make run`` execs) started as a real process on free ports.
+
+Each test runs the script with ``PORT`` and ``DEVHORDE_PORT`` on free loopback ports and the devhorde's ``default``
+scenario (as ``make run`` does), waits for its ``ready:`` line, calls the front with the official ``openai`` SDK and
+stops the script with SIGTERM. The Redis of 127.0.0.1:6379 is never touched: the default mode is exercised with
+``REDIS_PORT`` on a free port, where nothing answers, so ``bin/run`` starts (and must stop) a Redis of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import openai
+import pytest
+import redis
+
+from devhorde.launch import free_port
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.integration
+
+READY_TIMEOUT_SECONDS = 120.0
+"""How long the script may take to print ``ready:`` (two Python processes importing Django and horde-sdk on a busy
+two-core machine, and possibly starting a Redis)."""
+
+STOP_TIMEOUT_SECONDS = 30.0
+"""How long the script may take to stop everything after SIGTERM (uvicorn's graceful shutdown is 5 s)."""
+
+PROMPT = [{"role": "user", "content": "Tell me about lighthouses."}]
+
+needs_redis_server = pytest.mark.skipif(
+    shutil.which("redis-server") is None, reason="redis-server is not installed (make test installs it)"
+)
+
+
+@dataclass
+class MakeRun:
+    """A running ``bin/run`` and its combined output."""
+
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+    port: int
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self) -> str:
+        """Wait for the ``ready:`` line; return the output so far. Fails when the script exits first."""
+        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            output = self.output()
+            if "\nready: " in "\n" + output:
+                return output
+            if self.popen.poll() is not None:
+                pytest.fail(f"bin/run exited with {self.popen.returncode} before ready:\n{output}")
+            time.sleep(0.2)
+        pytest.fail(f"bin/run printed no ready line within {READY_TIMEOUT_SECONDS} s:\n{self.output()}")
+
+    def stop(self) -> int:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(STOP_TIMEOUT_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(5)
+        return self.popen.returncode
+
+    @property
+    def client(self) -> openai.OpenAI:
+        return openai.OpenAI(base_url=f"http://127.0.0.1:{self.port}/v1", api_key="0000000000", max_retries=0)
+
+
+def start_make_run(tmp_path: Path, env: dict[str, str]) -> MakeRun:
+    """Start ``bin/run`` with free ports and ``env`` over a copy of this environment without Redis settings."""
+    port = free_port()
+    full_env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"HORDE_URL", "HORDE_OAI_REDIS_URL", "HORDE_OAI_STREAM_REDIS_DB", "REDIS", "DEVHORDE_SCENARIO"}
+    }
+    full_env |= {"PORT": str(port), "DEVHORDE_PORT": str(free_port()), "PYTHONUNBUFFERED": "1", **env}
+    log_path = tmp_path / f"make-run-{port}.log"
+    with log_path.open("wb") as log:
+        popen = subprocess.Popen(["bin/run"], cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT)
+    return MakeRun(popen, log_path, port)
+
+
+@pytest.fixture
+def make_run(tmp_path: Path) -> Iterator[list[MakeRun]]:
+    """The runs a test starts, stopped at its end whatever happened."""
+    runs: list[MakeRun] = []
+    try:
+        yield runs
+    finally:
+        for run in runs:
+            run.stop()
+
+
+def content_chunks(client: openai.OpenAI) -> list[str]:
+    """The content pieces of one streamed completion of the README's example."""
+    stream = client.chat.completions.create(model="devhorde/reasoner-8b", messages=PROMPT, max_tokens=64, stream=True)
+    return [chunk.choices[0].delta.content for chunk in stream if chunk.choices and chunk.choices[0].delta.content]
+
+
+def redis_answers(port: int) -> bool:
+    try:
+        return bool(redis.Redis(host="127.0.0.1", port=port, socket_timeout=1).ping())
+    except redis.exceptions.ConnectionError:
+        return False
+
+
+def mode_and_ready_lines(output: str) -> tuple[str, str]:
+    lines = output.splitlines()
+    mode = [line for line in lines if line.startswith("mode: ")]
+    ready = [line for line in lines if line.startswith("ready: ")]
+    assert len(mode) == 1 and len(ready) == 1, output
+    assert lines.index(mode[0]) < lines.index(ready[0])
+    return mode[0], ready[0]
+
+
+@needs_redis_server
+def test_make_run_starts_a_redis_when_none_answers_and_streams_live(tmp_path: Path, make_run: list[MakeRun]) -> None:
+    """The default mode: no HORDE_OAI_REDIS_URL and nothing on REDIS_PORT, so bin/run starts a Redis, passes it to the
+    front and the devhorde, and the first stream arrives live in several paced content chunks. The Redis stops with
+    the script."""
+    redis_port = free_port()
+    run = start_make_run(tmp_path, {"REDIS_PORT": str(redis_port)})
+    make_run.append(run)
+    output = run.wait_ready()
+    mode, ready = mode_and_ready_lines(output)
+    assert f"Starting a Redis on 127.0.0.1:{redis_port}" in output
+    assert mode == (
+        f"mode: live streaming through Redis redis://127.0.0.1:{redis_port}/0 (progress streams on database 0)"
+    )
+    assert ready.startswith(f"ready: front on http://127.0.0.1:{run.port}/v1 (Horde: http://127.0.0.1:")
+    assert (
+        f"Redis: redis://127.0.0.1:{redis_port}/0; progress streams read on database 0 (the URL's database)" in output
+    )
+
+    chunks = content_chunks(run.client)
+    assert len(chunks) > 1, chunks
+    assert redis_answers(redis_port)
+
+    assert run.stop() != 0  # stopped by a signal: 130, as after Ctrl-C
+    assert not redis_answers(redis_port), "the Redis bin/run started outlived it"
+
+
+@needs_redis_server
+def test_make_run_uses_horde_oai_redis_url_hides_its_password_and_follows_its_database(
+    tmp_path: Path, make_run: list[MakeRun]
+) -> None:
+    """HORDE_OAI_REDIS_URL names a Redis with a password and database 3: bin/run starts none, the banner and the front's
+    log line show the URL without the password, and both sides use database 3 for the progress streams (the devhorde
+    writes there, the front reads there: the stream is live)."""
+    redis_port = free_port()
+    workdir = tempfile.mkdtemp(dir=tmp_path)
+    server = subprocess.Popen(
+        ["redis-server", "--bind", "127.0.0.1", "--port", str(redis_port), "--requirepass", "s3cret", "--save", ""],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", redis_port)) == 0:
+                    break
+            time.sleep(0.1)
+        run = start_make_run(tmp_path, {"HORDE_OAI_REDIS_URL": f"redis://:s3cret@127.0.0.1:{redis_port}/3"})
+        make_run.append(run)
+        output = run.wait_ready()
+        mode, _ = mode_and_ready_lines(output)
+        assert mode == (
+            f"mode: live streaming through Redis redis://:***@127.0.0.1:{redis_port}/3 (progress streams on database 3)"
+        )
+        assert f"Redis: redis://:***@127.0.0.1:{redis_port}/3; progress streams read on database 3" in output
+        assert "Starting a Redis" not in output
+
+        chunks = content_chunks(run.client)
+        assert len(chunks) > 1, chunks
+        written = redis.Redis(host="127.0.0.1", port=redis_port, password="s3cret", db=3)
+        assert written.keys("horde:chat:stream:*"), "the devhorde wrote no progress stream on database 3"
+        run.stop()
+        assert "s3cret" not in run.output()
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def test_make_run_with_redis_off_delivers_streams_whole(tmp_path: Path, make_run: list[MakeRun]) -> None:
+    """REDIS=off keeps the no-Redis mode, and the banner says so: the reply arrives as one content chunk."""
+    run = start_make_run(tmp_path, {"REDIS": "off", "HORDE_OAI_REDIS_URL": "redis://127.0.0.1:6379/0"})
+    make_run.append(run)
+    output = run.wait_ready()
+    mode, _ = mode_and_ready_lines(output)
+    assert (
+        mode == "mode: no Redis: every stream is delivered whole (REDIS=off, or HORDE_URL without HORDE_OAI_REDIS_URL)"
+    )
+    assert "Redis: none (HORDE_OAI_REDIS_URL unset)" in output
+    assert len(content_chunks(run.client)) == 1
+
+
+@pytest.mark.parametrize("taken", ["PORT", "DEVHORDE_PORT"])
+def test_a_port_in_use_is_reported_before_anything_starts(tmp_path: Path, make_run: list[MakeRun], taken: str) -> None:
+    """A port already listened on ends the script with one line naming it, before any devhorde, front or ready line."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        run = start_make_run(tmp_path, {taken: str(port), "REDIS": "off"})
+        make_run.append(run)
+        assert run.popen.wait(60) == 1
+    output = run.output()
+    assert re.fullmatch(
+        rf"make run: port {port} (on 127\.0\.0\.1 |\(the devhorde's\) )?is in use \([^)]*\): stop what holds it or set "
+        rf"{taken}\n",
+        output,
+    ), output
+
+
+def test_a_bad_horde_url_is_refused_in_one_line_before_anything_starts(tmp_path: Path, make_run: list[MakeRun]) -> None:
+    """``make run`` with ``HORDE_URL=not-a-url``: the front's one-line error, no traceback, nothing started."""
+    run = start_make_run(tmp_path, {"HORDE_URL": "not-a-url"})
+    make_run.append(run)
+    assert run.popen.wait(60) == 1
+    assert run.output() == (
+        "make run: Invalid front configuration: HORDE_URL='not-a-url': expected the Horde's API root as an http(s) "
+        "URL, such as https://aihorde.net/api\n"
+    )
