@@ -88,8 +88,12 @@ document's ``info.description`` and ``externalDocs``. Relative, so the link work
 BEHAVIOUR_GUIDE: Final = Path(__file__).resolve().parent.parent / "docs" / "behaviour.md"
 """The guide's Markdown source in the repository."""
 
-CLIENTS_GUIDE_URL: Final = DOCS_URL.removesuffix("README.md") + "docs/clients.md"
-"""The published guide per client (``docs/clients.md``, beside the README), linked from ``info.description``."""
+CLIENTS_GUIDE_URL: Final = "/docs/clients"
+"""The guide per client (``docs/clients.md``: base URL, key and the settings each chat UI or client library needs),
+served by the front itself at this path (:func:`clients_guide`) and linked from ``info.description``."""
+
+CLIENTS_GUIDE: Final = BEHAVIOUR_GUIDE.parent / "clients.md"
+"""The guide per client's Markdown source in the repository."""
 
 SCHEMA_REF: Final = "#/components/schemas/{model}"
 """Where a component schema lives in the document; pydantic's ``ref_template``."""
@@ -990,6 +994,12 @@ async def behaviour_guide(request: HttpRequest) -> HttpResponse:
     return HttpResponse(text, content_type="text/plain; charset=utf-8")
 
 
+async def clients_guide(request: HttpRequest) -> HttpResponse:
+    """``/docs/clients``: the guide per client (``docs/clients.md``), as Markdown text a browser shows."""
+    text = await asyncio.to_thread(CLIENTS_GUIDE.read_bytes)
+    return HttpResponse(text, content_type="text/plain; charset=utf-8")
+
+
 class StaticAssetsMiddleware(WhiteNoiseMiddleware):
     """WhiteNoise, usable by the front's async middleware chain: serves the Swagger UI and ReDoc assets of
     drf-spectacular-sidecar under ``STATIC_URL`` in every mode, ``DEBUG`` or not.
@@ -1061,6 +1071,7 @@ __all__ = [
     "StaticAssetsMiddleware",
     "add_front_paths",
     "behaviour_guide",
+    "clients_guide",
     "component_schemas",
     "favicon",
     "front_paths",

@@ -1,5 +1,6 @@
 """The front's routes: chat completions, the model list and model retrieve, health, and the API description
-(/openapi.json, /docs, /redoc, the behaviour guide at /docs/behaviour, /favicon.ico; / redirects to /docs).
+(/openapi.json, /docs, /redoc, the behaviour guide at /docs/behaviour, the guide per client at /docs/clients,
+/favicon.ico; / redirects to /docs).
 """
 
 from django.http import HttpRequest, JsonResponse
@@ -11,6 +12,7 @@ from oaifront.openapi import (
     OfflineRedocView,
     OfflineSwaggerView,
     behaviour_guide,
+    clients_guide,
     favicon,
     redoc_bundle,
 )
@@ -28,6 +30,7 @@ urlpatterns = [
     path("openapi.json", FrontSchemaView.as_view(), name="schema"),
     path("docs", OfflineSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("docs/behaviour", behaviour_guide, name="behaviour-guide"),
+    path("docs/clients", clients_guide, name="clients-guide"),
     path("docs/assets/redoc.standalone.js", redoc_bundle, name="redoc-bundle"),
     path("redoc", OfflineRedocView.as_view(url_name="schema"), name="redoc"),
     path("favicon.ico", favicon, name="favicon"),

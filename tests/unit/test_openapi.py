@@ -710,14 +710,19 @@ def test_info_description_links_to_the_documentation(document: dict[str, Any]) -
     assert document["externalDocs"] == {"description": "The front's documentation", "url": DOCS_URL}
 
 
-def test_info_description_links_to_the_guide_per_client(document: dict[str, Any]) -> None:
-    """The docs page links the guide per client (issue 16), published beside the README as in this repository.
+def test_info_description_links_to_the_guide_per_client_which_the_front_serves(document: dict[str, Any]) -> None:
+    """The docs page links the guide per client (issue 16), served by the front at ``/docs/clients`` as the file in
+    the repository.
 
     ref: field-descriptions.5"""
-    assert CLIENTS_GUIDE_URL == "https://github.com/Haidra-Org/AI-Horde/blob/main/docs/clients.md"
+    assert CLIENTS_GUIDE_URL == "/docs/clients"
     assert f"the [guide per client]({CLIENTS_GUIDE_URL})" in document["info"]["description"]
+    response = Client().get(CLIENTS_GUIDE_URL)
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/plain; charset=utf-8"
     repository = Path(__file__).resolve().parents[2]
-    assert (repository / "README.md").is_file() and (repository / "docs" / "clients.md").is_file()
+    assert response.content == (repository / "docs" / "clients.md").read_bytes()
+    assert response.content.startswith(b"# Using the front from chat UIs and client libraries")
 
 
 @pytest.mark.parametrize(
