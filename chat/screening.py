@@ -625,8 +625,16 @@ def _number(value: object) -> str:
 
 
 def _quoted_values(expected: str) -> str:
-    """Pydantic's ``'a', 'b' or 'c'`` as OpenAI's ``'a', 'b', and 'c'``."""
-    return openai_value_list(re.findall(r"'((?:[^'\\]|\\.)*)'", expected))
+    """Pydantic's ``'a', 'b' or 'c'`` as OpenAI's ``'a', 'b', and 'c'``; unquoted values (a ``Literal[0]``'s ``0``)
+    stay unquoted: ``0``, ``0 and 1``.
+    """
+    quoted = re.findall(r"'((?:[^'\\]|\\.)*)'", expected)
+    if quoted:
+        return openai_value_list(quoted)
+    values = [value for value in re.split(r", | or ", expected) if value]
+    if len(values) <= 2:
+        return " and ".join(values)
+    return ", ".join(values[:-1]) + ", and " + values[-1]
 
 
 _RANGE_BOUND_KEYS: Final[Mapping[str, str]] = {

@@ -21,7 +21,13 @@ def free_port() -> int:
         return port
 
 
-def wait_http(url: str, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+START_UP_TIMEOUT_SECONDS = 120.0
+"""How long :func:`wait_http` waits for a process to answer: a guard against a hung start-up (an exit is seen at once),
+not a timing. A start-up imports Django, pydantic and horde-sdk, about 3 s on an idle 2-core machine and over 30 s on a
+busy one (measured with a load average of 11)."""
+
+
+def wait_http(url: str, process: subprocess.Popen[bytes], timeout: float = START_UP_TIMEOUT_SECONDS) -> None:
     """Wait until ``url`` answers any HTTP status.
 
     Raises:
@@ -32,7 +38,7 @@ def wait_http(url: str, process: subprocess.Popen[bytes], timeout: float = 30.0)
         if process.poll() is not None:
             raise RuntimeError(f"the process for {url} exited with {process.returncode}")
         try:
-            httpx.get(url, timeout=1.0)
+            httpx.get(url, timeout=5.0)  # the first answer of a busy process may take seconds
             return
         except httpx.HTTPError:
             time.sleep(0.1)

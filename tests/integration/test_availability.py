@@ -24,6 +24,7 @@ import httpx
 import openai
 import pytest
 
+from chat.errors import NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS
 from tests.conftest import LiveStack, Process, free_port, start_devhorde, start_front
 
 pytestmark = pytest.mark.integration
@@ -250,8 +251,9 @@ def marked_submits(stack: LiveStack, marker: str) -> list[dict[str, Any]]:
     return [submit for submit in stack.native_submits() if marker in json.dumps(submit["payload"].get("messages"))]
 
 
-NO_RETRY_SUBMIT_BUDGET_SECONDS = 2.0
-"""A refusal at submit answers within this; one SDK retry alone would wait ``Retry-After: 30`` first."""
+NO_RETRY_SUBMIT_BUDGET_SECONDS = NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS / 2
+"""A refusal at submit answers within this (15 s): one SDK retry alone would wait ``Retry-After: 30`` first, so half of
+it tells the two apart with room for a busy machine (the answer itself takes milliseconds)."""
 
 
 @pytest.mark.parametrize(
