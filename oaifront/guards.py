@@ -43,6 +43,7 @@ UNCAPPED_PATHS: Final[frozenset[str]] = frozenset(
         "/openapi.json",
         "/docs",
         "/docs/behaviour",
+        "/docs/clients",
         "/docs/assets/redoc.standalone.js",
         "/redoc",
         "/favicon.ico",

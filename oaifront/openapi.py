@@ -88,6 +88,13 @@ document's ``info.description`` and ``externalDocs``. Relative, so the link work
 BEHAVIOUR_GUIDE: Final = Path(__file__).resolve().parent.parent / "docs" / "behaviour.md"
 """The guide's Markdown source in the repository."""
 
+CLIENTS_GUIDE_URL: Final = "/docs/clients"
+"""The guide per client (``docs/clients.md``: base URL, key and the settings each chat UI or client library needs),
+served by the front itself at this path (:func:`clients_guide`) and linked from ``info.description``."""
+
+CLIENTS_GUIDE: Final = BEHAVIOUR_GUIDE.parent / "clients.md"
+"""The guide per client's Markdown source in the repository."""
+
 SCHEMA_REF: Final = "#/components/schemas/{model}"
 """Where a component schema lives in the document; pydantic's ``ref_template``."""
 
@@ -566,7 +573,8 @@ def stream_event_schema() -> dict[str, Any]:
                     {
                         "description": (
                             "An error after the stream's headers, as JSON in OpenAI's envelope; `[DONE]` follows. "
-                            "`metadata.retry_after` holds the seconds a `Retry-After` header would."
+                            "`metadata.retry_after` holds the seconds a `Retry-After` header would, and "
+                            "`metadata.should_retry` the boolean an `x-should-retry` header would."
                         ),
                         "type": "string",
                         "contentMediaType": "application/json",
@@ -813,6 +821,8 @@ INFO_DESCRIPTION: Final = (
     'Errors use OpenAI\'s envelope `{"error": {"message", "type", "param", "code"}}`, with `metadata` where '
     "it helps. Each response lists the codes the front returns at that status; the Horde's own codes (`rc`) pass "
     "through as well.\n\n"
+    "Using it from a chat UI or a client library (SillyTavern, Open WebUI, KoboldAI Lite, LangChain, the Vercel AI "
+    f"SDK, ...): the [guide per client]({CLIENTS_GUIDE_URL}) gives the settings each one needs.\n\n"
     f"Documentation: [{DOCS_URL}]({DOCS_URL})."
 )
 
@@ -994,6 +1004,12 @@ async def behaviour_guide(request: HttpRequest) -> HttpResponse:
     return HttpResponse(text, content_type="text/plain; charset=utf-8")
 
 
+async def clients_guide(request: HttpRequest) -> HttpResponse:
+    """``/docs/clients``: the guide per client (``docs/clients.md``), as Markdown text a browser shows."""
+    text = await asyncio.to_thread(CLIENTS_GUIDE.read_bytes)
+    return HttpResponse(text, content_type="text/plain; charset=utf-8")
+
+
 class StaticAssetsMiddleware(WhiteNoiseMiddleware):
     """WhiteNoise, usable by the front's async middleware chain: serves the Swagger UI and ReDoc assets of
     drf-spectacular-sidecar under ``STATIC_URL`` in every mode, ``DEBUG`` or not.
@@ -1050,6 +1066,7 @@ class StaticAssetsMiddleware(WhiteNoiseMiddleware):
 
 __all__ = [
     "CHAT_COMPLETION_ERRORS",
+    "CLIENTS_GUIDE_URL",
     "DOCS_CONTENT_SECURITY_POLICY",
     "DOCS_URL",
     "KEY_DROPPING_MODELS",
@@ -1064,6 +1081,7 @@ __all__ = [
     "StaticAssetsMiddleware",
     "add_front_paths",
     "behaviour_guide",
+    "clients_guide",
     "component_schemas",
     "favicon",
     "front_paths",

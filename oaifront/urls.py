@@ -1,6 +1,6 @@
 """The front's routes: chat completions and responses, the model list and model retrieve, liveness (/healthz),
 readiness (/readyz), optional metrics (/metrics), and the API description (/openapi.json, /docs, /redoc, the
-behaviour guide at /docs/behaviour, /favicon.ico; / redirects to /docs).
+behaviour guide at /docs/behaviour, the guide per client at /docs/clients, /favicon.ico; / redirects to /docs).
 """
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -13,6 +13,7 @@ from oaifront.openapi import (
     OfflineRedocView,
     OfflineSwaggerView,
     behaviour_guide,
+    clients_guide,
     favicon,
     redoc_bundle,
 )
@@ -45,6 +46,7 @@ urlpatterns = [
     path("openapi.json", FrontSchemaView.as_view(), name="schema"),
     path("docs", OfflineSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("docs/behaviour", behaviour_guide, name="behaviour-guide"),
+    path("docs/clients", clients_guide, name="clients-guide"),
     path("docs/assets/redoc.standalone.js", redoc_bundle, name="redoc-bundle"),
     path("redoc", OfflineRedocView.as_view(url_name="schema"), name="redoc"),
     path("favicon.ico", favicon, name="favicon"),
