@@ -1,6 +1,6 @@
 # The chat front as a container image: the same code and pinned requirements `make run` uses, served by uvicorn.
 #   docker build -t horde-chat-front .
-#   docker run -p 8000:8000 -e HORDE_URL=https://aihorde.net/api -e DJANGO_ALLOWED_HOSTS=chat.example.org \
+#   docker run --stop-timeout 45 -p 8000:8000 -e HORDE_URL=https://aihorde.net/api -e DJANGO_ALLOWED_HOSTS=chat.example.org \
 #     -e DJANGO_SECRET_KEY=... horde-chat-front
 # compose.yaml runs it with a Redis and the development Horde, as `make run` does.
 FROM python:3.13-slim
@@ -29,8 +29,10 @@ USER front
 EXPOSE 8000
 # WORKERS: uvicorn worker processes (each has its own pools; they share the Redis). FORWARDED_ALLOW_IPS: the reverse
 # proxies whose X-Forwarded-For/-Proto uvicorn trusts.
+# The graceful timeout (40 s) outlasts a native call in flight (HORDE_OAI_HORDE_TIMEOUT_SECONDS, 30) so its request is
+# cancelled at the Horde; Docker's own stop timeout (10 s by default) must be longer: --stop-timeout 45.
 ENV WORKERS=2 \
     FORWARDED_ALLOW_IPS=127.0.0.1
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s \
   CMD ["python", "-c", "import httpx; httpx.get('http://127.0.0.1:8000/healthz', timeout=4).raise_for_status()"]
-CMD ["sh", "-c", "exec uvicorn oaifront.asgi:application --host 0.0.0.0 --port 8000 --workers \"$WORKERS\" --proxy-headers --forwarded-allow-ips \"$FORWARDED_ALLOW_IPS\" --no-access-log --timeout-graceful-shutdown 5"]
+CMD ["sh", "-c", "exec uvicorn oaifront.asgi:application --host 0.0.0.0 --port 8000 --workers \"$WORKERS\" --proxy-headers --forwarded-allow-ips \"$FORWARDED_ALLOW_IPS\" --no-access-log --timeout-graceful-shutdown 40"]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import sys
 
-from bench import relay_capacity, relay_latency, responses_events
+from bench import front_cost, relay_capacity, relay_latency, responses_events, telemetry_cost
 
 BENCHMARKS = (
+    ("front_cost", front_cost.main),
     ("relay_latency", relay_latency.main),
     ("relay_capacity", relay_capacity.main),
     ("responses_events", responses_events.main),
+    ("telemetry_cost", telemetry_cost.main),
 )
 
 

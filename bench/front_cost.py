@@ -321,7 +321,7 @@ async def hold_waiting(stack: BenchStack, count: int, settle: float, window: flo
         if opened % 200 == 0:
             await asyncio.sleep(0)
     # All submitted: the devhorde lists them (bounded wait).
-    deadline = time.monotonic() + max(30.0, count / 50)
+    deadline = time.monotonic() + max(60.0, count / 25)
     listed = 0
     while time.monotonic() < deadline:
         async with httpx.AsyncClient(timeout=30) as http:

@@ -24,18 +24,18 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-_client: httpx.AsyncClient | None = None
+_clients: dict[str, httpx.AsyncClient] = {}
 
 
 def _http() -> httpx.AsyncClient:
-    global _client  # noqa: PLW0603 -- one pooled client per benchmark process, made on first use
-    if _client is None:
-        _client = httpx.AsyncClient(
+    client = _clients.get("horde")
+    if client is None:
+        client = _clients["horde"] = httpx.AsyncClient(
             base_url=os.environ["HORDE_URL"],
             headers={"Client-Agent": "bench-passthrough:0:none", "Content-Type": "application/json"},
             timeout=30,
         )
-    return _client
+    return client
 
 
 async def _reply(send: Send, status: int, body: bytes) -> None:
@@ -57,8 +57,8 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
             if message["type"] == "lifespan.startup":
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                if _client is not None:
-                    await _client.aclose()
+                for client in _clients.values():
+                    await client.aclose()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
     body = b""

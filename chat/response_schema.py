@@ -240,7 +240,7 @@ class ChunkChoice(_Response):
     delta: ChunkDelta
     """The increment; ``{}`` on the finish chunk."""
 
-    logprobs: None = None
+    logprobs: None
     """Always null, on every chunk choice: workers do not return log probabilities."""
 
     finish_reason: FinishReason | None

@@ -35,6 +35,7 @@ from horde_sdk.worker.chat_declaration import ChatFinishReason
 from pydantic import ValidationError
 
 from chat import errors
+from chat.contract import ORPHAN_TOOL_MESSAGE, UNANSWERED_TOOL_CALLS_MESSAGE, UNKNOWN_TOOL_CALL_ID_MESSAGE
 from chat.errors import OpenAIError, dumps
 from chat.responses_schema import (
     RESPONSES_UNION_TAGS,
@@ -312,9 +313,73 @@ def responses_param(param: str | None, sources: list[str]) -> str | None:
     return param
 
 
+def message_path(path: str, sources: list[str]) -> str:
+    """A chat completions path as a Responses path for an error's message text: like :func:`responses_param`, but a
+    path inside a message item's content keeps its tail (``messages[1].content[0].image_url`` is
+    ``input[0].content[0].image_url``: a non-assistant item's parts keep their order and field names).
+    """
+    message = _MESSAGE_PARAM.match(path)
+    mapped = responses_param(path, sources) or path
+    if message is None or message.group(1) is None:
+        return mapped
+    tail = path[message.end() :]
+    if mapped.startswith("input[") and tail.startswith(".content["):
+        return mapped + tail
+    return mapped
+
+
+def responses_message(message: str, param: str | None, sources: list[str]) -> str:
+    """``message`` with the chat completions path ``param`` it names (quoted, or after ``supplied:``) written as the
+    Responses path (:func:`message_path`), and a quoted ``'response_format'`` as ``'text.format'``, so the text names
+    the fields the client sent.
+    """
+    message = message.replace("'response_format'", "'text.format'")  # the JSON guard names it beside 'messages'
+    if not param:
+        return message
+    path = message_path(param, sources)
+    if path == param:
+        return message
+    return message.replace(f"'{param}'", f"'{path}'").replace(f"supplied: {param}", f"supplied: {path}")
+
+
 def as_responses_error(error: OpenAIError, sources: list[str]) -> OpenAIError:
-    """``error`` with its ``param`` at the Responses path (:func:`responses_param`); modified in place."""
+    """``error`` with its ``param`` at the Responses path (:func:`responses_param`) and the chat path its message
+    names rewritten too (:func:`responses_message`); modified in place.
+    """
+    error.message = responses_message(error.message, error.param, sources)
     error.param = responses_param(error.param, sources)
+    return error
+
+
+NO_TOOL_CALL_MESSAGE: Final[str] = "No tool call found for function call output with call_id {call_id}."
+"""OpenAI's Responses message (param ``input``) for a ``function_call_output`` that answers no ``function_call``
+before it (chat completions words it as an orphan ``tool`` message or an unknown ``tool_call_id``)."""
+
+NO_TOOL_OUTPUT_MESSAGE: Final[str] = "No tool output found for function call {call_id}."
+"""OpenAI's Responses message (param ``input``) for a ``function_call`` without its ``function_call_output``; the
+first unanswered call is named."""
+
+_TOOL_HISTORY_PARAM: Final[re.Pattern[str]] = re.compile(r"^messages\.\[(\d+)\]\.(?:role|tool_call_id)$")
+_UNANSWERED_PREFIX: Final[str] = UNANSWERED_TOOL_CALLS_MESSAGE.partition("{ids}")[0]
+_UNKNOWN_CALL_PREFIX: Final[str] = UNKNOWN_TOOL_CALL_ID_MESSAGE.partition("{tool_call_id}")[0]
+
+
+def tool_history_error(error: OpenAIError, messages: list[dict[str, Any]]) -> OpenAIError | None:
+    """The Responses form of a chat tool-history refusal (chat.contract) of the chat ``messages`` a request became,
+    or None when ``error`` is another refusal: OpenAI's :data:`NO_TOOL_CALL_MESSAGE` or
+    :data:`NO_TOOL_OUTPUT_MESSAGE` at ``input``, same status and code.
+    """
+    if error.message.startswith(_UNANSWERED_PREFIX):
+        first = error.message.removeprefix(_UNANSWERED_PREFIX).split(", ")[0]
+        message = NO_TOOL_OUTPUT_MESSAGE.format(call_id=first)
+    elif error.message == ORPHAN_TOOL_MESSAGE or error.message.startswith(_UNKNOWN_CALL_PREFIX):
+        match = _TOOL_HISTORY_PARAM.match(error.param or "")
+        if match is None or int(match.group(1)) >= len(messages):
+            return None
+        message = NO_TOOL_CALL_MESSAGE.format(call_id=messages[int(match.group(1))].get("tool_call_id"))
+    else:
+        return None
+    error.message, error.param = message, "input"
     return error
 
 
@@ -335,7 +400,7 @@ def read_responses_request(raw: bytes) -> tuple[ResponsesRequest, ChatCompletion
         chat_request = validate_chat_request(screened)
         check_chat_rules(screened)
     except OpenAIError as error:
-        raise as_responses_error(error, sources) from None
+        raise tool_history_error(error, screened["messages"]) or as_responses_error(error, sources) from None
     return request, chat_request, sources
 
 
@@ -817,6 +882,8 @@ async def response_events(
             for payload in read_chat_events(raw):
                 if isinstance(payload, dict) and "error" in payload:
                     error = dict(payload["error"])
+                    if isinstance(error.get("message"), str):
+                        error["message"] = responses_message(error["message"], error.get("param"), sources)
                     error["param"] = responses_param(error.get("param"), sources)
                     yield sse_event(writer.error({"error": error}))
                     return

@@ -60,8 +60,8 @@ from chat.schema import (
 
 NOT_JSON_MESSAGE: Final[str] = (
     "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library "
-    "correctly. This API expects a JSON object as the body of POST /v1/chat/completions, but what was sent was not "
-    "valid JSON. NaN, Infinity, numbers too large for a double and lone UTF-16 surrogates are not accepted either.)"
+    "correctly. This API expects a JSON object as the request body, but what was sent was not valid JSON. NaN, "
+    "Infinity, numbers too large for a double and lone UTF-16 surrogates are not accepted either.)"
 )
 """The message of a body that is not JSON: OpenAI's first sentence (openai-errors.md), then a hint that fits this
 front (OpenAI's own hint sends people to OpenAI's help center)."""
@@ -625,8 +625,16 @@ def _number(value: object) -> str:
 
 
 def _quoted_values(expected: str) -> str:
-    """Pydantic's ``'a', 'b' or 'c'`` as OpenAI's ``'a', 'b', and 'c'``."""
-    return openai_value_list(re.findall(r"'((?:[^'\\]|\\.)*)'", expected))
+    """Pydantic's ``'a', 'b' or 'c'`` as OpenAI's ``'a', 'b', and 'c'``; unquoted values (a ``Literal[0]``'s ``0``)
+    stay unquoted: ``0``, ``0 and 1``.
+    """
+    quoted = re.findall(r"'((?:[^'\\]|\\.)*)'", expected)
+    if quoted:
+        return openai_value_list(quoted)
+    values = [value for value in re.split(r", | or ", expected) if value]
+    if len(values) <= 2:
+        return " and ".join(values)
+    return ", ".join(values[:-1]) + ", and " + values[-1]
 
 
 _RANGE_BOUND_KEYS: Final[Mapping[str, str]] = {

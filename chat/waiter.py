@@ -519,6 +519,11 @@ class ChatWaiter:
         self.impossible_since: float | None = None
         self.wakes = 0
         self.woke_by: str | None = None
+        self.woke_at: float | None = None
+        """Unix seconds of the last wake (the finished log line's ``woke_at``)."""
+        self.started_seen_at: float | None = None
+        """Unix seconds of the first read with a processing or finished generation (``horde.oai.request.queue_wait``).
+        """
         self.cancelled_signal = False
         self.done_without_generation_reads = 0
         self.timer_delay: float = self.settings.signal_recheck_seconds
@@ -581,6 +586,8 @@ class ChatWaiter:
             return None
         self._read_failures = 0
         self.last_status = status
+        if self.started_seen_at is None and has_started(status):
+            self.started_seen_at = time.time()
         if self.first_status is None:
             self.first_status = status
         self.terminal = is_terminal(status)
@@ -620,6 +627,7 @@ class ChatWaiter:
         delay = max(0.0, min(delay, self.remaining_seconds))
         self.wakes += 1
         event = await self._next_signal(delay)
+        self.woke_at = time.time()
         if event is None:
             self.woke_by = "timer"
             return
@@ -640,7 +648,9 @@ class ChatWaiter:
             if event == CANCELLED_SIGNAL:
                 self.cancelled_signal = True
                 self.woke_by = "signal"
+                self.woke_at = time.time()
                 return
+        self.woke_at = time.time()
 
     @property
     def signals_subscribed(self) -> bool:

@@ -150,6 +150,8 @@ class ChatRequest:
     stream_progress: bool = False
     cancelled: bool = False
     cancel_requests: int = 0
+    done_reads: int = 0
+    """Status reads answered with ``done: true``: a reader that got one knew the request had ended."""
     attempts: list[Attempt] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
     restart_counts: Counter[str] = field(default_factory=Counter)
@@ -484,7 +486,10 @@ class DevHorde:
         request = self._lookup(request_id)
         if request is None:
             return _refusal(404, NOT_FOUND_MESSAGE, "RequestNotFound")
-        return HordeReply(200, self.status_body(request))
+        body = self.status_body(request)
+        if body.get("done") is True:
+            request.done_reads += 1
+        return HordeReply(200, body)
 
     def cancel(self, request_id: str) -> HordeReply:
         """Handle ``DELETE /v2/generate/chat/status/{id}`` (contract: Cancel).
@@ -1011,6 +1016,7 @@ class DevHorde:
                 "state": request.state.value,
                 "cancelled": request.cancelled,
                 "cancel_requests": request.cancel_requests,
+                "done_reads": request.done_reads,
                 "payload": request.payload,
                 "apikey": request.apikey,
                 "client_agent": request.client_agent,

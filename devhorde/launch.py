@@ -22,12 +22,13 @@ def free_port() -> int:
         return port
 
 
-STARTUP_TIMEOUT_SECONDS: Final[float] = 180.0
-"""How long a started process may take to answer: importing the front (Django, horde_sdk) took 40 s and more on a
-loaded 2-core machine (load average 13), so 30 s failed whole integration runs there."""
+START_UP_TIMEOUT_SECONDS: Final[float] = 180.0
+"""How long :func:`wait_http` waits for a process to answer: a guard against a hung start-up (an exit is seen at once),
+not a timing. A start-up imports Django, pydantic and horde-sdk, about 3 s on an idle 2-core machine and 40 s and more
+on a busy one (measured with load averages of 11 and 13)."""
 
 
-def wait_http(url: str, process: subprocess.Popen[bytes], timeout: float = STARTUP_TIMEOUT_SECONDS) -> None:
+def wait_http(url: str, process: subprocess.Popen[bytes], timeout: float = START_UP_TIMEOUT_SECONDS) -> None:
     """Wait until ``url`` answers any HTTP status.
 
     Raises:
@@ -38,7 +39,7 @@ def wait_http(url: str, process: subprocess.Popen[bytes], timeout: float = START
         if process.poll() is not None:
             raise RuntimeError(f"the process for {url} exited with {process.returncode}")
         try:
-            httpx.get(url, timeout=1.0)
+            httpx.get(url, timeout=5.0)  # the first answer of a busy process may take seconds
             return
         except httpx.HTTPError:
             time.sleep(0.1)

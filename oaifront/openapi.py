@@ -89,6 +89,13 @@ document's ``info.description`` and ``externalDocs``. Relative, so the link work
 BEHAVIOUR_GUIDE: Final = Path(__file__).resolve().parent.parent / "docs" / "behaviour.md"
 """The guide's Markdown source in the repository."""
 
+CLIENTS_GUIDE_URL: Final = "/docs/clients"
+"""The guide per client (``docs/clients.md``: base URL, key and the settings each chat UI or client library needs),
+served by the front itself at this path (:func:`clients_guide`) and linked from ``info.description``."""
+
+CLIENTS_GUIDE: Final = BEHAVIOUR_GUIDE.parent / "clients.md"
+"""The guide per client's Markdown source in the repository."""
+
 SCHEMA_REF: Final = "#/components/schemas/{model}"
 """Where a component schema lives in the document; pydantic's ``ref_template``."""
 
@@ -313,14 +320,21 @@ TOO_MANY_PROMPTS: Final = "TooManyPrompts"
 """The Horde's rc for too many requests in flight for a key, passed through."""
 MAINTENANCE_MODE: Final = "MaintenanceMode"
 """The Horde's rc while it accepts no new work, passed through."""
-REQUEST_BODY_TIMEOUT: Final = "RequestBodyTimeout"
-"""The front's code for a body not received in time (reference: Refusal attributes). No handler returns it yet (the
-front has no body read timeout), so the document leaves it out."""
-FRONT_AT_CAPACITY: Final = "FrontAtCapacity"
-"""The front's code for its in-flight cap per client address or in total (reference: Outcome class). No handler
-returns it yet (the front has no in-flight cap), so the document leaves it out."""
 
 _MAINTENANCE = DocumentedError(MAINTENANCE_MODE, "The Horde accepts no new work for now.")
+_FRONT_AT_CAPACITY = DocumentedError(
+    errors.FRONT_AT_CAPACITY,
+    "The front is serving as many requests from your address, or in total, as it accepts at once "
+    "(`HORDE_OAI_MAX_IN_FLIGHT_PER_CLIENT`, `HORDE_OAI_MAX_IN_FLIGHT`); `Retry-After` says when to retry.",
+)
+_REQUEST_TOO_LARGE = DocumentedError(
+    errors.REQUEST_TOO_LARGE,
+    "The body is over the front's limit (`HORDE_OAI_MAX_BODY_BYTES`), refused from `Content-Length` or as soon as "
+    "the bytes received pass it, before the body is read.",
+)
+_REQUEST_BODY_TIMEOUT = DocumentedError(
+    errors.REQUEST_BODY_TIMEOUT, "The body did not arrive within `HORDE_OAI_BODY_TIMEOUT_SECONDS`."
+)
 _RATE_LIMITS = (
     DocumentedError(errors.RATE_LIMIT_EXCEEDED, "The Horde rate-limited the request without a code of its own."),
     DocumentedError(TOO_MANY_PROMPTS, "The key has too many requests in flight at the Horde."),
@@ -385,7 +399,9 @@ CHAT_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappi
                 "No reply came within the front's timeout; the request was cancelled. `x-should-retry: false`: the "
                 "request already waited its whole budget.",
             ),
+            _REQUEST_BODY_TIMEOUT,
         ),
+        413: (_REQUEST_TOO_LARGE,),
         429: _RATE_LIMITS,
         502: (
             DocumentedError(
@@ -417,6 +433,7 @@ CHAT_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappi
                 f"`Retry-After: {errors.FRONT_SHUTDOWN_RETRY_AFTER_SECONDS}`. In a stream already open it is the "
                 "error event before `data: [DONE]`.",
             ),
+            _FRONT_AT_CAPACITY,
         ),
     }
 )
@@ -428,7 +445,7 @@ MODEL_LIST_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = MappingPro
     {
         429: _RATE_LIMITS,
         502: (_HORDE_UNAVAILABLE,),
-        503: (_MAINTENANCE,),
+        503: (_MAINTENANCE, _FRONT_AT_CAPACITY),
     }
 )
 """The error statuses of ``GET /v1/models`` with the codes each carries."""
@@ -573,7 +590,8 @@ def stream_event_schema() -> dict[str, Any]:
                     {
                         "description": (
                             "An error after the stream's headers, as JSON in OpenAI's envelope; `[DONE]` follows. "
-                            "`metadata.retry_after` holds the seconds a `Retry-After` header would."
+                            "`metadata.retry_after` holds the seconds a `Retry-After` header would, and "
+                            "`metadata.should_retry` the boolean an `x-should-retry` header would."
                         ),
                         "type": "string",
                         "contentMediaType": "application/json",
@@ -861,6 +879,8 @@ INFO_DESCRIPTION: Final = (
     'Errors use OpenAI\'s envelope `{"error": {"message", "type", "param", "code"}}`, with `metadata` where '
     "it helps. Each response lists the codes the front returns at that status; the Horde's own codes (`rc`) pass "
     "through as well.\n\n"
+    "Using it from a chat UI or a client library (SillyTavern, Open WebUI, KoboldAI Lite, LangChain, the Vercel AI "
+    f"SDK, ...): the [guide per client]({CLIENTS_GUIDE_URL}) gives the settings each one needs.\n\n"
     f"Documentation: [{DOCS_URL}]({DOCS_URL})."
 )
 
@@ -1042,6 +1062,12 @@ async def behaviour_guide(request: HttpRequest) -> HttpResponse:
     return HttpResponse(text, content_type="text/plain; charset=utf-8")
 
 
+async def clients_guide(request: HttpRequest) -> HttpResponse:
+    """``/docs/clients``: the guide per client (``docs/clients.md``), as Markdown text a browser shows."""
+    text = await asyncio.to_thread(CLIENTS_GUIDE.read_bytes)
+    return HttpResponse(text, content_type="text/plain; charset=utf-8")
+
+
 class StaticAssetsMiddleware(WhiteNoiseMiddleware):
     """WhiteNoise, usable by the front's async middleware chain: serves the Swagger UI and ReDoc assets of
     drf-spectacular-sidecar under ``STATIC_URL`` in every mode, ``DEBUG`` or not.
@@ -1098,6 +1124,7 @@ class StaticAssetsMiddleware(WhiteNoiseMiddleware):
 
 __all__ = [
     "CHAT_COMPLETION_ERRORS",
+    "CLIENTS_GUIDE_URL",
     "DOCS_CONTENT_SECURITY_POLICY",
     "DOCS_URL",
     "KEY_DROPPING_MODELS",
@@ -1112,6 +1139,7 @@ __all__ = [
     "StaticAssetsMiddleware",
     "add_front_paths",
     "behaviour_guide",
+    "clients_guide",
     "component_schemas",
     "favicon",
     "front_paths",

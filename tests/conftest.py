@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from devhorde.launch import free_port, wait_http
+from devhorde.launch import START_UP_TIMEOUT_SECONDS, free_port, wait_http
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,8 +81,18 @@ def start_devhorde(tmp: Path, *, redis: bool = True, scenario: Path | str | None
         args += ["--scenario", str(scenario)]
     process = start_process(args, {}, tmp / f"devhorde-{port}.log")
     api_root = f"http://127.0.0.1:{port}/api"
-    wait_http(f"{api_root}/v2/status/models?type=text", process.popen)
+    wait_started(process, f"{api_root}/v2/status/models?type=text")
     return process, api_root
+
+
+def wait_started(process: Process, url: str, *, timeout: float = START_UP_TIMEOUT_SECONDS) -> None:
+    """Wait until ``process`` answers ``url`` (``devhorde.launch.wait_http``); stop it if it does not, so a failed
+    start leaves no process behind."""
+    try:
+        wait_http(url, process.popen, timeout=timeout)
+    except BaseException:
+        process.stop()
+        raise
 
 
 def start_front(
@@ -119,13 +129,9 @@ def start_front(
         args += ["--workers", str(workers)]
     process = start_process(args, front_env, tmp / f"front-{port}.log")
     base = f"http://127.0.0.1:{port}"
+    # Each worker imports Django on its own: a loaded 2-core machine needs longer for several.
     probe = f"{base}/healthz" if app == "oaifront.asgi:application" else f"{base}/v1/models"
-    try:
-        # Each worker imports Django on its own: a loaded 2-core machine needs longer for several.
-        wait_http(probe, process.popen, timeout=30.0 * workers)
-    except Exception:
-        process.stop()
-        raise
+    wait_started(process, probe, timeout=START_UP_TIMEOUT_SECONDS * workers)
     return process, base
 
 

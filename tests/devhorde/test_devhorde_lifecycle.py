@@ -58,6 +58,19 @@ async def test_cancel_of_a_done_request_returns_it_unchanged(make_client) -> Non
 
 
 @pytest.mark.asyncio
+async def test_done_reads_count_the_status_reads_that_answered_done(make_client) -> None:
+    client = await make_client(scenario(worker("w1", **SLOW)))
+    request_id = await submit_ok(client, chat())
+    assert (await status(client, request_id))["done"] is False
+    assert (await requests_by_id(client))[request_id]["done_reads"] == 0
+    await client.delete(f"{API}/generate/chat/status/{request_id}")  # a DELETE answers done but is not a read
+    assert (await requests_by_id(client))[request_id]["done_reads"] == 0
+    assert (await status(client, request_id))["done"] is True
+    assert (await status(client, request_id))["done"] is True
+    assert (await requests_by_id(client))[request_id]["done_reads"] == 2
+
+
+@pytest.mark.asyncio
 async def test_requests_expire(make_client) -> None:
     client = await make_client(scenario(worker("w1", **SLOW), request_expiry_seconds=0.3))
     request_id = await submit_ok(client, chat())

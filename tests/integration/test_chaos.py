@@ -4,7 +4,9 @@ Reference sections: Cancel outcomes, Stream errors; design.md Flow step 5 ("a cl
 native request"). Forty requests, streamed and not, go through the official ``openai`` SDK (``AsyncOpenAI``) to the
 front at once; a seeded random half is abandoned while it waits (the task is cancelled, which closes the
 connection). Afterwards the devhorde must report every request either done or cancelled: none waiting or processing,
-every abandoned one cancelled by a DELETE, every kept one answered and not cancelled. Waiting is bounded polling.
+every abandoned one stopped by the front's DELETE, or (on a busy machine) already finished when the front's late
+DELETE came or when the front read it (:func:`abandoned_outcome`), none that the front lost, every kept one answered
+and not cancelled. Waiting is bounded polling.
 """
 
 from __future__ import annotations
@@ -49,6 +51,56 @@ CHAOS_SCENARIO: dict[str, Any] = {
 }
 SETTLE_SECONDS = 60.0
 """The bound on waiting for the devhorde to settle (a guard, not a timing assertion)."""
+
+CANCELLED = "cancelled"
+FINISHED_BEFORE_THE_CANCEL = "finished before the cancel"
+FRONT_READ_IT_DONE = "front read it done"
+LEFT_RUNNING = "left running"
+NEVER_CANCELLED = "never cancelled"
+
+
+def abandoned_outcome(native: dict[str, Any]) -> str:
+    """How a request whose client left ended at the Horde (``GET /_devhorde/requests`` entry).
+
+    - :data:`CANCELLED`: the front's ``DELETE`` stopped it.
+    - :data:`FINISHED_BEFORE_THE_CANCEL`: it ended ``done`` and the front's ``DELETE`` came after (the devhorde counts
+      a cancel of a done request in ``cancel_requests`` and leaves it done). Nothing was left running; the cancel was
+      late, which a busy machine can make it: the scenario's reply is done about 2.2 s after a worker takes it.
+    - :data:`FRONT_READ_IT_DONE`: it ended ``done``, no ``DELETE`` came, and the front had read its status as done
+      (``done_reads``): the front knew it had ended, so there was nothing to cancel. On a busy machine the front's
+      answer can reach the client after the client's own deadline to leave.
+    - :data:`LEFT_RUNNING`: still waiting or processing.
+    - :data:`NEVER_CANCELLED`: it ended without any cancel while the front never saw it end: the front lost it (left
+      running until it finished, volunteer work for nobody). Settling waits for a pending cancel, so at the end this
+      is a defect.
+    """
+    if native["state"] == "cancelled" and native["cancelled"]:
+        return CANCELLED
+    if native["state"] in ("waiting", "processing"):
+        return LEFT_RUNNING
+    if native["cancel_requests"] > 0:
+        return FINISHED_BEFORE_THE_CANCEL
+    if native["done_reads"] > 0:
+        return FRONT_READ_IT_DONE
+    return NEVER_CANCELLED
+
+
+ENDED_FOR_NOBODY = {CANCELLED, FINISHED_BEFORE_THE_CANCEL, FRONT_READ_IT_DONE}
+"""The outcomes that leave nothing running for a client that left."""
+
+
+RECORD_KEYS = ("id", "state", "cancelled", "cancel_requests", "done_reads", "age_seconds")
+
+
+def describe(natives: list[dict[str, Any]], front_log: str) -> list[dict[str, Any]]:
+    """What a failure message needs of each request: its record and the front's log lines naming it."""
+    return [
+        {
+            **{key: native[key] for key in RECORD_KEYS},
+            "front_log": [line for line in front_log.splitlines() if native["id"] in line],
+        }
+        for native in natives
+    ]
 
 
 def marker_of(request: dict[str, Any]) -> str | None:
@@ -145,30 +197,36 @@ def test_half_the_clients_leave_mid_wait_and_every_request_ends_done_or_cancelle
         else:
             assert result is True, f"{marker} finished before it was abandoned"
 
+    def mine() -> dict[str, dict[str, Any]]:
+        return {marker_of(r): r for r in stack.native_requests() if (marker_of(r) or "").startswith(f"chaos-{run}-")}
+
     def settled() -> dict[str, dict[str, Any]] | None:
-        mine = {marker_of(r): r for r in stack.native_requests() if (marker_of(r) or "").startswith(f"chaos-{run}-")}
-        if len(mine) == REQUEST_COUNT and all(r["state"] in ("done", "cancelled") for r in mine.values()):
-            return mine
-        return None
+        natives = mine()
+        ended = all(r["state"] in ("done", "cancelled") for r in natives.values())
+        cancels_sent = all(abandoned_outcome(natives[marker]) != NEVER_CANCELLED for marker in abandoned)
+        return natives if len(natives) == REQUEST_COUNT and ended and cancels_sent else None
 
     deadline = time.monotonic() + SETTLE_SECONDS
     natives = settled()
     while natives is None and time.monotonic() < deadline:
         time.sleep(0.2)
         natives = settled()
-    assert natives is not None, "requests left waiting or processing at the Horde"
+    unsettled = [r for marker, r in mine().items() if marker in abandoned and abandoned_outcome(r) != CANCELLED]
+    assert natives is not None, describe(unsettled, stack.front.log())
     assert {marker: r["state"] for marker, r in natives.items() if marker in kept} == dict.fromkeys(kept, "done")
-    assert not any(natives[marker]["cancelled"] for marker in kept)
-    assert {
-        marker: (r["state"], r["cancelled"]) for marker, r in natives.items() if marker in abandoned
-    } == dict.fromkeys(abandoned, ("cancelled", True))
+    assert not any(natives[marker]["cancelled"] or natives[marker]["cancel_requests"] for marker in kept)
+    outcomes = {marker: abandoned_outcome(r) for marker, r in natives.items() if marker in abandoned}
+    assert set(outcomes.values()) <= ENDED_FOR_NOBODY, describe(unsettled, stack.front.log())
+    # Most clients leave well before the 2 s first token, so most cancels stop the request; a late one is the exception.
+    assert list(outcomes.values()).count(CANCELLED) > len(abandoned) // 2, outcomes
 
 
 def test_clients_leaving_around_the_submit_leave_nothing_running(stack: LiveStack) -> None:
     """ref: cancel-outcomes.1
 
-    A client may leave while the front is still submitting; the request the Horde creates then is cancelled too.
-    Some of these requests never reach the Horde, so only those it has are checked.
+    A client may leave while the front is still submitting; the front cancels the request the Horde creates then
+    too (it reads the submit's answer after the client left). Some of these requests never reach the Horde, so only
+    those it has are checked; each must have had the front's DELETE (:func:`abandoned_outcome`).
     """
     stack.put_scenario(CHAOS_SCENARIO)
     rng = random.Random(SEED + 1)
@@ -176,14 +234,23 @@ def test_clients_leaving_around_the_submit_leave_nothing_running(stack: LiveStac
     plan = [(f"chaos-{run}-{index}", index % 2 == 0, rng.uniform(0.05, 0.4)) for index in range(20)]
     asyncio.run(leave_early(stack.openai_base_url, plan))
 
+    def mine() -> list[dict[str, Any]]:
+        return [r for r in stack.native_requests() if (marker_of(r) or "").startswith(f"chaos-{run}-")]
+
     def settled() -> list[dict[str, Any]] | None:
         time.sleep(1.0)  # lets submits the clients left behind reach the Horde before the check
-        mine = [r for r in stack.native_requests() if (marker_of(r) or "").startswith(f"chaos-{run}-")]
-        return mine if all(r["state"] == "cancelled" and r["cancelled"] for r in mine) else None
+        natives = mine()
+        outcomes = {abandoned_outcome(r) for r in natives}
+        return natives if outcomes <= ENDED_FOR_NOBODY else None
 
     deadline = time.monotonic() + SETTLE_SECONDS
     natives = settled()
     while natives is None and time.monotonic() < deadline:
         natives = settled()
-    assert natives is not None, "a request the Horde created was left running"
+    unsettled = [r for r in mine() if abandoned_outcome(r) != CANCELLED]
+    assert natives is not None, (
+        f"a request the Horde created was not cancelled: {describe(unsettled, stack.front.log())}"
+    )
     assert natives, "no request reached the Horde, so nothing was checked"
+    late = describe(unsettled, stack.front.log())
+    print(f"{len(natives)} requests reached the Horde; ended without the front's cancel stopping them: {late}")

@@ -74,6 +74,15 @@ LIVE_AFTER_SHARE = 0.25
 """The content chunks read after the fault ended, while the request was still processing, hold at least this share
 of the reply (the scenario leaves about half of it to be generated after the longer fault)."""
 
+REPLY_SECONDS = 0.05 + 75 / 5
+"""The scenario's generation time: first token, then 75 words at five a second (:data:`SLOW`)."""
+
+STREAM_BUDGET_SECONDS = round(2 * REPLY_SECONDS + STALL_SECONDS + 10)
+"""The front's stream timeout here (47 s): twice the generation time (the devhorde's posts and the front's reads both
+slow down on a busy machine), plus the longest fault, plus 10 s for start-up and the final reads. The front's usual
+20 s test budget (``tests.conftest.FAST_FRONT_ENV``) left 5 s of margin over the generation alone and ran out on a
+busy machine (both tests below, in different runs). A healthy stream ends when the reply does, well within it."""
+
 LAST_CHUNK_SHARE = 0.1
 """The last content chunk holds less than this share of the reply: the relay recovered and kept up until the end."""
 
@@ -262,7 +271,13 @@ class FaultyStack:
         wait_http(f"{horde_url}/v2/status/models?type=text", devhorde.popen)
         control = f"http://127.0.0.1:{port}/_devhorde"
         httpx.put(f"{control}/scenario", json=FAULT_SCENARIO, timeout=5).raise_for_status()
-        front, front_url = start_relay_front(self.tmp_path, horde_url, front_redis_url, 0)
+        front, front_url = start_relay_front(
+            self.tmp_path,
+            horde_url,
+            front_redis_url,
+            0,
+            env={"HORDE_OAI_STREAM_TIMEOUT_SECONDS": str(STREAM_BUDGET_SECONDS)},
+        )
         self.processes.append(front)
         return FaultStack(self.redis, horde_url, front_url, devhorde, front)
 

@@ -134,7 +134,8 @@ async def test_async_stream_with_create(stack: LiveStack) -> None:
 
 
 def test_wire_format_event_lines_keepalives_and_error_event(stack: LiveStack) -> None:
-    """Each event is ``event: <type>`` and ``data: <json>``; keepalive comments go out while the request waits; a
+    """A browser's stream carries the CORS headers and no proxy buffering; each event is ``event: <type>`` and
+    ``data: <json>``; keepalive comments go out while the request waits; a
     failure after the headers is one ``error`` event that ends the stream (here: no eligible worker after the
     grace, because the only worker of the model is untrusted)."""
     scenario = copy.deepcopy(stack.default_scenario)  # type: ignore[attr-defined]
@@ -148,9 +149,13 @@ def test_wire_format_event_lines_keepalives_and_error_event(stack: LiveStack) ->
         "stream": True,
         "horde": {"trusted_workers": True},
     }
-    with httpx.stream("POST", f"{stack.openai_base_url}/responses", json=body, timeout=30) as response:
+    origin = {"Origin": "http://client.example"}
+    with httpx.stream("POST", f"{stack.openai_base_url}/responses", json=body, headers=origin, timeout=30) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
+        assert response.headers["access-control-allow-origin"] == "*"  # a browser client reads the stream
+        assert response.headers["access-control-expose-headers"] == "Retry-After, x-should-retry"
+        assert response.headers["x-accel-buffering"] == "no"
         raw = response.read().decode()
     blocks = [block for block in raw.split("\n\n") if block]
     assert ": keepalive" in blocks

@@ -55,6 +55,22 @@ def read(body: dict[str, Any]) -> tuple[ResponsesRequest, ChatCompletionRequest,
     return read_responses_request(json.dumps(body).encode())
 
 
+@pytest.mark.parametrize("raw", [b"{nope", b"NaN"])
+def test_a_body_that_is_not_json_gets_a_hint_that_names_no_other_route(raw: bytes) -> None:
+    """The not-JSON message is shared with ``POST /v1/chat/completions``, so its hint names no route: a Responses
+    client must not read that it should have called chat completions."""
+    with pytest.raises(OpenAIError) as caught:
+        read_responses_request(raw)
+    assert (caught.value.status, caught.value.code, caught.value.param, caught.value.message) == (
+        400,
+        "BadRequest",
+        None,
+        "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP "
+        "library correctly. This API expects a JSON object as the request body, but what was sent was not valid "
+        "JSON. NaN, Infinity, numbers too large for a double and lone UTF-16 surrogates are not accepted either.)",
+    )
+
+
 def payload(body: dict[str, Any]) -> dict[str, Any]:
     _, chat_request, _ = read(body)
     return build_native_payload(chat_request, stream_progress=False)
@@ -314,10 +330,7 @@ def test_store_false_background_false_and_empty_include_are_accepted() -> None:
         (
             {"input": [{"type": "function_call", "call_id": "call_a", "name": "f", "arguments": "{}"}]},
             "input",
-            (
-                "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
-                "'tool_call_id'. The following tool_call_ids did not have response messages: call_a"
-            ),
+            "No tool output found for function call call_a.",
             "UnsupportedChatParameter",
         ),
         (
@@ -328,6 +341,12 @@ def test_store_false_background_false_and_empty_include_are_accepted() -> None:
                 "supplied and to be false."
             ),
             "UnsupportedChatParameter",
+        ),
+        (
+            {"top_logprobs": 3},
+            "top_logprobs",
+            "Invalid value: 3. Supported values are: 0.",
+            "BadRequest",
         ),
         (
             {"input": None},
@@ -658,6 +677,86 @@ def test_keepalives_pass_through_and_a_stream_error_is_one_error_event() -> None
         "message": "Too long.",
         "param": "max_output_tokens",
         "metadata": {"retry_after": 30},
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "message"),
+    [
+        (
+            {"tools": [{"type": "function", "name": "bad name!"}]},
+            "tools[0].name",
+            (
+                "Invalid 'tools[0].name': string does not match pattern. Expected a string that matches the pattern "
+                "'^[a-zA-Z0-9_-]+$'."
+            ),
+        ),
+        (
+            {"input": [{"role": "system", "content": [{"type": "input_image", "image_url": "https://x/a.png"}]}]},
+            "input[0]",
+            "Unrecognized request argument supplied: input[0].content[0].image_url",
+        ),
+        (
+            {"text": {"format": {"type": "json_object"}}, "horde": {"openai_guards": True}},
+            "input",
+            "'input' must contain the word 'json' in some form, to use 'text.format' of type 'json_object'.",
+        ),
+    ],
+)
+def test_error_messages_name_the_responses_path_not_the_chat_one(
+    body: dict[str, Any], param: str, message: str
+) -> None:
+    """The shared chat screening words its messages with chat paths (``tools[0].function.name``,
+    ``messages[0].content[0].image_url``); a Responses client reads the field it sent."""
+    error = refusal({"model": "org/m", "input": "Hi", **body})
+    assert (error["param"], error["message"]) == (param, message)
+
+
+def test_a_stream_error_message_names_the_responses_path() -> None:
+    request, _, sources = read({"model": "org/m", "input": "Hi", "stream": True})
+    writer = ResponseEventWriter(request, "r1", CREATED, "org/m")
+    error = OpenAIError(
+        status=400, message="Invalid 'max_completion_tokens': too large.", param="max_completion_tokens"
+    )
+    chat_items = [error.sse_event(), b"data: [DONE]\n\n"]
+
+    async def collect() -> list[bytes]:
+        return [item async for item in response_events(writer, _chat_stream(chat_items), sources, lambda: COMPLETED)]
+
+    event = json.loads(asyncio.run(collect())[-1].split(b"data: ", 1)[1])
+    assert (event["message"], event["param"]) == ("Invalid 'max_output_tokens': too large.", "max_output_tokens")
+
+
+CALL_A = {"type": "function_call", "call_id": "call_a", "name": "f", "arguments": "{}"}
+CALL_B = {"type": "function_call", "call_id": "call_b", "name": "g", "arguments": "{}"}
+
+
+def output_of(call_id: str) -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": call_id, "output": "ok"}
+
+
+@pytest.mark.parametrize(
+    ("items", "message"),
+    [
+        ([output_of("call_z")], "No tool call found for function call output with call_id call_z."),
+        ([CALL_A, output_of("call_z")], "No tool call found for function call output with call_id call_z."),
+        (
+            [CALL_A, output_of("call_a"), output_of("call_a")],
+            "No tool call found for function call output with call_id call_a.",
+        ),
+        ([CALL_A, CALL_B, {"role": "user", "content": "and?"}], "No tool output found for function call call_a."),
+        ([CALL_A, CALL_B, output_of("call_a")], "No tool output found for function call call_b."),
+    ],
+)
+def test_tool_history_refusals_use_openais_responses_wording(items: list[dict[str, Any]], message: str) -> None:
+    """The chat rules' tool-history refusals speak of ``tool`` messages and ``tool_call_id``; the Responses API words
+    them with the ``function_call`` item's ``call_id``, param ``input``."""
+    error = refusal({"model": "org/m", "input": [{"role": "user", "content": "Hi"}, *items]})
+    assert error == {
+        "message": message,
+        "type": "invalid_request_error",
+        "param": "input",
+        "code": "UnsupportedChatParameter",
     }
 
 
