@@ -35,7 +35,9 @@ from chat import errors, refusals, text_api
 from chat.errors import OpenAIError
 from chat.horde_client import HordeRefusal, HordeUnreachable, NativeStatus
 from chat.limits import DEFAULT_CHAT_MAX_TOKENS
+from chat.logs import record_refusal
 from chat.mapping import build_system_fingerprint, estimate_tokens, reply_text
+from chat.metrics import front_metrics
 from chat.response_schema import HordeExtras, Usage
 from chat.runtime import get_runtime
 from chat.schema import Stop, StreamOptions
@@ -290,28 +292,38 @@ def completion_chunks(completion: dict[str, Any]) -> list[dict[str, Any]]:
 
 @csrf_exempt
 async def completions(request: HttpRequest) -> HttpResponseBase:
-    """Serve one legacy completion, streamed or not (OpenAI's ``POST /v1/completions``), through the text API."""
+    """Serve one legacy completion, streamed or not (OpenAI's ``POST /v1/completions``), through the text API.
+
+    The body's size is recorded and a refused body, model or prompt is counted like chat completions' refusals
+    (chat.logs.record_refusal); the finished-request line and its metrics are chat requests' only.
+    """
     if request.method != "POST":
         return method_not_allowed("POST")
+    raw = request.body
+    front_metrics().body_size.record(len(raw))
     try:
         apikey = bearer_key(request)
-        legacy = read_completion_request(request.body)
+        legacy = read_completion_request(raw)
     except OpenAIError as error:
+        record_refusal(error)
         return error.to_response()
     runtime = get_runtime()
     if runtime.stopping.is_set():
         return errors.front_shutting_down(None).to_response()  # stopping: nothing is submitted any more
     if not await text_api.find_text_route(runtime, legacy.requested_models):
-        return OpenAIError(
+        not_found = OpenAIError(
             status=404,
             message=NO_TEXT_ROUTE_MESSAGE.format(model=legacy.model),
             code=errors.MODEL_NOT_FOUND,
             param="model",
             type="not_found_error",
-        ).to_response()
+        )
+        record_refusal(not_found)
+        return not_found.to_response()
     try:
         prepared = prepare_completion_request(legacy)
     except OpenAIError as error:
+        record_refusal(error)
         return error.to_response()
     routes = text_api.TextRoutes(runtime.text_horde, prepared)
     created = int(time.time())
