@@ -422,3 +422,29 @@ def test_text_model_cards_list_the_three_routes(text_stack: LiveStack) -> None:
     card = client(text_stack).models.retrieve(LLAMA)
     assert card.model_extra["x_horde"]["api"] == "text"
     assert card.model_extra["x_horde"]["routes"] == ["/v1/chat/completions", "/v1/responses", "/v1/completions"]
+
+
+def test_text_path_requests_log_the_finished_line(text_stack: LiveStack) -> None:
+    """A chat completion and a streamed response served through the text API each write the finished-request line
+    (chat.logs.RequestRecord), with the text request's id, estimated usage and the served model.
+
+    ref: finished-request-log-line.1"""
+    mark = marker()
+    sdk = client(text_stack)
+    sdk.chat.completions.create(model=LLAMA, messages=[{"role": "user", "content": f"Tides? [{mark}]"}], max_tokens=32)
+    with sdk.responses.stream(model=LLAMA, input=f"Waves? [{mark}]", max_output_tokens=32) as events:
+        for _ in events:
+            pass
+    ids = [native["id"] for native in text_requests(text_stack, mark)]
+    assert len(ids) == 2
+
+    def finished(request_id: str) -> str | None:
+        lines = [line for line in text_stack.front.log().splitlines() if f"Chat request {request_id} finished:" in line]
+        return lines[0] if lines else None
+
+    for request_id, streamed in zip(ids, (False, True), strict=True):
+        line = eventually(lambda request_id=request_id: finished(request_id), what=f"{request_id} finished")
+        assert f"finished: streamed={streamed} " in line
+        assert " status=200 code=None " in line
+        assert " estimated_usage=True " in line
+        assert f" requested_model={LLAMA} served_model={LLAMA} " in line
