@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import front_cost, relay_capacity, relay_latency, responses_events
+from bench import front_cost, relay_capacity, relay_latency, responses_events, telemetry_cost
 
 DEFAULT_ARGS: dict[str, list[str]] = {
     "front_cost": [
@@ -34,6 +34,7 @@ DEFAULT_ARGS: dict[str, list[str]] = {
     "relay_latency": ["--requests", "10"],
     "relay_capacity": ["--levels", "100,1000"],
     "responses_events": [],
+    "telemetry_cost": [],
 }
 LARGE_ARGS: dict[str, list[str]] = {
     **DEFAULT_ARGS,
@@ -45,6 +46,7 @@ SMALL_ARGS: dict[str, list[str]] = {
     "relay_latency": ["--requests", "3", "--deltas", "5"],
     "relay_capacity": ["--levels", "10,30", "--deltas", "4", "--idle-window", "1"],
     "responses_events": ["--streams", "20", "--deltas", "20"],
+    "telemetry_cost": ["--requests", "20"],
 }
 
 
@@ -160,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     capacity = relay_capacity.run(plan["relay_capacity"])
     print(f"== bench.responses_events {' '.join(plan['responses_events'])}", flush=True)
     status = responses_events.main(plan["responses_events"])
+    print(f"== bench.telemetry_cost {' '.join(plan['telemetry_cost'])}", flush=True)
+    status = telemetry_cost.main(plan["telemetry_cost"]) or status
     elapsed = time.monotonic() - started
     print()
     print(

@@ -1,7 +1,6 @@
 """The chat completions app (``POST /v1/chat/completions``)."""
 
 from django.apps import AppConfig
-from django.core import checks
 
 
 class ChatConfig(AppConfig):
@@ -12,8 +11,8 @@ class ChatConfig(AppConfig):
 
     def ready(self) -> None:
         """Disconnect django.db's per-request signal receivers: the front has no database (``DATABASES`` is empty),
-        and under ASGI each sync receiver costs every request a hop to a worker thread; register the browser-access
-        checks of :mod:`chat.checks` (``manage.py check``).
+        and under ASGI each sync receiver costs every request a hop to a worker thread. Register the front's system
+        checks of :mod:`chat.checks` (``manage.py check``): settings, reachability, limits and browser access.
         """
         from django.core import signals  # noqa: PLC0415 -- apps import in ready(), after the registry is populated
         from django.db import close_old_connections, reset_queries  # noqa: PLC0415 -- same
@@ -22,6 +21,6 @@ class ChatConfig(AppConfig):
         signals.request_started.disconnect(close_old_connections)
         signals.request_finished.disconnect(close_old_connections)
 
-        from chat.checks import check_browser_access  # noqa: PLC0415 - reads Django's settings: import once apps load
+        from chat.checks import register_checks  # noqa: PLC0415 -- the checks read the settings, ready once apps load
 
-        checks.register(check_browser_access, checks.Tags.security)
+        register_checks()

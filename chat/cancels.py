@@ -25,6 +25,7 @@ from loguru import logger
 
 from chat.horde_client import HordeRefusal, HordeUnreachable
 from chat.limits import HORDE_CHAT_REQUEST_EXPIRY_SECONDS
+from chat.metrics import front_metrics
 from chat.seams import HordeCanceller
 
 MAX_FAILED_CANCELS: Final[int] = 1000
@@ -135,6 +136,7 @@ class CancelQueue:
 
     def _record(self, entry: PendingCancel, outcome: CancelOutcome) -> None:
         self.outcome_counts[outcome] += 1
+        front_metrics().cancels.add(1, {"horde.outcome": outcome})
         logger.info("Cancel of chat request {} ended: {}", entry.request_id, outcome)
         if outcome in RETRIED_OUTCOMES:
             self._remember(entry)

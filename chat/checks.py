@@ -1,17 +1,33 @@
-"""System checks (``manage.py check``) of a project serving the chat apps: browser access through
-django-cors-headers as :mod:`chat.cors_settings` configures it.
+"""System checks (``manage.py check``) of a project serving the chat apps: the front's settings checked against the
+world (tag ``horde_oai``) and browser access through django-cors-headers as :mod:`chat.cors_settings` configures it
+(tag ``security``).
+
+- ``horde_oai.W001``: the Horde does not answer ``GET /v2/status/heartbeat`` at ``HORDE_URL`` (a warning: the Horde
+  may come up after the front).
+- ``horde_oai.W002``: Redis does not answer ``PING`` at ``HORDE_OAI_REDIS_URL`` (a warning, likewise).
+- ``horde_oai.W003`` to ``W006``: limits that contradict each other (a per-client cap above the total cap, a keepalive
+  interval or a recheck interval not shorter than the timeout it runs within, a grace not shorter than the stream
+  timeout).
+- ``horde_oai.E001`` (``--deploy`` only): ``DJANGO_SECRET_KEY`` unset outside debug.
+- ``chat.W001`` to ``chat.W004``: the project would not give browsers the access the front promises.
+
+No message holds a Redis password or an API key: the Redis URL is shown without its credentials.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
+import httpx
 from django.apps import AppConfig
 from django.conf import settings
-from django.core.checks import CheckMessage, Warning
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from redis import Redis
 
 from chat import cors_settings
+from oaifront.conf import FrontSettings, front_settings
 
 CORS_MIDDLEWARE = "corsheaders.middleware.CorsMiddleware"
 """django-cors-headers' middleware path."""
@@ -48,3 +64,122 @@ def check_browser_access(app_configs: Sequence[AppConfig] | None = None, **kwarg
             )
         )
     return problems
+
+
+CHECK_TIMEOUT_SECONDS = 3.0
+"""How long each reachability check waits."""
+
+
+def redacted_url(url: str) -> str:
+    """``url`` without its user and password (``redis://:secret@host:6379/0`` -> ``redis://host:6379/0``)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+def limit_warnings(front: FrontSettings) -> list[CheckMessage]:
+    """Settings that are each valid but contradict each other."""
+    found: list[CheckMessage] = []
+    if front.max_in_flight_per_client > front.max_in_flight:
+        found.append(
+            Warning(
+                f"HORDE_OAI_MAX_IN_FLIGHT_PER_CLIENT ({front.max_in_flight_per_client}) is above "
+                f"HORDE_OAI_MAX_IN_FLIGHT ({front.max_in_flight}); the total cap applies first.",
+                id="horde_oai.W003",
+            )
+        )
+    if front.keepalive_seconds >= front.stream_timeout_seconds:
+        found.append(
+            Warning(
+                f"HORDE_OAI_KEEPALIVE_SECONDS ({front.keepalive_seconds:g}) is not shorter than "
+                f"HORDE_OAI_STREAM_TIMEOUT_SECONDS ({front.stream_timeout_seconds:g}); a waiting stream sends no "
+                "keepalive.",
+                id="horde_oai.W004",
+            )
+        )
+    shortest = min(front.nonstream_timeout_seconds, front.stream_timeout_seconds)
+    if front.signal_recheck_seconds >= shortest:
+        found.append(
+            Warning(
+                f"HORDE_OAI_SIGNAL_RECHECK_SECONDS ({front.signal_recheck_seconds:g}) is not shorter than the shortest "
+                f"request timeout ({shortest:g}); without Redis signals a request is read once before it times out.",
+                id="horde_oai.W005",
+            )
+        )
+    if front.fail_fast_grace_seconds >= front.stream_timeout_seconds:
+        found.append(
+            Warning(
+                f"HORDE_OAI_FAIL_FAST_GRACE_SECONDS ({front.fail_fast_grace_seconds:g}) is not shorter than "
+                f"HORDE_OAI_STREAM_TIMEOUT_SECONDS ({front.stream_timeout_seconds:g}); the timeout ends the grace "
+                "first.",
+                id="horde_oai.W006",
+            )
+        )
+    return found
+
+
+def horde_warning(front: FrontSettings) -> list[CheckMessage]:
+    """W001 when the Horde does not answer its heartbeat."""
+    try:
+        response = httpx.get(f"{front.horde_url}/v2/status/heartbeat", timeout=CHECK_TIMEOUT_SECONDS)
+        response.raise_for_status()
+    except (httpx.HTTPError, ValueError) as error:
+        return [
+            Warning(
+                f"The Horde at {redacted_url(front.horde_url)} does not answer GET /v2/status/heartbeat "
+                f"({type(error).__name__}).",
+                hint="Start the Horde or set HORDE_URL; until then requests get 502 HordeUnavailable.",
+                id="horde_oai.W001",
+            )
+        ]
+    return []
+
+
+def redis_warning(front: FrontSettings) -> list[CheckMessage]:
+    """W002 when ``HORDE_OAI_REDIS_URL`` is set and Redis does not answer ``PING``."""
+    if not front.redis_url:
+        return []
+    client = Redis.from_url(
+        front.redis_url, socket_connect_timeout=CHECK_TIMEOUT_SECONDS, socket_timeout=CHECK_TIMEOUT_SECONDS
+    )
+    try:
+        client.ping()
+    except Exception as error:  # noqa: BLE001 - any failure is the warning; its type names it
+        return [
+            Warning(
+                f"Redis at {redacted_url(front.redis_url)} does not answer PING ({type(error).__name__}).",
+                hint="Without it, streams are delivered whole and the waiter re-reads on its timer.",
+                id="horde_oai.W002",
+            )
+        ]
+    finally:
+        client.close()
+    return []
+
+
+def front_checks(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[CheckMessage]:
+    """The reachability and consistency checks of the module docstring."""
+    front = front_settings()
+    return [*limit_warnings(front), *horde_warning(front), *redis_warning(front)]
+
+
+def secret_key_check(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[CheckMessage]:
+    """E001 (deploy): ``DJANGO_SECRET_KEY`` must be set outside debug."""
+    if settings.DEBUG or getattr(settings, "SECRET_KEY_IS_SET", True):
+        return []
+    return [
+        Error(
+            "DJANGO_SECRET_KEY is not set; each process uses a random key of its own.",
+            hint="Set DJANGO_SECRET_KEY to a long random value shared by every process of the deployment.",
+            id="horde_oai.E001",
+        )
+    ]
+
+
+def register_checks() -> None:
+    """Register the checks (called from chat.apps.ChatConfig.ready)."""
+    register(front_checks, "horde_oai")
+    register(secret_key_check, Tags.security, deploy=True)
+    register(check_browser_access, Tags.security)

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import httpx
 import orjson
 from horde_sdk.generic_api.consts import ANON_API_KEY
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 
 from chat import errors
 from chat.errors import OpenAIError
+from chat.metrics import front_metrics
 
 ANONYMOUS_API_KEY = ANON_API_KEY
 """The Horde's anonymous key (horde-sdk's ``ANON_API_KEY``), sent when the client sent no bearer key."""
@@ -80,6 +82,14 @@ class NativeStatus(NativeModel):
     stream_progress: bool = False
     generations: list[NativeGeneration] = []
     fault_reason: str | None = None
+    _front_x_horde: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @property
+    def front_x_horde(self) -> dict[str, Any]:
+        """Keys the front adds to ``x_horde`` for this request (the text API path's, chat.text_api); never read from
+        the Horde's answer.
+        """
+        return self._front_x_horde
 
     @property
     def finished_generation(self) -> NativeGeneration | None:
@@ -178,6 +188,7 @@ class HordeClient:
         self, method: str, path: str, apikey: str | None, *, payload: Any = None, params: dict[str, str] | None = None
     ) -> Any:
         headers = {"apikey": apikey or ANONYMOUS_API_KEY}
+        started = time.monotonic()
         content = None
         if payload is not None:
             # orjson's bytes are the compact UTF-8 JSON httpx's json= would send, made in a fraction of the time.
@@ -194,10 +205,12 @@ class HordeClient:
         try:
             response = await self._http.request(method, path, headers=headers, content=content, params=params)
         except httpx.HTTPError as exc:
+            record_call(method, path, started, None)
             reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             raise HordeUnreachable(reason) from exc
         finally:
             self._slots.release()
+        record_call(method, path, started, response.status_code)
         try:
             # orjson refuses NaN and Infinity (not JSON) and nesting deeper than 1024, like the contract.
             body = orjson.loads(response.content)
@@ -240,12 +253,36 @@ class HordeClient:
         body = await self._call("DELETE", f"/v2/generate/chat/status/{request_id}", apikey)
         return _parse_status(body)
 
+    async def heartbeat(self) -> None:
+        """``GET /v2/status/heartbeat`` (readiness). Raises HordeRefusal or HordeUnreachable when it does not answer."""
+        await self._call("GET", "/v2/status/heartbeat", None)
+
     async def text_models(self) -> list[dict[str, Any]]:
         """``GET /v2/status/models?type=text``: the native model list, entries as JSON objects."""
         body = await self._call("GET", "/v2/status/models", None, params={"type": "text"})
         if not isinstance(body, list):
             raise HordeUnreachable("a model list that is not a list", reached=True)
         return [entry for entry in body if isinstance(entry, dict)]
+
+
+NATIVE_CALLS: Final[tuple[tuple[str, str, str], ...]] = (
+    ("POST", "/v2/generate/chat/async", "submit"),
+    ("GET", "/v2/generate/chat/status/", "status"),
+    ("DELETE", "/v2/generate/chat/status/", "cancel"),
+    ("GET", "/v2/status/models", "models"),
+    ("GET", "/v2/status/heartbeat", "heartbeat"),
+)
+"""``(method, path prefix, horde.call)``: the bounded call type of each native route (never the request id)."""
+
+
+def record_call(method: str, path: str, started: float, status: int | None) -> None:
+    """Record one native call's seconds on ``horde.oai.horde.call.duration`` with ``horde.call`` and
+    ``horde.status`` (0 when no answer came).
+    """
+    call = next((name for verb, prefix, name in NATIVE_CALLS if verb == method and path.startswith(prefix)), "other")
+    front_metrics().horde_call_duration.record(
+        time.monotonic() - started, {"horde.call": call, "horde.status": status or 0}
+    )
 
 
 def _parse_status(body: Any) -> NativeStatus:

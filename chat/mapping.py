@@ -323,7 +323,8 @@ def build_x_horde(
 
     ``notice`` for a reply without visible text or tool calls (:func:`build_notice`); ``context_adjustments``, the
     native status's list unchanged, when the Horde adjusted the request (left out when the list is absent or empty);
-    ``estimated_usage: true`` when a usage count is an estimate (:func:`build_usage`).
+    ``estimated_usage: true`` when a usage count is an estimate (:func:`build_usage`); then the front's own keys for
+    the request (``NativeStatus.front_x_horde``: ``api``, ``prompt_template``, ... on the text API path).
     """
     extras: dict[str, Any] = {}
     notice = build_notice(generation, finish_reason_of(generation), effective_completion_limit(request, status))
@@ -333,6 +334,7 @@ def build_x_horde(
         extras["context_adjustments"] = status.context_adjustments
     if estimated_usage:
         extras["estimated_usage"] = True
+    extras.update(status.front_x_horde)
     return extras
 
 

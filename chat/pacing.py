@@ -14,6 +14,12 @@ spreads each delta's text over the estimated interval until the next post (refer
 Nothing here reads settings or Redis: the streaming layer passes ``delta_pacing_max_window_seconds``,
 ``delta_pacing_max_chunks_per_second`` and each entry's stream id time, so the module is testable without Django.
 
+Three histograms of chat.metrics are recorded here, where their values exist (reference: Histogram buckets):
+``horde.oai.stream.post_gap`` (each gap :class:`PostGapEstimator` observes, in seconds),
+``horde.oai.stream.pieces_per_post`` (the pieces each paced plan of :meth:`DeltaPacer.add_delta` cuts a delta, merged
+pending text included, into) and ``horde.oai.stream.pacing_lag`` (how many seconds after its due time
+:meth:`DeltaPacer.take_due` hands over each paced piece).
+
 Offsets, lengths and the "character count" are measured in extended grapheme clusters (what a reader sees as one
 character), not in code points: a family emoji or a flag counts once.
 """
@@ -29,6 +35,8 @@ from itertools import pairwise
 from typing import Final, Literal, NamedTuple
 
 import regex
+
+from chat.metrics import front_metrics
 
 MIN_WINDOW_SECONDS: Final = 0.05
 """The smallest pacing window, in seconds (``pacing.6``)."""
@@ -164,9 +172,13 @@ class PostGapEstimator:
         self._average: float | None = None
 
     def observe(self, stream_id_ms: int) -> None:
-        """Record a post at ``stream_id_ms`` (milliseconds). A time before the latest one counts as a gap of 0."""
+        """Record a post at ``stream_id_ms`` (milliseconds). A time before the latest one counts as a gap of 0.
+
+        Each gap is recorded on ``horde.oai.stream.post_gap`` (seconds).
+        """
         if self._last_ms is not None:
             gap = max(0, stream_id_ms - self._last_ms) / 1000
+            front_metrics().post_gap.record(gap)
             if self._average is None:
                 self._average = gap
             else:
@@ -294,6 +306,7 @@ class DeltaPacer:
             window,
             self.max_chunks_per_second,
         )
+        front_metrics().pieces_per_post.record(len(pieces))
         step = window / len(pieces)
         self._scheduled = deque(kept)
         self._scheduled.extend(_Slot(now + index * step, piece, paced=True) for index, piece in enumerate(pieces))
@@ -312,12 +325,19 @@ class DeltaPacer:
         return max(0.0, due - now)
 
     def take_due(self, now: float | None = None) -> list[Piece]:
-        """Remove and return, in order, every piece due at or before ``now`` (default: the clock)."""
+        """Remove and return, in order, every piece due at or before ``now`` (default: the clock).
+
+        Each paced piece's lateness (``now`` minus its due time, in seconds) is recorded on
+        ``horde.oai.stream.pacing_lag``.
+        """
         if now is None:
             now = self._clock()
         taken: list[Piece] = []
         while self._scheduled and self._scheduled[0].when <= now:
-            taken.append(self._scheduled.popleft().piece)
+            slot = self._scheduled.popleft()
+            if slot.paced:
+                front_metrics().pacing_lag.record(now - slot.when)
+            taken.append(slot.piece)
         return taken
 
     def flush(self) -> list[Piece]:

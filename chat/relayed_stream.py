@@ -311,6 +311,7 @@ async def relayed_stream(
     created: int,
     on_end: Callable[[], None],
     runtime: RelayRuntime,
+    on_error: Callable[[OpenAIError], None] | None = None,
 ) -> AsyncIterator[bytes]:
     """The whole event stream of a relayed request: keepalives, relayed deltas (paced), then the final reply.
 
@@ -322,6 +323,7 @@ async def relayed_stream(
         created: The chunks' ``created`` (Unix seconds).
         on_end: Runs once when the stream ends for any reason (finished, error, client disconnect); the caller
             cancels the native request there when it is not terminal.
+        on_error: Told the error of the stream's error event, if it ends with one (chat.logs).
         runtime: The process's :class:`chat.runtime.FrontRuntime`; ``runtime.deltas`` is its
             :class:`chat.relay.DeltaStreamReader` (the request is registered at start and unregistered at the end).
 
@@ -396,6 +398,8 @@ async def relayed_stream(
         try:
             status = wait_task.result()
         except OpenAIError as error:
+            if on_error is not None:
+                on_error(error)
             for chunk in relay.flush():
                 yield sse_event(chunk)
             yield error.sse_event()
@@ -410,6 +414,8 @@ async def relayed_stream(
             yield sse_event(chunk)
         outcome = relay.reconcile(status)
         if isinstance(outcome, OpenAIError):
+            if on_error is not None:
+                on_error(outcome)
             yield outcome.sse_event()
         else:
             for chunk in outcome:

@@ -97,6 +97,22 @@ class HordeExtras(_Response):
     """True when a count in ``usage`` (prompt, completion or reasoning tokens) is estimated from characters
     (about 4 per token) because the worker did not report it; omitted when every count was reported."""
 
+    api: Literal["text"] | None = None
+    """``text`` when the model was served through the Horde's text generation API (the model has text workers but
+    no chat worker, and ``HORDE_OAI_TEXT_API_FALLBACK`` allows it); omitted on the native chat route."""
+
+    prompt_template: str | None = None
+    """On the text API: the prompt format the messages were rendered with (``chatml``, ``llama-3``, ``mistral``,
+    ``alpaca``, ``generic-instruct`` or a ``horde_model_reference`` guidance profile id)."""
+
+    max_context_length: int | None = None
+    """On the text API: the context length, in tokens, the request asked of the worker (the prompt plus the
+    completion limit fit in it)."""
+
+    dropped_messages: int | None = None
+    """On the text API: how many of the oldest non-system messages were left out so the prompt fits
+    ``max_context_length``; omitted when none were."""
+
 
 class CompletionChoice(_Response):
     """The one choice of a completion."""
@@ -224,7 +240,7 @@ class ChunkChoice(_Response):
     delta: ChunkDelta
     """The increment; ``{}`` on the finish chunk."""
 
-    logprobs: None = None
+    logprobs: None
     """Always null, on every chunk choice: workers do not return log probabilities."""
 
     finish_reason: FinishReason | None

@@ -28,6 +28,7 @@ from chat.cancels import CancelQueue
 from chat.errors import front_shutting_down
 from chat.horde_client import HordeClient
 from chat.relay import DeltaStreamReader, SignalListener
+from chat.text_api import TextHordeClient
 from oaifront.conf import FrontSettings, front_settings
 
 T = TypeVar("T")
@@ -49,6 +50,18 @@ class FrontRuntime:
         )
         self.cancels = CancelQueue(
             self.horde,
+            retry_seconds=settings.cancel_retry_seconds,
+            attempt_timeout=settings.horde_timeout_seconds,
+        )
+        # The text generation API (chat.text_api): its own client and cancel queue, the same settings.
+        self.text_horde = TextHordeClient(
+            settings.horde_url,
+            settings.client_agent,
+            settings.horde_timeout_seconds,
+            connections=settings.horde_connections,
+        )
+        self.text_cancels = CancelQueue(
+            self.text_horde,
             retry_seconds=settings.cancel_retry_seconds,
             attempt_timeout=settings.horde_timeout_seconds,
         )
@@ -99,10 +112,12 @@ class FrontRuntime:
         """Retry pending cancels once more, stop the Redis tasks, close the HTTP pool."""
         self.begin_shutdown()
         await self.cancels.aclose()
+        await self.text_cancels.aclose()
         for resource in (self.signals, self.deltas):
             if resource is not None:
                 await resource.aclose()
         await self.horde.aclose()
+        await self.text_horde.aclose()
 
 
 _runtimes: dict[asyncio.AbstractEventLoop, FrontRuntime] = {}

@@ -60,8 +60,8 @@ from chat.schema import (
 
 NOT_JSON_MESSAGE: Final[str] = (
     "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library "
-    "correctly. This API expects a JSON object as the body of POST /v1/chat/completions, but what was sent was not "
-    "valid JSON. NaN, Infinity, numbers too large for a double and lone UTF-16 surrogates are not accepted either.)"
+    "correctly. This API expects a JSON object as the request body, but what was sent was not valid JSON. NaN, "
+    "Infinity, numbers too large for a double and lone UTF-16 surrogates are not accepted either.)"
 )
 """The message of a body that is not JSON: OpenAI's first sentence (openai-errors.md), then a hint that fits this
 front (OpenAI's own hint sends people to OpenAI's help center)."""

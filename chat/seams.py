@@ -9,6 +9,7 @@ the same methods instead of patching. Attributes are read-only properties, so a 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from chat.horde_client import NativeStatus, SubmitResult
@@ -65,6 +66,32 @@ class DeltaSource(Protocol):
 
     def unregister(self, request_id: str) -> None:
         """Stop reading the request's progress stream."""
+        ...
+
+
+class WaitedRequest(Protocol):
+    """What the waiter and the view's wait read from a validated request: a chat completions request
+    (:class:`chat.schema.ChatCompletionRequest`) or a legacy completions one (chat.legacy_completions).
+    """
+
+    @property
+    def is_stream(self) -> bool:
+        """Whether the client asked for an event stream."""
+        ...
+
+    @property
+    def requested_models(self) -> list[str]:
+        """The model ids asked for."""
+        ...
+
+    @property
+    def models(self) -> Sequence[str] | None:
+        """The client's fallback list, or None."""
+        ...
+
+    @property
+    def availability_mode(self) -> str:
+        """``wait`` or ``fail_fast``."""
         ...
 
 

@@ -107,16 +107,21 @@ async def with_keepalives(task: asyncio.Future[Any], interval: float) -> AsyncIt
 
 
 async def buffered_stream(
-    request: ChatCompletionRequest,
+    request: ChatCompletionRequest | Any,
     waiter: ChatWaiter,
     first_status: NativeStatus,
     created: int,
     on_end: Callable[[], None],
+    build_chunks: Callable[[NativeStatus], list[dict[str, Any]]] | None = None,
+    on_error: Callable[[OpenAIError], None] | None = None,
 ) -> AsyncIterator[bytes]:
     """The whole event stream of a reply delivered whole: keepalives while waiting, then the buffered chunks.
 
     ``on_end`` runs when the stream ends for any reason (finished, error, client disconnect); the caller cancels the
-    native request there when it is not terminal.
+    native request there when it is not terminal. ``build_chunks`` makes the chunks of the finished status; by
+    default the chat chunks (:func:`chat.mapping.buffered_chunks`); the legacy completions route passes its own.
+    ``request`` is the validated request; only chat chunks read it. ``on_error`` is told the error of an error event
+    (chat.logs).
     """
     wait_task = asyncio.ensure_future(unless_stopping(waiter, waiter.wait_done(first_status)))
     try:
@@ -125,10 +130,16 @@ async def buffered_stream(
         try:
             status = wait_task.result()
         except OpenAIError as error:
+            if on_error is not None:
+                on_error(error)
             for event in error_events(error):
                 yield event
             return
-        for chunk in buffered_chunks(request, status, waiter.request_id, created):
+        if build_chunks is None:
+            chunks = buffered_chunks(request, status, waiter.request_id, created)
+        else:
+            chunks = build_chunks(status)
+        for chunk in chunks:
             yield sse_event(chunk)
         yield DONE_EVENT
     finally:

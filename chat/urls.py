@@ -2,9 +2,10 @@
 
 from django.urls import path
 
-from chat import views
+from chat import legacy_completions, views
 
 urlpatterns = [
     path("v1/chat/completions", views.chat_completions, name="chat-completions"),
     path("v1/responses", views.responses, name="responses"),
+    path("v1/completions", legacy_completions.completions, name="completions"),
 ]

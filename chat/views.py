@@ -1,7 +1,11 @@
-"""``POST /v1/chat/completions``: read -> screen -> validate -> submit -> wait or stream -> respond.
+"""``POST /v1/chat/completions`` and ``POST /v1/responses``: read -> screen -> validate -> submit -> wait or stream
+-> respond.
 
-The view is thin; each step lives in its module (screening, mapping, waiter, streaming, cancels). A request the front
-abandons after submit (client disconnect, timeout, refusal) is cancelled at the Horde.
+The views are thin; each step lives in its module (screening, mapping, text_api, waiter, streaming, cancels). Both
+wire formats go through :func:`serve_chat`, which picks the Horde path (native chat, or the text generation API for
+a model with text workers but no chat worker, chat.text_api); the legacy ``POST /v1/completions``
+(chat.legacy_completions) shares :func:`wait_and_respond`. A request the front abandons after submit (client
+disconnect, timeout, refusal) is cancelled at the Horde.
 """
 
 from __future__ import annotations
@@ -15,10 +19,13 @@ from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
-from chat import errors
+from chat import errors, refusals, text_api
+from chat.cancels import CancelQueue
 from chat.errors import CORS_HEADERS, OpenAIError, json_response
-from chat.horde_client import HordeRefusal, HordeUnreachable, SubmitResult
+from chat.horde_client import HordeRefusal, HordeUnreachable, NativeStatus, SubmitResult
+from chat.logs import RequestRecord, record_refusal
 from chat.mapping import build_completion, build_native_payload, relays_deltas
+from chat.metrics import STAGE_SUBMIT, front_metrics
 from chat.relayed_stream import relayed_stream
 from chat.responses import (
     ResponseEventWriter,
@@ -30,6 +37,7 @@ from chat.responses import (
 from chat.runtime import FrontRuntime, get_runtime
 from chat.schema import ChatCompletionRequest
 from chat.screening import read_chat_request
+from chat.seams import HordeApi, WaitedRequest
 from chat.streaming import SSE_HEADERS, ChatEventStream, buffered_stream
 from chat.waiter import ChatWaiter, submit_refusal_error
 
@@ -67,13 +75,23 @@ def method_not_allowed(allowed: str) -> HttpResponse:
     ).to_response()
 
 
-async def submit_shielded(runtime: FrontRuntime, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
+async def submit_shielded(
+    runtime: FrontRuntime,
+    payload: dict[str, Any],
+    apikey: str | None,
+    *,
+    horde: HordeApi | None = None,
+    cancels: CancelQueue | None = None,
+) -> SubmitResult:
     """Submit, so that a client disconnecting meanwhile still gets the request cancelled once the Horde answers.
 
     The submit runs as its own task; when the view is cancelled while it runs, the request it creates is handed to
-    the cancel queue (reference: Cancel outcomes). Raises what ``runtime.horde.submit`` raises.
+    the cancel queue (reference: Cancel outcomes). ``horde`` and ``cancels`` default to the native route's
+    (``runtime.horde``, ``runtime.cancels``); the text API path passes its own. Raises what ``horde.submit`` raises.
     """
-    task = asyncio.ensure_future(runtime.horde.submit(payload, apikey))
+    routes: HordeApi = runtime.horde if horde is None else horde
+    queue = runtime.cancels if cancels is None else cancels
+    task = asyncio.ensure_future(routes.submit(payload, apikey))
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
@@ -81,7 +99,7 @@ async def submit_shielded(runtime: FrontRuntime, payload: dict[str, Any], apikey
 
         def cancel_created(done: asyncio.Future[SubmitResult]) -> None:
             if not done.cancelled() and done.exception() is None:
-                runtime.cancels.cancel_soon(done.result().id, apikey, submitted_at)
+                queue.cancel_soon(done.result().id, apikey, submitted_at)
 
         task.add_done_callback(cancel_created)
         raise
@@ -93,6 +111,9 @@ format's; chat.responses uses one for ``POST /v1/responses``."""
 
 CompletionRenderer = Callable[[dict[str, Any], str, int], Any]
 """Rewrites a ``chat.completion`` (with the native request id and ``created``) into another wire format's body."""
+
+ErrorMapper = Callable[[OpenAIError], OpenAIError]
+"""Rewrites an error answered before the headers (``POST /v1/responses`` maps its ``param``)."""
 
 
 @csrf_exempt
@@ -106,28 +127,36 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     """
     if request.method != "POST":
         return method_not_allowed("POST")
+    started = time.monotonic()
+    body = request.body
+    front_metrics().body_size.record(len(body))
     try:
         apikey = bearer_key(request)
-        chat_request = read_chat_request(request.body)
+        chat_request = read_chat_request(body)
     except OpenAIError as error:
+        record_refusal(error)
         return error.to_response()
-    return await serve_chat(chat_request, apikey)
+    return await serve_chat(chat_request, apikey, started=started)
 
 
 async def serve_chat(
     chat_request: ChatCompletionRequest,
     apikey: str | None,
     *,
+    started: float,
     render: CompletionRenderer | None = None,
     wrap_events: ChatEventsWrapper | None = None,
-    on_error: Callable[[OpenAIError], OpenAIError] | None = None,
+    on_error: ErrorMapper | None = None,
 ) -> HttpResponseBase:
     """Submit a validated chat request, wait or stream, and answer: the one path every wire format shares.
 
-    ``render`` rewrites the completion of a non-streamed request, ``wrap_events`` the event stream of a streamed one
-    and ``on_error`` an error before the headers (``POST /v1/responses`` maps its param); without them the answer is
-    a chat completion. A request abandoned after submit (refusal, timeout, client disconnect) is cancelled at the
-    Horde.
+    The Horde path is the native chat route, or the text generation API when every requested model has text workers
+    but no chat worker (chat.text_api, ``HORDE_OAI_TEXT_API_FALLBACK``). ``render`` rewrites the completion of a
+    non-streamed request, ``wrap_events`` the event stream of a streamed one and ``on_error`` an error before the
+    headers (``POST /v1/responses`` maps its param); without them the answer is a chat completion. A request
+    abandoned after submit (refusal, timeout, client disconnect) is cancelled at the Horde. Every request is logged and
+    counted (chat.logs.RequestRecord) from ``started`` (``time.monotonic()`` when the view began), whatever its wire
+    format and Horde path; the record keeps the chat completions error, before ``on_error``.
     """
 
     def error_response(error: OpenAIError) -> HttpResponse:
@@ -136,54 +165,171 @@ async def serve_chat(
     runtime = get_runtime()
     if runtime.stopping.is_set():
         return error_response(errors.front_shutting_down(None))  # stopping: nothing is submitted any more
-    stream_progress = relays_deltas(chat_request) and runtime.has_redis
-    payload = build_native_payload(chat_request, stream_progress=stream_progress)
+    record = RequestRecord(chat_request, started=started)
+    horde: HordeApi = runtime.horde
+    cancels = runtime.cancels
+    text_route = await text_api.find_text_route(runtime, chat_request.requested_models)
+    if text_route:
+        # The model has text workers but no chat worker: the text generation API (chat.text_api).
+        try:
+            prepared = text_api.prepare_chat_request(chat_request)
+            max_kudos = chat_request.horde.max_kudos if chat_request.horde is not None else None
+            if max_kudos is not None:
+                await text_api.check_max_kudos(runtime.text_horde, prepared.payload, apikey, max_kudos)
+        except OpenAIError as error:
+            record.failed(error)
+            record.finish()
+            return error_response(error)
+        except HordeUnreachable as exc:
+            unavailable = exc.to_error()
+            record.failed(unavailable)
+            record.finish()
+            return error_response(unavailable)
+        horde = text_api.TextRoutes(runtime.text_horde, prepared)
+        cancels = runtime.text_cancels
+        stream_progress = False
+        payload = prepared.payload
+    else:
+        stream_progress = relays_deltas(chat_request) and runtime.has_redis
+        payload = build_native_payload(chat_request, stream_progress=stream_progress)
+    record.relayed = stream_progress
     created = int(time.time())
-
+    record.submitted_at = time.time()
     try:
-        submitted = await submit_shielded(runtime, payload, apikey)
+        submitted = await submit_shielded(runtime, payload, apikey, horde=horde, cancels=cancels)
     except HordeRefusal as refusal:
-        return error_response(await submit_refusal_error(runtime.horde, refusal, chat_request))
+        refused: OpenAIError = (
+            refusals.error_from_refusal(refusal, request=chat_request)
+            if text_route
+            else await submit_refusal_error(runtime.horde, refusal, chat_request)
+        )
+        record.failed(refused, stage=STAGE_SUBMIT)
+        record.finish()
+        return error_response(refused)
     except HordeUnreachable as exc:
-        return error_response(exc.to_error())
-    submitted_at = time.time()
+        unavailable = exc.to_error()
+        record.failed(unavailable)
+        record.finish()
+        return error_response(unavailable)
+    except asyncio.CancelledError:
+        record.disconnected = True
+        record.finish()
+        raise
+    record.request_id = submitted.id
 
+    def completion_of(status: NativeStatus) -> dict[str, Any]:
+        return build_completion(chat_request, status, submitted.id, created)
+
+    def rendered(completion: dict[str, Any]) -> Any:
+        return completion if render is None else render(completion, submitted.id, created)
+
+    return await wait_and_respond(
+        runtime,
+        chat_request,
+        submitted.id,
+        apikey,
+        horde=horde,
+        cancels=cancels,
+        created=created,
+        build_body=completion_of,
+        render=rendered,
+        relay=stream_progress,
+        wrap_events=wrap_events,
+        on_error=on_error,
+        record=record,
+    )
+
+
+async def wait_and_respond(
+    runtime: FrontRuntime,
+    request: WaitedRequest,
+    request_id: str,
+    apikey: str | None,
+    *,
+    horde: HordeApi,
+    cancels: CancelQueue,
+    created: int,
+    build_body: Callable[[NativeStatus], dict[str, Any]],
+    render: Callable[[dict[str, Any]], Any] | None = None,
+    build_chunks: Callable[[NativeStatus], list[dict[str, Any]]] | None = None,
+    relay: bool = False,
+    wrap_events: ChatEventsWrapper | None = None,
+    on_error: ErrorMapper | None = None,
+    record: RequestRecord | None = None,
+) -> HttpResponseBase:
+    """Wait for a submitted request and answer it: the body ``build_body`` makes from the finished status (rewritten
+    by ``render`` when given), or an event stream (the relayed stream when ``relay``, else the buffered stream of
+    ``build_chunks``, by default the chat chunks), rewritten by ``wrap_events`` when given. Shared by both wire
+    formats on both Horde paths (:func:`serve_chat`) and the legacy completions route.
+
+    ``request`` is the validated request (``is_stream``, and what chat.waiter.ChatWaiter reads); ``horde`` and
+    ``cancels`` are the routes the request was submitted to; ``on_error`` rewrites an error answered before the
+    headers. A request left before it is terminal (refusal, timeout, client disconnect, the process stopping) is
+    cancelled there. ``record`` (chat.logs), when given, gets the waiter, the outcome and the delivered completion
+    (``build_body``'s), and is logged and counted when the request ends.
+    """
+    submitted_at = time.time()
     settings = runtime.settings
-    timeout = settings.stream_timeout_seconds if chat_request.is_stream else settings.nonstream_timeout_seconds
-    waiter = ChatWaiter(runtime, submitted.id, apikey, timeout_seconds=timeout, request=chat_request)
+    timeout = settings.stream_timeout_seconds if request.is_stream else settings.nonstream_timeout_seconds
+    waiter = ChatWaiter(runtime, request_id, apikey, timeout_seconds=timeout, request=request, horde=horde)
+    if record is not None:
+        record.submitted_at = submitted_at
+        record.waiter = waiter
 
     finished = False
 
     def finish() -> None:
-        """Once: stop listening for signals and cancel the native request unless it is terminal."""
+        """Once: stop listening for signals, cancel the native request unless it is terminal, log and count it."""
         nonlocal finished
         if finished:
             return
         finished = True
         waiter.close()
         if not waiter.terminal:
-            runtime.cancels.cancel_soon(submitted.id, apikey, submitted_at)
+            cancels.cancel_soon(request_id, apikey, submitted_at)
+            if record is not None and record.error is None:
+                record.disconnected = True
+        elif record is not None and record.completion is None and record.error is None:
+            status = waiter.last_status
+            if status is not None and status.finished_generation is not None:
+                record.completion = build_body(status)
+        if record is not None:
+            record.finish()
 
     handed_to_stream = False
     try:
-        first_status = await runtime.unless_stopping(waiter.first_read(), submitted.id)
-        if chat_request.is_stream:
+        first_status = await runtime.unless_stopping(waiter.first_read(), request_id)
+        if request.is_stream:
             events: AsyncIterator[bytes]
-            if stream_progress:
-                events = relayed_stream(chat_request, waiter, first_status, created, finish, runtime)
+            stream_failed = record.stream_failed if record is not None else None
+            if relay and isinstance(request, ChatCompletionRequest):
+                events = relayed_stream(request, waiter, first_status, created, finish, runtime, on_error=stream_failed)
             else:
-                events = buffered_stream(chat_request, waiter, first_status, created, on_end=finish)
-            served: AsyncIterator[bytes] = events if wrap_events is None else wrap_events(events, submitted.id, created)
+                events = buffered_stream(
+                    request,
+                    waiter,
+                    first_status,
+                    created,
+                    on_end=finish,
+                    build_chunks=build_chunks,
+                    on_error=stream_failed,
+                )
+            served: AsyncIterator[bytes] = events if wrap_events is None else wrap_events(events, request_id, created)
             response = ChatEventStream(served, on_end=finish, loop=asyncio.get_running_loop())
             for name, value in {**SSE_HEADERS, **CORS_HEADERS}.items():
                 response[name] = value
             handed_to_stream = True
             return response
-        status = await runtime.unless_stopping(waiter.wait_done(first_status), submitted.id)
-        completion = build_completion(chat_request, status, submitted.id, created)
-        return json_response(completion if render is None else render(completion, submitted.id, created))
+        status = await runtime.unless_stopping(waiter.wait_done(first_status), request_id)
+        body = build_body(status)
+        if record is not None:
+            record.completion = body
+            record.completed_at = time.time()
+        return json_response(body if render is None else render(body))
     except OpenAIError as error:
-        return error_response(error)
+        if record is not None:
+            record.failed(error)
+        return (on_error(error) if on_error is not None else error).to_response()
     finally:
         if not handed_to_stream:
             finish()
@@ -193,16 +339,20 @@ async def serve_chat(
 async def responses(request: HttpRequest) -> HttpResponseBase:
     """Serve one response, streamed or not (OpenAI's ``POST /v1/responses``, stateless; chat.responses).
 
-    The body becomes a chat completions request (same screening rules, native payload, waiter, cancels and
+    The body becomes a chat completions request (same screening rules, Horde path choice, payload, waiter, cancels and
     availability errors); the completion becomes a ``response`` object and the chunk stream OpenAI's typed Responses
     events. Every error's ``param`` names the Responses request's path.
     """
     if request.method != "POST":
         return method_not_allowed("POST")
+    started = time.monotonic()
+    body = request.body
+    front_metrics().body_size.record(len(body))
     try:
         apikey = bearer_key(request)
-        responses_request, chat_request, sources = read_responses_request(request.body)
+        responses_request, chat_request, sources = read_responses_request(body)
     except OpenAIError as error:
+        record_refusal(error)
         return error.to_response()
 
     def render(completion: dict[str, Any], request_id: str, created: int) -> dict[str, Any]:
@@ -215,6 +365,7 @@ async def responses(request: HttpRequest) -> HttpResponseBase:
     return await serve_chat(
         chat_request,
         apikey,
+        started=started,
         render=render,
         wrap_events=wrap_events,
         on_error=lambda error: as_responses_error(error, sources),

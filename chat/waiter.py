@@ -49,7 +49,7 @@ from chat import errors, refusals
 from chat.errors import OpenAIError
 from chat.horde_client import HordeRefusal, HordeUnreachable, NativeStatus
 from chat.schema import ChatCompletionRequest
-from chat.seams import HordeApi, WaiterRuntime
+from chat.seams import HordeApi, WaitedRequest, WaiterRuntime
 
 MAX_CONSECUTIVE_READ_FAILURES: Final[int] = 3
 """Status reads that may fail in a row (unreachable Horde, 5xx) before the wait ends with ``HordeUnavailable``."""
@@ -483,6 +483,8 @@ class ChatWaiter:
             gap messages); None acts as a ``model`` request in ``wait`` mode.
         clock: ``time.monotonic``-like seconds, injectable for tests.
         sleep: ``asyncio.sleep``-like, injectable for tests (with ``clock``, time never passes for real).
+        horde: The routes the status is read from (``status``, ``text_models``); default ``runtime.horde``, the
+            native chat route. The text API path passes chat.text_api's ``TextRoutes``.
     """
 
     def __init__(
@@ -492,11 +494,13 @@ class ChatWaiter:
         apikey: str | None,
         *,
         timeout_seconds: float,
-        request: ChatCompletionRequest | None = None,
+        request: WaitedRequest | None = None,
         clock: Clock = time.monotonic,
         sleep: Sleep = asyncio.sleep,
+        horde: HordeApi | None = None,
     ) -> None:
         self.runtime = runtime
+        self.horde = runtime.horde if horde is None else horde
         self.settings = runtime.settings
         self.request_id = request_id
         self.apikey = apikey
@@ -515,6 +519,11 @@ class ChatWaiter:
         self.impossible_since: float | None = None
         self.wakes = 0
         self.woke_by: str | None = None
+        self.woke_at: float | None = None
+        """Unix seconds of the last wake (the finished log line's ``woke_at``)."""
+        self.started_seen_at: float | None = None
+        """Unix seconds of the first read with a processing or finished generation (``horde.oai.request.queue_wait``).
+        """
         self.cancelled_signal = False
         self.done_without_generation_reads = 0
         self.timer_delay: float = self.settings.signal_recheck_seconds
@@ -557,7 +566,7 @@ class ChatWaiter:
         ``HordeUnavailable``).
         """
         try:
-            status = await self.runtime.horde.status(self.request_id, self.apikey)
+            status = await self.horde.status(self.request_id, self.apikey)
         except HordeRefusal as refusal:
             if refusal.status >= 500:
                 detail = f"HTTP {refusal.status} {refusal.rc or 'without an error code'}: {refusal.message}"
@@ -577,6 +586,8 @@ class ChatWaiter:
             return None
         self._read_failures = 0
         self.last_status = status
+        if self.started_seen_at is None and has_started(status):
+            self.started_seen_at = time.time()
         if self.first_status is None:
             self.first_status = status
         self.terminal = is_terminal(status)
@@ -616,6 +627,7 @@ class ChatWaiter:
         delay = max(0.0, min(delay, self.remaining_seconds))
         self.wakes += 1
         event = await self._next_signal(delay)
+        self.woke_at = time.time()
         if event is None:
             self.woke_by = "timer"
             return
@@ -636,7 +648,9 @@ class ChatWaiter:
             if event == CANCELLED_SIGNAL:
                 self.cancelled_signal = True
                 self.woke_by = "signal"
+                self.woke_at = time.time()
                 return
+        self.woke_at = time.time()
 
     @property
     def signals_subscribed(self) -> bool:
@@ -679,7 +693,7 @@ class ChatWaiter:
         reason = declaration_gap(status)
         if reason is not None:
             raise await service_gap_error_from_horde(
-                self.runtime.horde,
+                self.horde,
                 reason,
                 requested_models=self.requested_models,
                 listed_models=self.listed_models,

@@ -6,6 +6,8 @@ Native routes (contract ``native-horde-chat.md``), under the API root ``/api``:
 - ``GET /api/v2/generate/chat/status/{id}``: status.
 - ``DELETE /api/v2/generate/chat/status/{id}``: cancel.
 - ``GET /api/v2/status/models?type=text``: the model list with ``chat`` entries.
+- ``POST /api/v2/generate/text/async``, ``GET`` / ``DELETE /api/v2/generate/text/status/{id}``: the text generation
+  API (devhorde.text_api), with horde_sdk's ``TextGenerateAsyncRequest`` / ``TextGenerateStatusResponse`` shapes.
 - ``GET /api/v2/status/heartbeat``: ``{"message": "OK"}``, for readiness checks.
 
 Control routes, for the tests and the demo only, under ``/_devhorde`` (also reachable as ``/api/_devhorde``):
@@ -36,7 +38,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
-from devhorde.horde import DevHorde, HordeReply
+from devhorde.answers import HordeReply
+from devhorde.horde import DevHorde
 from devhorde.scenario import Scenario, load_scenario
 
 BAD_JSON_MESSAGE = "The browser (or proxy) sent a request that this server could not understand."
@@ -99,6 +102,31 @@ async def cancel(request: Request) -> Response:
     horde = _horde(request)
     await horde.start()
     return _respond(horde.cancel(request.path_params["request_id"]))
+
+
+async def text_submit(request: Request) -> Response:
+    """``POST /v2/generate/text/async``: 202 ``{"id", "kudos"}``, 200 ``{"kudos"}`` for a dry run, or a refusal."""
+    horde = _horde(request)
+    await horde.start()
+    try:
+        payload = await _json_body(request)
+    except _BadJson:
+        return _bad_json()
+    return _respond(horde.text.submit(payload, request.headers.get("apikey")))
+
+
+async def text_status(request: Request) -> Response:
+    """``GET /v2/generate/text/status/{id}``; 404 ``RequestNotFound``."""
+    horde = _horde(request)
+    await horde.start()
+    return _respond(horde.text.status(request.path_params["request_id"]))
+
+
+async def text_cancel(request: Request) -> Response:
+    """``DELETE /v2/generate/text/status/{id}``: cancel; 404 ``RequestNotFound``."""
+    horde = _horde(request)
+    await horde.start()
+    return _respond(horde.text.cancel(request.path_params["request_id"]))
 
 
 async def models(request: Request) -> Response:
@@ -180,6 +208,9 @@ NATIVE_ROUTES = [
     Route("/v2/generate/chat/async", submit, methods=["POST"]),
     Route("/v2/generate/chat/status/{request_id}", status, methods=["GET"]),
     Route("/v2/generate/chat/status/{request_id}", cancel, methods=["DELETE"]),
+    Route("/v2/generate/text/async", text_submit, methods=["POST"]),
+    Route("/v2/generate/text/status/{request_id}", text_status, methods=["GET"]),
+    Route("/v2/generate/text/status/{request_id}", text_cancel, methods=["DELETE"]),
     Route("/v2/status/models", models, methods=["GET"]),
     Route("/v2/status/heartbeat", heartbeat, methods=["GET"]),
 ]

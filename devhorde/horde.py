@@ -46,6 +46,15 @@ from horde_sdk.worker.chat_declaration import (
 )
 from strenum import StrEnum
 
+from devhorde.answers import (
+    CONTROL_INVALID_KEY_MESSAGE,
+    MAINTENANCE_MESSAGE,
+    NOT_FOUND_MESSAGE,
+    HordeReply,
+)
+from devhorde.answers import (
+    refusal as _refusal,
+)
 from devhorde.limits import ANONYMOUS_API_KEY, DEFAULT_CHAT_MAX_TOKENS
 from devhorde.payload import (
     VALIDATION_FAILED_MESSAGE,
@@ -67,6 +76,7 @@ from devhorde.replies import (
     reply_text,
 )
 from devhorde.scenario import Scenario, WorkerSpec
+from devhorde.text_api import TextQueue
 
 logger = logging.getLogger("devhorde")
 
@@ -76,9 +86,6 @@ DISPATCH_TICK_SECONDS: Final[float] = 0.25
 STREAM_WRITE_WAIT_SECONDS: Final[float] = 0.5
 """The longest a job waits for one of its own stream writes before going on (a slow Redis never stalls a job)."""
 
-CONTROL_INVALID_KEY_MESSAGE: Final[str] = "No user matching sent API Key. Have you remembered to register?"
-MAINTENANCE_MESSAGE: Final[str] = "The Horde is in maintenance mode and accepts no new work. Please try again later."
-NOT_FOUND_MESSAGE: Final[str] = "Request Not found"
 SUBMIT_LOG_LENGTH: Final[int] = 1000
 """How many of the latest submits ``GET /_devhorde/submits`` keeps (older ones are dropped, so load stays bounded)."""
 DIVERGED_PREFIX: Final[str] = "Correction: "
@@ -99,15 +106,6 @@ class RequestState(StrEnum):
 TERMINAL_STATES: Final = frozenset(
     {RequestState.DONE, RequestState.FAULTED, RequestState.CANCELLED, RequestState.EXPIRED},
 )
-
-
-@dataclass(frozen=True, slots=True)
-class HordeReply:
-    """An HTTP answer of the simulated Horde: status, JSON body and extra headers."""
-
-    status: int
-    body: Any
-    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -177,14 +175,6 @@ def format_number(value: float) -> str:
     return format(Decimal(repr(float(value))).normalize(), "f")
 
 
-def _refusal(status: int, message: str, rc: str | None, **extra: Any) -> HordeReply:
-    body: dict[str, Any] = {"message": message}
-    if rc is not None:
-        body["rc"] = rc
-    body.update(extra)
-    return HordeReply(status, body)
-
-
 class DevHorde:
     """The development Horde's state and behaviour, independent of HTTP.
 
@@ -206,6 +196,8 @@ class DevHorde:
         self._wake: asyncio.Event | None = None
         self._dispatcher: asyncio.Task[None] | None = None
         self._routing_version = 0
+        self.text = TextQueue(self)
+        """The text generation API's requests (devhorde.text_api)."""
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -218,6 +210,7 @@ class DevHorde:
     async def stop(self) -> None:
         """Cancel the dispatcher and every running job, and close Redis."""
         tasks = [request.task for request in self.requests.values() if request.task is not None]
+        tasks += self.text.stop_all()
         if self._dispatcher is not None:
             tasks.append(self._dispatcher)
         for task in tasks:
@@ -612,10 +605,14 @@ class DevHorde:
             self._wake.set()
 
     def _busy(self) -> Counter[str]:
-        return Counter(
-            request.attempt.worker_name
-            for request in self.requests.values()
-            if request.state is RequestState.PROCESSING and request.attempt is not None
+        """Running jobs per worker name, chat and text (both share a worker's threads)."""
+        return (
+            Counter(
+                request.attempt.worker_name
+                for request in self.requests.values()
+                if request.state is RequestState.PROCESSING and request.attempt is not None
+            )
+            + self.text.busy()
         )
 
     def _dispatch(self) -> None:
@@ -632,6 +629,7 @@ class DevHorde:
             worker = max(free, key=lambda w: w.threads - busy[w.name])
             busy[worker.name] += 1
             self._pop(request, worker)
+        self.text.dispatch()
 
     def _pop(self, request: ChatRequest, worker: WorkerSpec) -> None:
         streams = request.stream and worker.posts_progress and self.bus.enabled
@@ -996,6 +994,9 @@ class DevHorde:
         count = len(self.requests)
         for request in self.requests.values():
             self._stop_task(request)
+        count += len(self.text.requests)
+        self.text.stop_all()
+        self.text.requests.clear()
         self.requests.clear()
         self._jobs_done.clear()
         self._refusal_uses.clear()
@@ -1011,6 +1012,7 @@ class DevHorde:
         return [
             {
                 "id": request.id,
+                "api": "chat",
                 "state": request.state.value,
                 "cancelled": request.cancelled,
                 "cancel_requests": request.cancel_requests,
@@ -1025,4 +1027,4 @@ class DevHorde:
                 "attempts": [dataclasses.asdict(attempt) for attempt in request.attempts],
             }
             for request in sorted(self.requests.values(), key=lambda r: r.seq)
-        ]
+        ] + self.text.describe()

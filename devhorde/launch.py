@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
+from typing import Final
 
 import httpx
 
@@ -21,10 +22,10 @@ def free_port() -> int:
         return port
 
 
-START_UP_TIMEOUT_SECONDS = 120.0
+START_UP_TIMEOUT_SECONDS: Final[float] = 180.0
 """How long :func:`wait_http` waits for a process to answer: a guard against a hung start-up (an exit is seen at once),
-not a timing. A start-up imports Django, pydantic and horde-sdk, about 3 s on an idle 2-core machine and over 30 s on a
-busy one (measured with a load average of 11)."""
+not a timing. A start-up imports Django, pydantic and horde-sdk, about 3 s on an idle 2-core machine and 40 s and more
+on a busy one (measured with load averages of 11 and 13)."""
 
 
 def wait_http(url: str, process: subprocess.Popen[bytes], timeout: float = START_UP_TIMEOUT_SECONDS) -> None:

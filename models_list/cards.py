@@ -11,6 +11,9 @@ from typing import Any, Final
 
 from horde_sdk.generation_parameters.text.chat_policy import ChatFeature, ChatGuarantee
 
+from chat.prompt_templates import template_for_model
+from chat.text_api import TEXT_API, TextApiFallback, text_path_models
+
 BASE_SUPPORTED_PARAMETERS: Final[tuple[str, ...]] = ("max_tokens", "temperature", "top_p", "stop")
 """Parameters every chat worker applies."""
 
@@ -25,10 +28,17 @@ FEATURE_PARAMETERS: Final[tuple[ChatFeature, ...]] = (
 RESPONSE_FORMAT_FEATURES: Final[frozenset[str]] = frozenset({ChatFeature.JSON_OBJECT, ChatFeature.JSON_SCHEMA})
 """Features that make ``response_format`` supported."""
 
+CHAT_API: Final[str] = "chat"
+"""``x_horde.api`` of a model on the native chat route."""
+
 CHAT_API_ROUTES: Final[tuple[str, ...]] = ("/v1/chat/completions", "/v1/responses")
-"""The routes that serve a model with an online chat worker (``x_horde.routes``): chat completions and the Responses
-API, both over the native chat routes. The legacy ``/v1/completions`` serves only models reached through the
-Horde's text generation API."""
+"""``x_horde.routes`` of a model with an online chat worker: chat completions and the Responses API, both over the
+native chat routes. The legacy ``/v1/completions`` serves only models reached through the Horde's text generation
+API (:data:`TEXT_API_ROUTES`)."""
+
+TEXT_API_ROUTES: Final[tuple[str, ...]] = ("/v1/chat/completions", "/v1/responses", "/v1/completions")
+"""``x_horde.routes`` of a model served through the Horde's text generation API (chat.text_api): chat completions
+and the Responses API (within the text API's features), and the legacy completions route."""
 
 OWNED_BY: Final[str] = "aihorde"
 """``owned_by`` of every card: the models run on the Horde's volunteer workers."""
@@ -91,7 +101,54 @@ def model_card(entry: dict[str, Any]) -> dict[str, Any]:
             "performance": entry.get("performance"),
             "features": sorted(features),
             "image_transports": [item for item in _as_list(chat.get("image_transports")) if isinstance(item, str)],
+            "api": CHAT_API,
             "routes": list(CHAT_API_ROUTES),
+        },
+    }
+
+
+TEXT_API_SUPPORTED_PARAMETERS: Final[tuple[str, ...]] = BASE_SUPPORTED_PARAMETERS
+"""Parameters of a model served through the text generation API: ``max_tokens``, ``temperature``, ``top_p`` and
+``stop`` (chat.text_api refuses the rest)."""
+
+
+def text_model_card(entry: dict[str, Any]) -> dict[str, Any]:
+    """The card of a model served through the text generation API (chat.text_api): the text API's list entry has no
+    declared limits or features, so ``context_length`` and ``top_provider``'s limits are null, ``features`` and
+    ``image_transports`` empty; ``architecture.instruct_type`` names the prompt template; ``x_horde.api`` is
+    ``text`` and ``x_horde.workers`` the online text workers (``count``).
+    """
+    name = entry["name"]
+    return {
+        "id": name,
+        "object": "model",
+        "created": 0,
+        "owned_by": OWNED_BY,
+        "name": name,
+        "canonical_slug": name,
+        "context_length": None,
+        "architecture": {
+            "modality": "text->text",
+            "input_modalities": ["text"],
+            "output_modalities": ["text"],
+            "tokenizer": "Other",
+            "instruct_type": template_for_model(name).profile_id,
+        },
+        "pricing": {"prompt": "0", "completion": "0", "request": "0", "image": "0"},
+        "top_provider": {"context_length": None, "max_completion_tokens": None, "is_moderated": False},
+        "per_request_limits": None,
+        "supported_parameters": list(TEXT_API_SUPPORTED_PARAMETERS),
+        "x_horde": {
+            "workers": entry.get("count"),
+            "threads": None,
+            "queued": entry.get("queued"),
+            "jobs": entry.get("jobs"),
+            "eta": entry.get("eta"),
+            "performance": entry.get("performance"),
+            "features": [],
+            "image_transports": [],
+            "api": TEXT_API,
+            "routes": list(TEXT_API_ROUTES),
         },
     }
 
@@ -106,8 +163,11 @@ def _online_workers(chat: dict[str, Any]) -> int:
     return workers if isinstance(workers, int) and not isinstance(workers, bool) else 0
 
 
-def model_list(entries: list[dict[str, Any]]) -> dict[str, Any]:
-    """``{"object": "list", "data": [card, ...]}`` for every text entry with at least one online chat worker."""
+def model_list(entries: list[dict[str, Any]], text_api_fallback: TextApiFallback = "off") -> dict[str, Any]:
+    """``{"object": "list", "data": [card, ...]}`` for every text entry with at least one online chat worker, and
+    every entry chat.text_api serves through the text generation API under ``text_api_fallback``
+    (:func:`text_model_card`).
+    """
     cards = [
         model_card(entry)
         for entry in entries
@@ -115,5 +175,6 @@ def model_list(entries: list[dict[str, Any]]) -> dict[str, Any]:
         and _online_workers(entry["chat"]) > 0
         and isinstance(entry.get("name"), str)
     ]
+    cards += [text_model_card(dict(entry)) for entry in text_path_models(entries, text_api_fallback).values()]
     cards.sort(key=lambda card: card["id"])
     return {"object": "list", "data": cards}

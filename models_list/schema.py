@@ -33,8 +33,10 @@ class ModelArchitecture(_Card):
     tokenizer: str
     """Always ``Other``: workers do not report their tokenizer."""
 
-    instruct_type: None
-    """Always null: workers apply their model's own chat template."""
+    instruct_type: str | None
+    """Null for a model on the native chat route: workers apply their model's own chat template. For a model served
+    through the text generation API (``x_horde.api: "text"``), the prompt template the front renders messages with
+    (``chatml``, ``llama-3``, ``mistral``, ``alpaca``, ``generic-instruct`` or a guidance profile id)."""
 
 
 class ModelPricing(_Card):
@@ -94,9 +96,16 @@ class ModelHordeExtras(_Card):
     image_transports: list[str]
     """How the workers accept images (``url``, ``base64``, ``messages_url``)."""
 
+    api: Literal["chat", "text"]
+    """How the front reaches the model: ``chat``, the Horde's native chat route (online chat workers); ``text``, the
+    Horde's text generation API (text workers, no chat worker; see ``HORDE_OAI_TEXT_API_FALLBACK``), where
+    ``workers`` counts the online text workers, ``threads`` is null and only the parameters that mode supports are
+    listed."""
+
     routes: list[str]
     """The front's routes that serve the model: ``/v1/chat/completions`` and ``/v1/responses`` for a model with an
-    online chat worker."""
+    online chat worker (``api`` ``chat``); those and the legacy ``/v1/completions`` for a model served through the
+    text generation API (``api`` ``text``)."""
 
 
 class ModelCard(_Card):
@@ -146,7 +155,9 @@ class ModelCard(_Card):
 
 
 class ModelList(_Card):
-    """The body of ``GET /v1/models``: every text model with at least one online chat worker, sorted by id."""
+    """The body of ``GET /v1/models``: every text model with at least one online chat worker, and each model served
+    through the text generation API (``x_horde.api: "text"``), sorted by id.
+    """
 
     object: Literal["list"]
     """Always ``list``."""

@@ -4,38 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 
-from chat import errors, refusals
+from chat import errors, refusals, text_api
 from chat.errors import OpenAIError, json_response
 from chat.horde_client import HordeRefusal, HordeUnreachable
 from chat.runtime import get_runtime
 from chat.views import method_not_allowed
 from models_list.cards import model_list
 
-MODELS_CACHE_KEY = "native-text-models:{horde_url}"
-"""The key of the native model list in Django's ``default`` cache (``KEY_PREFIX`` ``horde-oai``), per ``HORDE_URL``
-so fronts of different Hordes sharing one Redis keep their own lists."""
+MODELS_CACHE_KEY = text_api.MODELS_CACHE_KEY
+"""The key of the native model list in Django's ``default`` cache (chat.text_api's, shared with its detection)."""
 
 
 async def native_text_models() -> list[dict[str, Any]]:
-    """The native text model list, reused for ``HORDE_OAI_MODELS_CACHE_SECONDS`` through Django's ``default`` cache:
-    django-redis on ``HORDE_OAI_REDIS_URL``, shared by every worker process, or local memory (one per process)
-    without Redis (oaifront.settings ``CACHES``). 0 reads the Horde every time. A cache that cannot be reached is
-    skipped (django-redis ``IGNORE_EXCEPTIONS``): the list then comes from the Horde.
+    """The native text model list, reused for ``HORDE_OAI_MODELS_CACHE_SECONDS`` through Django's ``default`` cache
+    (:func:`chat.text_api.cached_text_models`, which the text API detection reads too).
     """
-    runtime = get_runtime()
-    seconds = runtime.settings.models_cache_seconds
-    if seconds <= 0:
-        return await runtime.horde.text_models()
-    key = MODELS_CACHE_KEY.format(horde_url=runtime.horde.base_url)
-    cached = await cache.aget(key)
-    if isinstance(cached, list):
-        return cached
-    entries = await runtime.horde.text_models()
-    await cache.aset(key, entries, timeout=seconds)
-    return entries
+    return await text_api.cached_text_models(get_runtime())
 
 
 async def served_model_list() -> dict[str, Any]:
@@ -51,7 +37,7 @@ async def served_model_list() -> dict[str, Any]:
         raise refusals.error_from_refusal(refusal) from refusal
     except HordeUnreachable as exc:
         raise exc.to_error() from exc
-    return model_list(entries)
+    return model_list(entries, get_runtime().settings.text_api_fallback)
 
 
 def model_not_found(model: str) -> OpenAIError:

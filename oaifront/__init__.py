@@ -1,6 +1,13 @@
 """The Django project of the OpenAI-compatible chat front of the AI Horde."""
 
+import os
+
 from loguru import logger
+
+# Logfire (a dependency for telemetry) registers a pydantic plugin that pydantic would import, with all of Logfire,
+# the first time a model is built: about a second of start-up for a plugin the front never configures. Telemetry is
+# configured explicitly (oaifront.telemetry), so the plugin stays off unless the environment says otherwise.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "logfire-plugin")
 
 from chat.horde_url import check_environment
 

@@ -7,14 +7,32 @@ and the front's code reads it through :func:`front_settings`.
 
 from __future__ import annotations
 
+import math
 from functools import cache
+from typing import Final, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from horde_sdk.ai_horde_api.endpoints import AI_HORDE_BASE_URL
+from horde_sdk.generation_parameters.text.chat_limits import MAX_CHAT_TEXT_BYTES, MAX_CHAT_TOOL_SPEC_BYTES
 from pydantic import AliasChoices, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from chat.horde_url import horde_url_problem
+
+OPENAI_MAX_IMAGE_BYTES: Final[int] = 20 * 1000 * 1000
+"""OpenAI's documented limit of one image input (20 MB); no SDK publishes it."""
+
+JSON_ESCAPE_FACTOR: Final[int] = 6
+"""The most bytes JSON may spend on one byte of text (``\\u0001``)."""
+
+DEFAULT_MAX_BODY_BYTES: Final[int] = (
+    math.ceil(OPENAI_MAX_IMAGE_BYTES * 4 / 3)  # one image at OpenAI's limit as a base64 data URL
+    + JSON_ESCAPE_FACTOR * MAX_CHAT_TEXT_BYTES  # the Horde's whole message text budget, every byte escaped
+    + MAX_CHAT_TOOL_SPEC_BYTES  # tools, tool_choice and response_format
+    + 1024 * 1024  # the rest of the request's keys
+)
+"""The default ``HORDE_OAI_MAX_BODY_BYTES`` (34,268,843 bytes, about 32.7 MiB): the largest legal request, an image
+at OpenAI's size limit included, fits; a larger body cannot be a request the Horde would serve."""
 
 PUBLIC_HORDE_URL = AI_HORDE_BASE_URL.rstrip("/")
 """The public Horde's API root, the default ``HORDE_URL``: a front started without configuration never talks to the
@@ -24,7 +42,7 @@ development Horde by accident."""
 class FrontSettings(BaseSettings):
     """The front's configuration. Field names map to ``HORDE_OAI_<NAME>`` variables unless an alias says otherwise."""
 
-    model_config = SettingsConfigDict(env_prefix="HORDE_OAI_", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(env_prefix="HORDE_OAI_", extra="ignore", frozen=True, allow_inf_nan=False)
 
     horde_url: str = Field(default=PUBLIC_HORDE_URL, validation_alias=AliasChoices("HORDE_URL"))
     """The native Horde API root (``HORDE_URL``), such as ``https://aihorde.net/api``; paths are relative to it."""
@@ -40,45 +58,91 @@ class FrontSettings(BaseSettings):
     client_agent: str = "horde-oai-front:0.1:https://github.com/Haidra-Org/AI-Horde"
     """``HORDE_OAI_CLIENT_AGENT``: the ``Client-Agent`` header sent to the Horde (``name:version:contact``)."""
 
-    nonstream_timeout_seconds: float = 300.0
+    nonstream_timeout_seconds: float = Field(default=300.0, gt=0)
     """``HORDE_OAI_NONSTREAM_TIMEOUT_SECONDS``: how long a non-streamed request may wait for its reply."""
 
-    stream_timeout_seconds: float = 600.0
+    stream_timeout_seconds: float = Field(default=600.0, gt=0)
     """``HORDE_OAI_STREAM_TIMEOUT_SECONDS``: how long a streamed request may wait for its reply."""
 
-    signal_recheck_seconds: float = 1.0
+    signal_recheck_seconds: float = Field(default=1.0, gt=0)
     """``HORDE_OAI_SIGNAL_RECHECK_SECONDS``: the waiter's status re-read interval when no signal wakes it."""
 
-    signal_recheck_max_seconds: float = 30.0
+    signal_recheck_max_seconds: float = Field(default=30.0, gt=0)
     """``HORDE_OAI_SIGNAL_RECHECK_MAX_SECONDS``: with the signal listener subscribed, the ceiling the waiter's re-read
     timer backs off to (doubling from ``signal_recheck_seconds`` after each re-read no signal preceded). Signals
     carry every state change, so this only bounds how late a change without a signal is seen (a worker going
     offline, which starts the ``fail_fast_grace_seconds`` grace). Below ``signal_recheck_seconds`` it is that."""
 
-    fail_fast_grace_seconds: float = 30.0
+    fail_fast_grace_seconds: float = Field(default=30.0, ge=0)
     """``HORDE_OAI_FAIL_FAST_GRACE_SECONDS``: how long a request reported impossible waits for a worker to appear."""
 
-    keepalive_seconds: float = 10.0
+    keepalive_seconds: float = Field(default=10.0, gt=0)
     """``HORDE_OAI_KEEPALIVE_SECONDS``: the interval of the SSE keepalive comments while a stream waits."""
 
-    horde_timeout_seconds: float = 30.0
+    horde_timeout_seconds: float = Field(default=30.0, gt=0)
     """``HORDE_OAI_HORDE_TIMEOUT_SECONDS``: the timeout of one native HTTP call."""
 
     horde_connections: int = Field(default=32, ge=1)
     """``HORDE_OAI_HORDE_CONNECTIONS``: native calls one process makes at once, and the keep-alive connections it
     holds for them; more wait their turn (chat.horde_client.POOL_CONNECTIONS)."""
 
-    cancel_retry_seconds: float = 10.0
+    cancel_retry_seconds: float = Field(default=10.0, gt=0)
     """``HORDE_OAI_CANCEL_RETRY_SECONDS``: the interval between retries of a failed cancel."""
 
-    delta_pacing_max_window_seconds: float = 2.0
+    delta_pacing_max_window_seconds: float = Field(default=2.0, ge=0)
     """``HORDE_OAI_DELTA_PACING_MAX_WINDOW_SECONDS``: the largest pacing window; 0 sends each delta as it arrives."""
 
-    delta_pacing_max_chunks_per_second: float = 20.0
+    delta_pacing_max_chunks_per_second: float = Field(default=20.0, gt=0)
     """``HORDE_OAI_DELTA_PACING_MAX_CHUNKS_PER_SECOND``: the most paced pieces sent per second."""
 
-    models_cache_seconds: float = 10.0
+    models_cache_seconds: float = Field(default=10.0, ge=0)
     """``HORDE_OAI_MODELS_CACHE_SECONDS``: how long the native model list is reused."""
+
+    text_api_fallback: Literal["auto", "on", "off"] = "auto"
+    """``HORDE_OAI_TEXT_API_FALLBACK``: when models with text workers but no chat worker are served through the
+    Horde's text generation API (chat.text_api). ``auto``: when the Horde's model list has no ``chat`` entry at all
+    (a Horde without the native chat routes, such as the public Horde today); ``on``: always; ``off``: never."""
+
+    log_level: Literal["TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    """``HORDE_OAI_LOG_LEVEL``: the lowest Loguru level written to standard error (``DEBUG`` shows the relay's and the
+    waiter's detail lines)."""
+
+    log_json: bool = False
+    """``HORDE_OAI_LOG_JSON``: write each log record as one JSON object (Loguru's ``serialize``), with the values of
+    the reference's log lines under ``record.extra``."""
+
+    max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0)
+    """``HORDE_OAI_MAX_BODY_BYTES``: the largest request body, in bytes; a larger one is refused with 413 before it is
+    read (oaifront.guards). The default (:data:`DEFAULT_MAX_BODY_BYTES`) fits the largest legal request, an image data
+    URL included."""
+
+    body_timeout_seconds: float = Field(default=30.0, gt=0)
+    """``HORDE_OAI_BODY_TIMEOUT_SECONDS``: how long a client may take to send its whole request body before 408
+    ``RequestBodyTimeout``."""
+
+    max_in_flight: int = Field(default=1024, gt=0)
+    """``HORDE_OAI_MAX_IN_FLIGHT``: the most requests the process serves at once; one more is refused with 503
+    ``FrontAtCapacity`` and ``Retry-After``."""
+
+    max_in_flight_per_client: int = Field(default=256, gt=0)
+    """``HORDE_OAI_MAX_IN_FLIGHT_PER_CLIENT``: the most requests one client address has in flight at once."""
+
+    client_address_header: str | None = None
+    """``HORDE_OAI_CLIENT_ADDRESS_HEADER``: behind a trusted proxy, the header that carries the client's address
+    (such as ``X-Forwarded-For``; its first entry is used). Unset: the connection's peer address."""
+
+    capacity_retry_after_seconds: int = Field(default=1, gt=0)
+    """``HORDE_OAI_CAPACITY_RETRY_AFTER_SECONDS``: the ``Retry-After`` of a 503 ``FrontAtCapacity``."""
+
+    readiness_cache_seconds: float = Field(default=2.0, ge=0)
+    """``HORDE_OAI_READINESS_CACHE_SECONDS``: how long ``GET /readyz`` reuses its last checks."""
+
+    telemetry_enabled: bool = False
+    """``HORDE_OAI_TELEMETRY_ENABLED``: configure Logfire / OpenTelemetry traces, metrics and logs (off by default;
+    ``OTEL_SDK_DISABLED=true`` keeps them off)."""
+
+    metrics_endpoint: bool = False
+    """``HORDE_OAI_METRICS_ENDPOINT``: serve ``GET /metrics`` in Prometheus text format (off by default)."""
 
     @field_validator("horde_url")
     @classmethod

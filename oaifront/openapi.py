@@ -52,6 +52,7 @@ from whitenoise.middleware import WhiteNoiseMiddleware
 
 from chat import errors
 from chat.errors import OpenAIError, reason_phrase
+from chat.legacy_completions import CompletionRequest, TextCompletion
 from chat.responses import STATE_FLAGS, STATEFUL_PARAMETERS
 from chat.responses_schema import ResponseObject, ResponsesRequest
 from chat.schema import (
@@ -88,10 +89,17 @@ document's ``info.description`` and ``externalDocs``. Relative, so the link work
 BEHAVIOUR_GUIDE: Final = Path(__file__).resolve().parent.parent / "docs" / "behaviour.md"
 """The guide's Markdown source in the repository."""
 
+CLIENTS_GUIDE_URL: Final = "/docs/clients"
+"""The guide per client (``docs/clients.md``: base URL, key and the settings each chat UI or client library needs),
+served by the front itself at this path (:func:`clients_guide`) and linked from ``info.description``."""
+
+CLIENTS_GUIDE: Final = BEHAVIOUR_GUIDE.parent / "clients.md"
+"""The guide per client's Markdown source in the repository."""
+
 SCHEMA_REF: Final = "#/components/schemas/{model}"
 """Where a component schema lives in the document; pydantic's ``ref_template``."""
 
-REQUEST_MODELS: Final[tuple[type[BaseModel], ...]] = (ChatCompletionRequest, ResponsesRequest)
+REQUEST_MODELS: Final[tuple[type[BaseModel], ...]] = (ChatCompletionRequest, ResponsesRequest, CompletionRequest)
 """Models documented as validated (``mode="validation"``): what a client may send."""
 
 RESPONSE_MODELS: Final[tuple[type[BaseModel], ...]] = (
@@ -101,6 +109,7 @@ RESPONSE_MODELS: Final[tuple[type[BaseModel], ...]] = (
     OpenAIErrorEnvelope,
     ModelList,
     ModelCard,
+    TextCompletion,
 )
 """Models documented as serialized (``mode="serialization"``): what the front answers."""
 
@@ -311,14 +320,21 @@ TOO_MANY_PROMPTS: Final = "TooManyPrompts"
 """The Horde's rc for too many requests in flight for a key, passed through."""
 MAINTENANCE_MODE: Final = "MaintenanceMode"
 """The Horde's rc while it accepts no new work, passed through."""
-REQUEST_BODY_TIMEOUT: Final = "RequestBodyTimeout"
-"""The front's code for a body not received in time (reference: Refusal attributes). No handler returns it yet (the
-front has no body read timeout), so the document leaves it out."""
-FRONT_AT_CAPACITY: Final = "FrontAtCapacity"
-"""The front's code for its in-flight cap per client address or in total (reference: Outcome class). No handler
-returns it yet (the front has no in-flight cap), so the document leaves it out."""
 
 _MAINTENANCE = DocumentedError(MAINTENANCE_MODE, "The Horde accepts no new work for now.")
+_FRONT_AT_CAPACITY = DocumentedError(
+    errors.FRONT_AT_CAPACITY,
+    "The front is serving as many requests from your address, or in total, as it accepts at once "
+    "(`HORDE_OAI_MAX_IN_FLIGHT_PER_CLIENT`, `HORDE_OAI_MAX_IN_FLIGHT`); `Retry-After` says when to retry.",
+)
+_REQUEST_TOO_LARGE = DocumentedError(
+    errors.REQUEST_TOO_LARGE,
+    "The body is over the front's limit (`HORDE_OAI_MAX_BODY_BYTES`), refused from `Content-Length` or as soon as "
+    "the bytes received pass it, before the body is read.",
+)
+_REQUEST_BODY_TIMEOUT = DocumentedError(
+    errors.REQUEST_BODY_TIMEOUT, "The body did not arrive within `HORDE_OAI_BODY_TIMEOUT_SECONDS`."
+)
 _RATE_LIMITS = (
     DocumentedError(errors.RATE_LIMIT_EXCEEDED, "The Horde rate-limited the request without a code of its own."),
     DocumentedError(TOO_MANY_PROMPTS, "The key has too many requests in flight at the Horde."),
@@ -383,7 +399,9 @@ CHAT_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappi
                 "No reply came within the front's timeout; the request was cancelled. `x-should-retry: false`: the "
                 "request already waited its whole budget.",
             ),
+            _REQUEST_BODY_TIMEOUT,
         ),
+        413: (_REQUEST_TOO_LARGE,),
         429: _RATE_LIMITS,
         502: (
             DocumentedError(
@@ -415,6 +433,7 @@ CHAT_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappi
                 f"`Retry-After: {errors.FRONT_SHUTDOWN_RETRY_AFTER_SECONDS}`. In a stream already open it is the "
                 "error event before `data: [DONE]`.",
             ),
+            _FRONT_AT_CAPACITY,
         ),
     }
 )
@@ -426,7 +445,7 @@ MODEL_LIST_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = MappingPro
     {
         429: _RATE_LIMITS,
         502: (_HORDE_UNAVAILABLE,),
-        503: (_MAINTENANCE,),
+        503: (_MAINTENANCE, _FRONT_AT_CAPACITY),
     }
 )
 """The error statuses of ``GET /v1/models`` with the codes each carries."""
@@ -445,6 +464,21 @@ MODEL_RETRIEVE_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappin
     }
 )
 """The error statuses of ``GET /v1/models/{model}``: those of ``GET /v1/models`` and 404 ``model_not_found``."""
+
+LEGACY_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = MappingProxyType(
+    {
+        **{status: codes for status, codes in CHAT_COMPLETION_ERRORS.items() if status != 404},
+        404: (
+            DocumentedError(
+                errors.MODEL_NOT_FOUND,
+                "The model is not served through the Horde's text generation API here (`x_horde.api` is not `text` "
+                "in `GET /v1/models`); the message names `POST /v1/chat/completions`. `param` is `model`.",
+            ),
+        ),
+    }
+)
+"""The error statuses of ``POST /v1/completions``: those of chat completions, with 404 ``model_not_found`` for a
+model without a text API path."""
 
 RETRY_HEADER_STATUSES: Final = frozenset({408, 429, 502, 503})
 """Statuses the official OpenAI SDKs retry by default, where ``Retry-After`` and ``x-should-retry`` tune the retry."""
@@ -556,7 +590,8 @@ def stream_event_schema() -> dict[str, Any]:
                     {
                         "description": (
                             "An error after the stream's headers, as JSON in OpenAI's envelope; `[DONE]` follows. "
-                            "`metadata.retry_after` holds the seconds a `Retry-After` header would."
+                            "`metadata.retry_after` holds the seconds a `Retry-After` header would, and "
+                            "`metadata.should_retry` the boolean an `x-should-retry` header would."
                         ),
                         "type": "string",
                         "contentMediaType": "application/json",
@@ -660,8 +695,8 @@ SSE_DESCRIPTION: Final = (
 
 
 def front_paths() -> dict[str, Any]:
-    """The front's documented routes: ``POST /v1/chat/completions``, ``POST /v1/responses``, ``GET /v1/models`` and
-    ``GET /v1/models/{model}``.
+    """The front's documented routes: ``POST /v1/chat/completions``, ``POST /v1/responses``,
+    ``POST /v1/completions``, ``GET /v1/models`` and ``GET /v1/models/{model}``.
 
     ``/healthz``, ``/``, ``/openapi.json``, ``/docs`` and ``/redoc`` are left out (reference: API documentation).
     """
@@ -701,6 +736,23 @@ def front_paths() -> dict[str, Any]:
     }
     responses_responses |= {
         str(status): error_response(status, codes) for status, codes in CHAT_COMPLETION_ERRORS.items()
+    }
+    legacy_responses: dict[str, Any] = {
+        "200": {
+            "description": (
+                "The `text_completion` (`application/json`). With `stream: true`, server-sent events: each `data:` "
+                'line holds one `text_completion` chunk (the whole text, the finish chunk with `text: ""`, then the '
+                "usage chunk when `stream_options.include_usage` is true), and `data: [DONE]` ends the stream; "
+                "comment lines keep the connection alive while the request waits."
+            ),
+            "content": {
+                "application/json": {"schema": _ref(TextCompletion)},
+                "text/event-stream": {"schema": {"type": "string"}},
+            },
+        },
+    }
+    legacy_responses |= {
+        str(status): error_response(status, codes) for status, codes in LEGACY_COMPLETION_ERRORS.items()
     }
     return {
         "/v1/chat/completions": {
@@ -756,6 +808,30 @@ def front_paths() -> dict[str, Any]:
                 "responses": responses_responses,
             },
         },
+        "/v1/completions": {
+            "post": {
+                "operationId": "createCompletion",
+                "tags": ["Completions"],
+                "summary": "Create a completion (legacy)",
+                "description": (
+                    "OpenAI's legacy completions, for models the front reaches through the Horde's text generation "
+                    "API (`x_horde.api: text` in `GET /v1/models`): the raw `prompt` goes to the text API unchanged. "
+                    "Other models answer 404 `model_not_found` naming `POST /v1/chat/completions`. `echo` only false, "
+                    "`n` only 1; keys the body does not define are refused like unknown keys."
+                ),
+                "security": security,
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": _ref(CompletionRequest),
+                            "example": {"model": "example/model-7b", "prompt": "Once upon a time", "max_tokens": 64},
+                        },
+                    },
+                },
+                "responses": legacy_responses,
+            },
+        },
         "/v1/models": {
             "get": {
                 "operationId": "listModels",
@@ -803,6 +879,8 @@ INFO_DESCRIPTION: Final = (
     'Errors use OpenAI\'s envelope `{"error": {"message", "type", "param", "code"}}`, with `metadata` where '
     "it helps. Each response lists the codes the front returns at that status; the Horde's own codes (`rc`) pass "
     "through as well.\n\n"
+    "Using it from a chat UI or a client library (SillyTavern, Open WebUI, KoboldAI Lite, LangChain, the Vercel AI "
+    f"SDK, ...): the [guide per client]({CLIENTS_GUIDE_URL}) gives the settings each one needs.\n\n"
     f"Documentation: [{DOCS_URL}]({DOCS_URL})."
 )
 
@@ -984,6 +1062,12 @@ async def behaviour_guide(request: HttpRequest) -> HttpResponse:
     return HttpResponse(text, content_type="text/plain; charset=utf-8")
 
 
+async def clients_guide(request: HttpRequest) -> HttpResponse:
+    """``/docs/clients``: the guide per client (``docs/clients.md``), as Markdown text a browser shows."""
+    text = await asyncio.to_thread(CLIENTS_GUIDE.read_bytes)
+    return HttpResponse(text, content_type="text/plain; charset=utf-8")
+
+
 class StaticAssetsMiddleware(WhiteNoiseMiddleware):
     """WhiteNoise, usable by the front's async middleware chain: serves the Swagger UI and ReDoc assets of
     drf-spectacular-sidecar under ``STATIC_URL`` in every mode, ``DEBUG`` or not.
@@ -1040,6 +1124,7 @@ class StaticAssetsMiddleware(WhiteNoiseMiddleware):
 
 __all__ = [
     "CHAT_COMPLETION_ERRORS",
+    "CLIENTS_GUIDE_URL",
     "DOCS_CONTENT_SECURITY_POLICY",
     "DOCS_URL",
     "KEY_DROPPING_MODELS",
@@ -1054,6 +1139,7 @@ __all__ = [
     "StaticAssetsMiddleware",
     "add_front_paths",
     "behaviour_guide",
+    "clients_guide",
     "component_schemas",
     "favicon",
     "front_paths",

@@ -6,13 +6,18 @@ import os
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
+from django.core.management.utils import get_random_secret_key
 from pydantic import ValidationError
 
 from chat.cors_settings import *  # noqa: F403 - CORS_ALLOW_ALL_ORIGINS, CORS_ALLOW_HEADERS, ... (documented there)
 from oaifront.conf import FrontSettings, describe_invalid_settings
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "horde-oai-front-has-no-sessions-or-signing")
 DEBUG = os.environ.get("DJANGO_DEBUG", "").lower() in {"1", "true", "yes"}
+SECRET_KEY_IS_SET = bool(os.environ.get("DJANGO_SECRET_KEY"))
+# The front signs nothing that outlives the process (no sessions, no cookies), so without DJANGO_SECRET_KEY each
+# process draws a random key rather than using a public placeholder; `manage.py check --deploy` still requires a real
+# one outside debug (chat.checks), as Django's own deployment advice does.
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or get_random_secret_key()
 ALLOWED_HOSTS = [host for host in os.environ.get("DJANGO_ALLOWED_HOSTS", "*").split(",") if host]
 
 INSTALLED_APPS = [
@@ -27,12 +32,30 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
     # Serves the Swagger UI and ReDoc assets (drf-spectacular-sidecar) in every mode; WhiteNoise kept async.
     "oaifront.openapi.StaticAssetsMiddleware",
+    # Django's HTML 400/404/500 pages (a disallowed Host, DEBUG's technical pages) become JSON envelopes.
+    "oaifront.error_pages.JsonErrorPagesMiddleware",
     # Browser access (reference: Browser access) through django-cors-headers, configured by chat.cors_settings.
     "corsheaders.middleware.CorsMiddleware",
     "oaifront.middleware.CommonMiddleware",
+    # Every API view is csrf_exempt (bearer keys, no cookies); the middleware guards anything added later.
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+
+# Security headers (SecurityMiddleware). TLS usually ends at the proxy in front of the front, which then owns HTTPS
+# redirects and HSTS: both are off unless set, and their deployment warnings are silenced for that reason.
+SECURE_SSL_REDIRECT = os.environ.get("DJANGO_SECURE_SSL_REDIRECT", "").lower() in {"1", "true", "yes"}
+SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_SECURE_HSTS_SECONDS", "0"))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_SECONDS > 0
+SECURE_HSTS_PRELOAD = False
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if os.environ.get("DJANGO_BEHIND_TLS_PROXY") else None
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SESSION_COOKIE_SECURE = True
+CSRF_COOKIE_SECURE = True
+SILENCED_SYSTEM_CHECKS = ["security.W004", "security.W008", "security.W021"]
 
 ROOT_URLCONF = "oaifront.urls"
 ASGI_APPLICATION = "oaifront.asgi.application"

@@ -144,6 +144,9 @@ class LiveStack:
     front: Process
     front_url: str
     processes: list[Process] = field(default_factory=list)
+    api: str = "chat"
+    """How the front reaches the stack's models: ``chat`` (native chat routes) or ``text`` (the text generation
+    API, the ``text-only`` scenario)."""
 
     @property
     def devhorde_control(self) -> str:
@@ -218,6 +221,36 @@ def live_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
         yield stack
     finally:
         stack.stop()
+
+
+@pytest.fixture(scope="session")
+def text_live_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
+    """The devhorde serving the ``text-only`` scenario (text workers, no ``chat`` entries, as the public Horde today)
+    and a front with the default ``HORDE_OAI_TEXT_API_FALLBACK``, started once for the session."""
+    tmp = tmp_path_factory.mktemp("live-text")
+    devhorde, horde_url = start_devhorde(tmp, scenario="text-only")
+    try:
+        front, front_url = start_front(tmp, horde_url)
+    except Exception:
+        devhorde.stop()
+        raise
+    stack = LiveStack(devhorde, horde_url, front, front_url, api="text")
+    stack.default_scenario = stack.get_scenario()  # type: ignore[attr-defined]
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+@pytest.fixture(params=["chat", "text"])
+def any_api_stack(request: pytest.FixtureRequest) -> Iterator[LiveStack]:
+    """The native stack (``live_stack``) and the text-only stack (``text_live_stack``) in turn, each with its default
+    scenario restored after the test: for tests of what both ways of reaching a Horde serve alike."""
+    live: LiveStack = request.getfixturevalue("live_stack" if request.param == "chat" else "text_live_stack")
+    try:
+        yield live
+    finally:
+        live.put_scenario(live.default_scenario)  # type: ignore[attr-defined]
 
 
 @pytest.fixture

@@ -85,6 +85,13 @@ AVAILABILITY_SCENARIO: dict[str, Any] = {
             "fault_reason": "generation_error",
             **FAST,
         },
+        {
+            "name": "overflow-1",
+            "model": "avail/overflow-2b",
+            "features": [STRICT],
+            "fault_reason": "prompt_overflow",
+            **FAST,
+        },
         {"name": "ghost-1", "model": "avail/ghost-2b", "features": [STRICT], "done_without_generation": True, **FAST},
     ],
 }
@@ -832,6 +839,33 @@ def test_a_faulted_request_is_502_and_not_cancelled(avail: LiveStack) -> None:
     assert [(n["state"], n["cancel_requests"]) for n in natives] == [("faulted", 0), ("faulted", 0)]
 
 
+@pytest.mark.parametrize(
+    ("model", "fault_reason", "should_retry", "submits"),
+    [("avail/overflow-2b", "prompt_overflow", "false", 1), ("avail/fault-2b", "generation_error", None, 3)],
+    ids=["prompt_overflow", "generation_error"],
+)
+def test_a_default_sdk_client_retries_a_fault_only_when_a_retry_can_pass(
+    avail: LiveStack, model: str, fault_reason: str, should_retry: str | None, submits: int
+) -> None:
+    """A 502 ``ChatRequestFaulted`` whose fault is ``prompt_overflow`` carries ``x-should-retry: false`` (the same
+    prompt overflows again), so the official SDK with its default ``max_retries`` (2) raises it after one submit; any
+    other fault carries no ``x-should-retry``, and the SDK's default (retry a 5xx) applies: three submits.
+
+    ref: error-attributes.1"""
+    marker = new_marker()
+    client = sdk(avail.openai_base_url, max_retries=2)
+    error = status_error(lambda: client.chat.completions.create(model=model, messages=prompt(marker)))
+    assert (error.status_code, error.body["code"], error.body["message"]) == (
+        502,
+        "ChatRequestFaulted",
+        f"The worker faulted the request ({fault_reason}).",
+    )
+    assert error.body["metadata"]["fault_reason"] == fault_reason
+    assert headers_of(error) == {"Retry-After": None, "x-should-retry": should_retry}
+    assert len(client.retry_delays) == submits - 1
+    assert [submit["status"] for submit in marked_submits(avail, marker)] == [202] * submits
+
+
 def test_done_without_a_generation_is_502_after_the_recheck(avail: LiveStack) -> None:
     """ref: completion-without-a-generation.1, completion-without-a-generation.2,
     completion-without-a-generation.3, stream-errors.2"""
@@ -887,11 +921,14 @@ def short_budget_front(live_stack: LiveStack, tmp_path_factory: pytest.TempPathF
 
 
 def test_the_budget_ends_with_408_and_a_cancel(avail: LiveStack, short_budget_front: str) -> None:
-    """ref: error-attributes.1"""
+    """The 408 carries ``x-should-retry: false`` (the request already waited its whole budget), so the official SDK
+    with its default ``max_retries`` (2) raises it after one submit instead of tripling the wait; streamed, the SSE
+    error's ``metadata.should_retry`` says the same.
+
+    ref: error-attributes.1, stream-errors.2"""
     marker = new_marker()
-    error = status_error(
-        lambda: sdk(short_budget_front).chat.completions.create(model="avail/slow-2b", messages=prompt(marker))
-    )
+    client = sdk(short_budget_front, max_retries=2)
+    error = status_error(lambda: client.chat.completions.create(model="avail/slow-2b", messages=prompt(marker)))
     [native] = all_cancelled(avail, marker, 1)
     assert error.status_code == 408
     assert error.body == {
@@ -901,14 +938,23 @@ def test_the_budget_ends_with_408_and_a_cancel(avail: LiveStack, short_budget_fr
         "code": "ChatRequestTimeout",
         "metadata": {"request_id": native["id"]},
     }
+    assert headers_of(error) == {"Retry-After": None, "x-should-retry": "false"}
+    assert client.retry_delays == []
+    assert len(marked_submits(avail, marker)) == 1
     # Streamed: the headers went out at the first read, so the timeout is the SSE error event.
     marker = new_marker()
     response = stream_raw(short_budget_front, {"model": "avail/slow-2b", "messages": prompt(marker)})
     assert response.status_code == 200
     events = sse_events(response)
     assert events[-1] == "[DONE]"
-    assert json.loads(events[-2])["error"]["code"] == "ChatRequestTimeout"
-    all_cancelled(avail, marker, 1)
+    [native] = all_cancelled(avail, marker, 1)
+    assert json.loads(events[-2])["error"] == {
+        "message": "No worker finished the request within 2 seconds. The request was cancelled.",
+        "type": "timeout_error",
+        "param": None,
+        "code": "ChatRequestTimeout",
+        "metadata": {"request_id": native["id"], "should_retry": False},
+    }
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,8 @@
 """The front end to end through the official OpenAI Python SDK, sync and async, against real processes.
 
 A real uvicorn serves the front, a real devhorde serves the native routes, and both use the Redis on 127.0.0.1:6379.
+Every test runs twice: against the native chat routes (``live_stack``) and against the ``text-only`` scenario, where
+the front reaches the models through the Horde's text generation API (``text_live_stack``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,12 @@ from tests.conftest import LiveStack
 pytestmark = pytest.mark.integration
 
 PROMPT = [{"role": "user", "content": "Tell me about lighthouses."}]
+
+
+@pytest.fixture
+def stack(any_api_stack: LiveStack) -> LiveStack:
+    """This module's tests run against the native stack and the text-only stack."""
+    return any_api_stack
 
 
 def sync_client(stack: LiveStack, api_key: str = "0000000000") -> openai.OpenAI:
@@ -50,6 +58,16 @@ def test_models_list_through_the_sdk(stack: LiveStack) -> None:
     assert len(ids) >= 3
     assert ids == sorted(ids)
     native = httpx.get(f"{stack.horde_url}/v2/status/models", params={"type": "text"}).json()
+    if stack.api == "text":
+        assert not any("chat" in entry for entry in native)
+        counts = {entry["name"]: entry["count"] for entry in native if entry["count"] > 0}
+        assert set(ids) == set(counts)
+        for model in models:
+            extra = model.model_extra or {}
+            assert (extra["context_length"], extra["top_provider"]["max_completion_tokens"]) == (None, None)
+            assert extra["supported_parameters"] == ["max_tokens", "temperature", "top_p", "stop"]
+            assert (extra["x_horde"]["api"], extra["x_horde"]["workers"]) == ("text", counts[model.id])
+        return
     served = {entry["name"]: entry["chat"] for entry in native if entry.get("chat") and entry["chat"]["workers"] > 0}
     assert set(ids) == set(served)
     for model in models:
@@ -59,6 +77,7 @@ def test_models_list_through_the_sdk(stack: LiveStack) -> None:
         assert extra["top_provider"]["max_completion_tokens"] == served[model.id]["max_length"]
         assert extra["supported_parameters"][:4] == ["max_tokens", "temperature", "top_p", "stop"]
         assert extra["x_horde"]["workers"] == served[model.id]["workers"]
+        assert extra["x_horde"]["api"] == "chat"
 
 
 def test_models_retrieve_through_the_sdk(stack: LiveStack) -> None:
@@ -105,6 +124,10 @@ def test_plain_completion_sync(stack: LiveStack) -> None:
     assert native["apikey"] == "sdk-test-key-1"
     assert native["payload"]["models"] == [model]
     assert native["payload"]["params"]["max_length"] == 48
+    assert native["api"] == stack.api
+    if stack.api == "text":
+        assert "Tell me about lighthouses." in native["payload"]["prompt"]
+        assert (completion.model_extra or {})["x_horde"]["api"] == "text"
 
 
 @pytest.mark.asyncio
@@ -137,8 +160,11 @@ def test_streamed_completion_with_usage_sync(stack: LiveStack) -> None:
     assert len({chunk.system_fingerprint for chunk in chunks}) == 1
     # The streamed text is the reply the Horde finished.
     request_id = chunks[0].id.removeprefix("chatcmpl-")
-    status = httpx.get(f"{stack.horde_url}/v2/generate/chat/status/{request_id}").json()
-    assert text == status["generations"][0]["message"]["content"]
+    status = httpx.get(f"{stack.horde_url}/v2/generate/{stack.api}/status/{request_id}").json()
+    if stack.api == "text":
+        assert text == status["generations"][0]["text"].lstrip()
+    else:
+        assert text == status["generations"][0]["message"]["content"]
 
 
 @pytest.mark.asyncio

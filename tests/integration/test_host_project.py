@@ -77,9 +77,11 @@ def host_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProje
         devhorde.stop()
 
 
-def test_the_host_project_passes_djangos_checks_with_the_apps_installed() -> None:
-    """``manage.py check`` of the host project: django-cors-headers is configured as the chat app's checks ask."""
-    env = {**os.environ, "HORDE_URL": "http://127.0.0.1:9/api"}
+def test_the_host_project_passes_djangos_checks_with_the_apps_installed(host_project: HostProject) -> None:
+    """``manage.py check`` of the host project: django-cors-headers is configured as the chat app's checks ask, and
+    the front's settings checks find the Horde (the running devhorde) answering its heartbeat.
+    """
+    env = {**os.environ, "HORDE_URL": host_project.horde_url}
     result = subprocess.run(
         [sys.executable, "-m", "django", "check", "--settings", HOST_SETTINGS],
         check=False,

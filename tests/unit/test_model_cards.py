@@ -94,6 +94,7 @@ def test_listed_routes_are_served() -> None:
     """Every route a card lists resolves to a view of the front (a POST route, not the 404 handler)."""
     from django.urls import resolve
 
-    from models_list.cards import CHAT_API_ROUTES
+    from models_list.cards import CHAT_API_ROUTES, TEXT_API_ROUTES
 
     assert [resolve(route).url_name for route in CHAT_API_ROUTES] == ["chat-completions", "responses"]
+    assert [resolve(route).url_name for route in TEXT_API_ROUTES] == ["chat-completions", "responses", "completions"]

@@ -62,7 +62,7 @@ class StubHorde:
 @pytest.fixture
 def horde(monkeypatch: pytest.MonkeyPatch) -> StubHorde:
     stub = StubHorde(ENTRIES)
-    runtime = SimpleNamespace(settings=SimpleNamespace(models_cache_seconds=0), horde=stub)
+    runtime = SimpleNamespace(settings=SimpleNamespace(models_cache_seconds=0, text_api_fallback="auto"), horde=stub)
     monkeypatch.setattr(views, "get_runtime", lambda: runtime)
     return stub
 

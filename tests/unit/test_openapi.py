@@ -37,6 +37,7 @@ from models_list.cards import model_list
 from models_list.schema import ModelCard, ModelList
 from oaifront import openapi
 from oaifront.openapi import (
+    CLIENTS_GUIDE_URL,
     DOCS_URL,
     KEY_DROPPING_MODELS,
     MODEL_SELECTION_SCHEMA,
@@ -90,6 +91,7 @@ def test_document_lists_the_four_routes_and_leaves_out_health_and_docs(document:
     assert {path: sorted(operations) for path, operations in document["paths"].items()} == {
         CHAT: ["post"],
         RESPONSES: ["post"],
+        "/v1/completions": ["post"],
         MODELS: ["get"],
         MODEL: ["get"],
     }
@@ -195,7 +197,11 @@ def test_static_assets_middleware_stays_async() -> None:
         return HttpResponse()
 
     assert iscoroutinefunction(StaticAssetsMiddleware(get_response))
-    assert settings.MIDDLEWARE[0] == "oaifront.openapi.StaticAssetsMiddleware"
+    # WhiteNoise's own advice: directly after SecurityMiddleware, before everything else.
+    assert settings.MIDDLEWARE[:2] == [
+        "django.middleware.security.SecurityMiddleware",
+        "oaifront.openapi.StaticAssetsMiddleware",
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -519,6 +525,18 @@ def test_horde_sdk_vocabularies_are_the_documented_enums(document: dict[str, Any
     ]
 
 
+def test_the_chunk_schema_requires_the_null_fields_every_chunk_carries(document: dict[str, Any]) -> None:
+    """Every chunk choice carries ``logprobs: null``, as the completion's choice does, so the schema requires it on
+    both; ``usage`` stays optional on a chunk (only sent with ``stream_options.include_usage``).
+
+    ref: schema-generation.2, buffered-stream-events.1"""
+    chunk_choice = schemas(document)["ChunkChoice"]
+    assert chunk_choice["required"] == ["index", "delta", "logprobs", "finish_reason"]
+    assert chunk_choice["properties"]["logprobs"]["type"] == "null"
+    assert "logprobs" in schemas(document)["CompletionChoice"]["required"]
+    assert "usage" not in schemas(document)["ChatCompletionChunk"]["required"]
+
+
 def test_success_responses_are_the_completion_the_event_stream_and_the_model_list(document: dict[str, Any]) -> None:
     """ref: schema-generation.1, schema-generation.2"""
     chat_ok = document["paths"][CHAT]["post"]["responses"]["200"]
@@ -538,6 +556,11 @@ def test_success_responses_are_the_completion_the_event_stream_and_the_model_lis
         ("application/json", ref(chat.schema.OpenAIErrorEnvelope), None),
         (None, None, "[DONE]"),
     ]
+    assert event["properties"]["data"]["anyOf"][1]["description"] == (
+        "An error after the stream's headers, as JSON in OpenAI's envelope; `[DONE]` follows. `metadata.retry_after` "
+        "holds the seconds a `Retry-After` header would, and `metadata.should_retry` the boolean an `x-should-retry` "
+        "header would."
+    )
     assert "headers" not in chat_ok
     models_ok = document["paths"][MODELS]["get"]["responses"]["200"]
     assert models_ok["content"] == {"application/json": {"schema": ref(ModelList)}}
@@ -559,15 +582,16 @@ CHAT_ERROR_CODES = {
     "401": ["InvalidAPIKey"],
     "403": ["KudosUpfront"],
     "404": ["no_worker_supports_features", "RequestNotFound"],
-    "408": ["ChatRequestTimeout"],
+    "408": ["ChatRequestTimeout", "RequestBodyTimeout"],
+    "413": ["RequestTooLarge"],
     "429": ["rate_limit_exceeded", "TooManyPrompts"],
     "502": ["ChatRequestFaulted", "ChatRequestNoGeneration", "HordeUnavailable"],
-    "503": ["no_eligible_worker", "queue_unavailable", "MaintenanceMode", "FrontShuttingDown"],
+    "503": ["no_eligible_worker", "queue_unavailable", "MaintenanceMode", "FrontShuttingDown", "FrontAtCapacity"],
 }
 MODEL_LIST_ERROR_CODES = {
     "429": ["rate_limit_exceeded", "TooManyPrompts"],
     "502": ["HordeUnavailable"],
-    "503": ["MaintenanceMode"],
+    "503": ["MaintenanceMode", "FrontAtCapacity"],
 }
 MODEL_RETRIEVE_ERROR_CODES = {"404": ["model_not_found"], **MODEL_LIST_ERROR_CODES}
 
@@ -596,17 +620,18 @@ def test_error_responses_by_status_with_their_codes(
         assert response["description"].endswith("- or the Horde's own `rc`, passed through with its message.")
 
 
-def test_no_response_the_handlers_do_not_produce(document: dict[str, Any]) -> None:
-    """The front has no body size limit, no body read timeout and no in-flight cap, so neither route documents 413,
-    ``RequestBodyTimeout`` or ``FrontAtCapacity``.
+def test_the_admission_guards_responses_are_listed(document: dict[str, Any]) -> None:
+    """The guards' refusals (oaifront.guards) are in the description: 413 and 408 ``RequestBodyTimeout`` on the chat
+    route, which takes a body, 503 ``FrontAtCapacity`` with ``Retry-After`` on every route.
 
-    ref: schema-generation.3"""
-    for operations in document["paths"].values():
-        for operation in operations.values():
-            assert "413" not in operation["responses"]
-    paths = json.dumps(document["paths"])
-    assert "RequestBodyTimeout" not in paths
-    assert "FrontAtCapacity" not in paths
+    ref: schema-generation.2, refusal-attributes.1"""
+    chat = document["paths"][CHAT]["post"]["responses"]
+    assert "RequestTooLarge" in chat["413"]["description"]
+    assert "RequestBodyTimeout" in chat["408"]["description"]
+    for path, method in ((CHAT, "post"), (MODELS, "get"), (MODEL, "get")):
+        response = document["paths"][path][method]["responses"]["503"]
+        assert "FrontAtCapacity" in response["description"]
+        assert "Retry-After" in response["headers"]
 
 
 def test_no_422_response_anywhere(document: dict[str, Any]) -> None:
@@ -690,6 +715,21 @@ def test_info_description_links_to_the_documentation(document: dict[str, Any]) -
     assert DOCS_URL == "/docs/behaviour"
     assert f"[{DOCS_URL}]({DOCS_URL})" in document["info"]["description"]
     assert document["externalDocs"] == {"description": "The front's documentation", "url": DOCS_URL}
+
+
+def test_info_description_links_to_the_guide_per_client_which_the_front_serves(document: dict[str, Any]) -> None:
+    """The docs page links the guide per client (issue 16), served by the front at ``/docs/clients`` as the file in
+    the repository.
+
+    ref: field-descriptions.5"""
+    assert CLIENTS_GUIDE_URL == "/docs/clients"
+    assert f"the [guide per client]({CLIENTS_GUIDE_URL})" in document["info"]["description"]
+    response = Client().get(CLIENTS_GUIDE_URL)
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/plain; charset=utf-8"
+    repository = Path(__file__).resolve().parents[2]
+    assert response.content == (repository / "docs" / "clients.md").read_bytes()
+    assert response.content.startswith(b"# Using the front from chat UIs and client libraries")
 
 
 @pytest.mark.parametrize(

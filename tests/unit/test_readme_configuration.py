@@ -33,7 +33,9 @@ def test_every_front_setting_is_listed_with_its_default() -> None:
             continue  # computed (the stream database) or unset (the Redis URL): worded in the cell
         shown = re.match(r"`([^`]*)`", rows[variable])
         assert shown is not None, (variable, rows[variable])
-        if isinstance(default, str):
+        if isinstance(default, bool):
+            assert shown.group(1) == str(default).lower(), variable
+        elif isinstance(default, str):
             assert shown.group(1) == default, variable
         else:
             assert float(shown.group(1)) == float(default), variable

@@ -55,6 +55,22 @@ def read(body: dict[str, Any]) -> tuple[ResponsesRequest, ChatCompletionRequest,
     return read_responses_request(json.dumps(body).encode())
 
 
+@pytest.mark.parametrize("raw", [b"{nope", b"NaN"])
+def test_a_body_that_is_not_json_gets_a_hint_that_names_no_other_route(raw: bytes) -> None:
+    """The not-JSON message is shared with ``POST /v1/chat/completions``, so its hint names no route: a Responses
+    client must not read that it should have called chat completions."""
+    with pytest.raises(OpenAIError) as caught:
+        read_responses_request(raw)
+    assert (caught.value.status, caught.value.code, caught.value.param, caught.value.message) == (
+        400,
+        "BadRequest",
+        None,
+        "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP "
+        "library correctly. This API expects a JSON object as the request body, but what was sent was not valid "
+        "JSON. NaN, Infinity, numbers too large for a double and lone UTF-16 surrogates are not accepted either.)",
+    )
+
+
 def payload(body: dict[str, Any]) -> dict[str, Any]:
     _, chat_request, _ = read(body)
     return build_native_payload(chat_request, stream_progress=False)

@@ -57,8 +57,8 @@ from chat.screening import (
 
 NOT_JSON = (
     "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library "
-    "correctly. This API expects a JSON object as the body of POST /v1/chat/completions, but what was sent was not "
-    "valid JSON. NaN, Infinity, numbers too large for a double and lone UTF-16 surrogates are not accepted either.)"
+    "correctly. This API expects a JSON object as the request body, but what was sent was not valid JSON. NaN, "
+    "Infinity, numbers too large for a double and lone UTF-16 surrogates are not accepted either.)"
 )
 """OpenAI's first sentence and the front's own hint, written out here so the test does not read it from the code
 under test."""

@@ -1,0 +1,298 @@
+"""The Horde's text generation API, simulated: ``POST /v2/generate/text/async``, ``GET`` and ``DELETE
+/v2/generate/text/status/{id}``.
+
+The shapes are horde_sdk's: a submit body validates as ``TextGenerateAsyncRequest`` (400 with ``errors`` per field
+otherwise), a dry run answers 200 ``TextGenerateAsyncDryRunResponse`` (``{"kudos"}``), a submit 202
+``TextGenerateAsyncResponse`` (``{"id", "kudos"}``), a status ``TextGenerateStatusResponse`` with
+``GenerationKobold`` generations (``text``, ``seed``, ``worker_id``, ``worker_name``, ``model``, ``state``,
+``gen_metadata``).
+
+Every online worker of a scenario serves the text API for its model, chat or not (a text-only worker is one with
+``chat: false``). A worker is eligible when it serves one of the request's models and its declared
+``max_length`` and ``max_context_length`` are at least the request's ``params``. A request no online worker can serve
+is accepted and reads ``is_possible: false`` (as the public Horde does). Jobs share the workers' threads with chat
+jobs. The reply is the scenario worker's reply style over the prompt, cut at ``max_length`` simulator tokens and at
+the first stop sequence; it is written whole when the job ends (the text API has no progress stream).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from horde_sdk.ai_horde_api.apimodels.generate.text.async_ import ModelPayloadRootKobold, TextGenerateAsyncRequest
+from pydantic import ValidationError
+
+from devhorde.answers import (
+    CONTROL_INVALID_KEY_MESSAGE,
+    MAINTENANCE_MESSAGE,
+    NOT_FOUND_MESSAGE,
+    HordeReply,
+    refusal,
+)
+from devhorde.replies import conversation_seed, count_tokens, cut_reply, reply_text
+from devhorde.scenario import WorkerSpec
+
+if TYPE_CHECKING:
+    from devhorde.horde import DevHorde
+
+DEFAULT_TEXT_MAX_LENGTH: Final[int] = int(ModelPayloadRootKobold.model_fields["max_length"].default)
+"""``params.max_length`` when a text request sets none (horde_sdk's ``ModelPayloadRootKobold`` default)."""
+
+DEFAULT_TEXT_MAX_CONTEXT_LENGTH: Final[int] = int(ModelPayloadRootKobold.model_fields["max_context_length"].default)
+"""``params.max_context_length`` when a text request sets none (horde_sdk's default)."""
+
+TEXT_VALIDATION_FAILED_MESSAGE: Final[str] = "Input payload validation failed"
+"""The message of a 400 whose ``errors`` name each invalid field."""
+
+
+@dataclass(slots=True)
+class TextRequest:
+    """One text generation request."""
+
+    id: str
+    seq: int
+    payload: dict[str, Any]
+    apikey: str
+    prompt: str
+    models: list[str]
+    max_length: int
+    max_context_length: int
+    stop_sequence: list[str]
+    submitted_at: float
+    expires_at: float
+    kudos_estimate: float
+    state: str = "waiting"
+    worker_name: str | None = None
+    generations: list[dict[str, Any]] = field(default_factory=list)
+    cancelled: bool = False
+    cancel_requests: int = 0
+    kudos_consumed: float = 0.0
+    task: asyncio.Task[None] | None = None
+
+
+def _field_errors(error: ValidationError) -> dict[str, str]:
+    return {
+        ".".join(str(part) for part in item["loc"]): item["msg"]
+        for item in error.errors(include_url=False, include_context=False, include_input=False)
+    }
+
+
+class TextQueue:
+    """The text generation requests of one :class:`devhorde.horde.DevHorde` and their simulated jobs."""
+
+    def __init__(self, horde: DevHorde) -> None:
+        self.horde = horde
+        self.requests: dict[str, TextRequest] = {}
+        self._next_seq = 0
+
+    # ----------------------------------------------------------------- routing
+
+    def eligible_workers(self, request: TextRequest) -> list[WorkerSpec]:
+        """Online workers of the request's models whose declared limits cover its ``params``."""
+        return [
+            worker
+            for worker in self.horde.scenario.workers
+            if worker.online
+            and worker.model in request.models
+            and worker.max_length >= request.max_length
+            and worker.max_context_length >= request.max_context_length
+        ]
+
+    def busy(self) -> Counter[str]:
+        """Running text jobs per worker name."""
+        return Counter(r.worker_name for r in self.requests.values() if r.state == "processing" and r.worker_name)
+
+    # ----------------------------------------------------------------- routes
+
+    def submit(self, payload: Any, apikey: str | None) -> HordeReply:
+        """``POST /v2/generate/text/async``: 400 for a body that is not a valid ``TextGenerateAsyncRequest`` or
+        without a prompt, 401 ``InvalidAPIKey``, 503 ``MaintenanceMode``, a scripted refusal; a dry run is 200
+        ``{"kudos"}``; else 202 ``{"id", "kudos"}``.
+        """
+        if not isinstance(payload, dict):
+            return HordeReply(400, {"message": TEXT_VALIDATION_FAILED_MESSAGE, "errors": {"": "not an object"}})
+        errors: dict[str, str] = {}
+        try:
+            parsed = TextGenerateAsyncRequest.model_validate(payload)
+        except ValidationError as error:
+            errors = _field_errors(error)
+            parsed = None
+        if apikey is None:
+            errors = {"apikey": "Missing required parameter in the HTTP headers", **errors}
+        if parsed is not None and not parsed.prompt:
+            errors["prompt"] = "Missing required parameter in the JSON body"
+        if errors or parsed is None or apikey is None:
+            return HordeReply(400, {"message": TEXT_VALIDATION_FAILED_MESSAGE, "errors": errors})
+        scenario = self.horde.scenario
+        if apikey in scenario.invalid_api_keys:
+            return refusal(401, CONTROL_INVALID_KEY_MESSAGE, "InvalidAPIKey")
+        if scenario.maintenance:
+            return refusal(503, MAINTENANCE_MESSAGE, "MaintenanceMode")
+        scripted = self.horde._scripted_refusal(payload, apikey, list(parsed.models))
+        if scripted is not None:
+            return scripted
+        params = payload.get("params") or {}
+        max_length = int(params.get("max_length") or DEFAULT_TEXT_MAX_LENGTH)
+        kudos = round(max_length * scenario.kudos_per_token, 2)
+        if parsed.dry_run:
+            return HordeReply(200, {"kudos": kudos})
+        now = self.horde._now()
+        request = TextRequest(
+            id=str(uuid.uuid4()),
+            seq=self._next_seq,
+            payload=payload,
+            apikey=apikey,
+            prompt=parsed.prompt or "",
+            models=list(parsed.models),
+            max_length=max_length,
+            max_context_length=int(params.get("max_context_length") or DEFAULT_TEXT_MAX_CONTEXT_LENGTH),
+            stop_sequence=[stop for stop in params.get("stop_sequence") or [] if isinstance(stop, str)],
+            submitted_at=now,
+            expires_at=now + scenario.request_expiry_seconds,
+            kudos_estimate=kudos,
+        )
+        self._next_seq += 1
+        self.requests[request.id] = request
+        self.dispatch()
+        return HordeReply(202, {"id": request.id, "kudos": kudos})
+
+    def _lookup(self, request_id: str) -> TextRequest | None:
+        request = self.requests.get(request_id)
+        if request is not None and self.horde._now() >= request.expires_at:
+            self._stop(request)
+            del self.requests[request_id]
+            return None
+        return request
+
+    def status(self, request_id: str) -> HordeReply:
+        """``GET /v2/generate/text/status/{id}``; 404 ``RequestNotFound``."""
+        request = self._lookup(request_id)
+        if request is None:
+            return refusal(404, NOT_FOUND_MESSAGE, "RequestNotFound")
+        return HordeReply(200, self.status_body(request))
+
+    def cancel(self, request_id: str) -> HordeReply:
+        """``DELETE /v2/generate/text/status/{id}``: a waiting or processing request ends done with no generation."""
+        request = self._lookup(request_id)
+        if request is None:
+            return refusal(404, NOT_FOUND_MESSAGE, "RequestNotFound")
+        request.cancel_requests += 1
+        if request.state in ("waiting", "processing"):
+            self._stop(request)
+            request.state = "cancelled"
+            request.cancelled = True
+            self.dispatch()
+        return HordeReply(200, self.status_body(request))
+
+    def status_body(self, request: TextRequest) -> dict[str, Any]:
+        """A ``TextGenerateStatusResponse``: progress counts, queue estimate, kudos and the generations."""
+        eligible = self.eligible_workers(request)
+        waiting = request.state == "waiting"
+        position, wait_time = 0, 0
+        if waiting:
+            ahead = [r for r in self.requests.values() if r.state == "waiting" and r.seq < request.seq]
+            throughput = sum(worker.tokens_per_second * worker.threads for worker in eligible)
+            position = len(ahead) + 1
+            if throughput > 0:
+                wait_time = math.ceil((sum(r.max_length for r in ahead) + request.max_length) / throughput)
+        terminal = request.state in ("done", "cancelled")
+        return {
+            "finished": len(request.generations),
+            "processing": int(request.state == "processing"),
+            "restarted": 0,
+            "waiting": int(waiting),
+            "done": terminal,
+            "faulted": False,
+            "wait_time": wait_time,
+            "queue_position": position,
+            "kudos": request.kudos_consumed if terminal else request.kudos_estimate,
+            "is_possible": not waiting or bool(eligible),
+            "generations": [dict(generation) for generation in request.generations],
+        }
+
+    # ----------------------------------------------------------------- jobs
+
+    def dispatch(self) -> None:
+        """Pop waiting text requests in FIFO order onto eligible workers with a free thread."""
+        busy = self.horde._busy()
+        for request in sorted((r for r in self.requests.values() if r.state == "waiting"), key=lambda r: r.seq):
+            free = [worker for worker in self.eligible_workers(request) if busy[worker.name] < worker.threads]
+            if not free:
+                continue
+            worker = max(free, key=lambda w: w.threads - busy[w.name])
+            busy[worker.name] += 1
+            request.state = "processing"
+            request.worker_name = worker.name
+            request.task = asyncio.get_running_loop().create_task(self._run(request, worker))
+
+    def _stop(self, request: TextRequest) -> None:
+        task, request.task = request.task, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+
+    async def _run(self, request: TextRequest, worker: WorkerSpec) -> None:
+        messages = [{"role": "user", "content": request.prompt}]
+        if worker.reply_style == "echo":
+            content = "You said: " + request.prompt.strip().splitlines()[-1] if request.prompt.strip() else ""
+        elif worker.reply_style == "fixed":
+            content = worker.fixed_reply
+        else:
+            content = reply_text(messages, words=worker.reply_words, seed=conversation_seed(request.prompt))
+        plan = cut_reply(
+            "",
+            content,
+            None,
+            max_length=min(request.max_length, worker.max_length),
+            stop=request.stop_sequence,
+            prompt=count_tokens(request.prompt),
+        )
+        await asyncio.sleep(worker.time_to_first_token_seconds + plan.completion_tokens / worker.tokens_per_second)
+        request.generations = [
+            {
+                "text": plan.content or "",
+                "seed": conversation_seed(request.prompt) % 2**31,
+                "worker_id": worker.worker_id,
+                "worker_name": worker.name,
+                "model": worker.model,
+                "state": "ok",
+                "gen_metadata": [],
+            }
+        ]
+        request.kudos_consumed = round(plan.completion_tokens * self.horde.scenario.kudos_per_token, 2)
+        request.state = "done"
+        request.task = None
+        self.horde._dispatch()
+
+    def stop_all(self) -> list[asyncio.Task[None]]:
+        """Cancel every running job; return their tasks."""
+        tasks = [request.task for request in self.requests.values() if request.task is not None]
+        for task in tasks:
+            task.cancel()
+        return tasks
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Every text request for ``GET /_devhorde/requests`` (``api: "text"``)."""
+        now = self.horde._now()
+        return [
+            {
+                "id": request.id,
+                "api": "text",
+                "state": request.state,
+                "cancelled": request.cancelled,
+                "cancel_requests": request.cancel_requests,
+                "payload": request.payload,
+                "apikey": request.apikey,
+                "models": request.models,
+                "max_length": request.max_length,
+                "worker_name": request.worker_name,
+                "age_seconds": round(now - request.submitted_at, 3),
+                "submitted_epoch": round(time.time() - (now - request.submitted_at), 3),
+            }
+            for request in sorted(self.requests.values(), key=lambda r: r.seq)
+        ]

@@ -1,0 +1,217 @@
+"""Admission guards: ASGI middleware that refuses a request before Django reads its body.
+
+Reference: Refusal attributes (body size 413, body read timeout 408 ``RequestBodyTimeout``) and Outcome class
+(``FrontAtCapacity``). In the order they apply:
+
+1. In-flight caps: a request beyond ``HORDE_OAI_MAX_IN_FLIGHT_PER_CLIENT`` requests in flight from its client address,
+   or beyond ``HORDE_OAI_MAX_IN_FLIGHT`` in total, gets 503 ``FrontAtCapacity`` with ``Retry-After``
+   (``HORDE_OAI_CAPACITY_RETRY_AFTER_SECONDS``). A request is in flight until its response ends (a stream's last
+   event included). The probes and the API description (:data:`UNCAPPED_PATHS`) are never capped. The client address is
+   the connection's peer, or, behind a trusted proxy, the first entry of ``HORDE_OAI_CLIENT_ADDRESS_HEADER``.
+2. Body size: a ``Content-Length`` over ``HORDE_OAI_MAX_BODY_BYTES`` gets 413 at once, without reading the body; a
+   body without one (chunked) gets 413 as soon as the bytes received pass the limit.
+3. Body time: a body not wholly received within ``HORDE_OAI_BODY_TIMEOUT_SECONDS`` of the request's start gets 408
+   ``RequestBodyTimeout``.
+
+The guard reads the body itself under these limits and hands it to Django whole, so Django never buffers more than
+the limit. Every refusal is OpenAI's error envelope, counted on ``horde.oai.requests.refused``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any, Final
+
+from chat import errors
+from chat.errors import CORS_HEADERS, OpenAIError
+from chat.logs import record_refusal
+from oaifront.conf import FrontSettings
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+UNCAPPED_PATHS: Final[frozenset[str]] = frozenset(
+    {
+        "/healthz",
+        "/readyz",
+        "/metrics",
+        "/openapi.json",
+        "/docs",
+        "/docs/behaviour",
+        "/docs/clients",
+        "/docs/assets/redoc.standalone.js",
+        "/redoc",
+        "/favicon.ico",
+        "/",
+    }
+)
+"""Paths the in-flight caps never refuse: the probes, the metrics and the API description."""
+
+
+def too_large_error(limit: int) -> OpenAIError:
+    """413 ``RequestTooLarge``: the body is over ``limit`` bytes."""
+    return OpenAIError(
+        status=413,
+        message=f"The request body is larger than this front's limit of {limit} bytes.",
+        code=errors.REQUEST_TOO_LARGE,
+    )
+
+
+def body_timeout_error(seconds: float) -> OpenAIError:
+    """408 ``RequestBodyTimeout``: the body did not arrive within ``seconds``."""
+    return OpenAIError(
+        status=408,
+        message=f"The request body was not received within {seconds:g} seconds.",
+        code=errors.REQUEST_BODY_TIMEOUT,
+    )
+
+
+def at_capacity_error(retry_after: int, *, per_client: bool) -> OpenAIError:
+    """503 ``FrontAtCapacity`` with ``Retry-After``: the per-client or the total in-flight cap is reached."""
+    which = "from your address" if per_client else "in total"
+    return OpenAIError(
+        status=503,
+        message=f"The front is serving as many requests {which} as it accepts at once. Retry shortly.",
+        code=errors.FRONT_AT_CAPACITY,
+        retry_after=retry_after,
+    )
+
+
+class AdmissionGuards:
+    """Wraps an ASGI application with the in-flight caps, the body size limit and the body read timeout.
+
+    Args:
+        app: The wrapped application (Django's ASGI handler).
+        settings: ``max_in_flight``, ``max_in_flight_per_client``, ``client_address_header``,
+            ``capacity_retry_after_seconds``, ``max_body_bytes`` and ``body_timeout_seconds``.
+    """
+
+    def __init__(self, app: ASGIApp, settings: FrontSettings) -> None:
+        self.app = app
+        self.max_in_flight = settings.max_in_flight
+        self.max_in_flight_per_client = settings.max_in_flight_per_client
+        self.address_header = (
+            settings.client_address_header.lower().encode("latin-1") if settings.client_address_header else None
+        )
+        self.retry_after = settings.capacity_retry_after_seconds
+        self.max_body_bytes = settings.max_body_bytes
+        self.body_timeout_seconds = settings.body_timeout_seconds
+        self.in_flight = 0
+        self.in_flight_by_client: Counter[str] = Counter()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Apply the caps (not to :data:`UNCAPPED_PATHS`), then the body limits, then call the app."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if scope.get("path") in UNCAPPED_PATHS:
+            await self._admit_body(scope, receive, send)
+            return
+        client = self.client_address(scope)
+        if self.in_flight_by_client[client] >= self.max_in_flight_per_client:
+            await refuse(send, at_capacity_error(self.retry_after, per_client=True))
+            return
+        if self.in_flight >= self.max_in_flight:
+            await refuse(send, at_capacity_error(self.retry_after, per_client=False))
+            return
+        self.in_flight += 1
+        self.in_flight_by_client[client] += 1
+        try:
+            await self._admit_body(scope, receive, send)
+        finally:
+            self.in_flight -= 1
+            self.in_flight_by_client[client] -= 1
+            if self.in_flight_by_client[client] <= 0:
+                del self.in_flight_by_client[client]
+
+    def client_address(self, scope: Scope) -> str:
+        """The trusted header's first entry when configured and present, else the connection's peer address."""
+        if self.address_header is not None:
+            for name, value in scope.get("headers") or ():
+                if name.lower() == self.address_header:
+                    first = str(value.decode("latin-1")).split(",")[0].strip()
+                    if first:
+                        return first
+        peer = scope.get("client")
+        return str(peer[0]) if peer else ""
+
+    async def _admit_body(self, scope: Scope, receive: Receive, send: Send) -> None:
+        declared = content_length(scope)
+        if declared is not None and declared > self.max_body_bytes:
+            await refuse(send, too_large_error(self.max_body_bytes))
+            return
+        try:
+            async with asyncio.timeout(self.body_timeout_seconds):
+                body = await self._read_body(receive)
+        except TimeoutError:
+            await refuse(send, body_timeout_error(self.body_timeout_seconds))
+            return
+        except BodyTooLarge:
+            await refuse(send, too_large_error(self.max_body_bytes))
+            return
+        if body is None:  # the client left while sending its body
+            return
+        await self.app(scope, replay(body, receive), send)
+
+    async def _read_body(self, receive: Receive) -> bytes | None:
+        """The whole body, None if the client disconnected; raises :class:`BodyTooLarge` past the limit."""
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                raise BodyTooLarge
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+
+class BodyTooLarge(Exception):
+    """The body received so far is over the limit."""
+
+
+def content_length(scope: Scope) -> int | None:
+    """The request's ``Content-Length``, or None when absent or not a number."""
+    for name, value in scope.get("headers") or ():
+        if name.lower() == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives ``body`` as one message, then waits on the original (for the disconnect)."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+async def refuse(send: Send, error: OpenAIError) -> None:
+    """Send ``error`` as the whole response (envelope, status, retry and CORS headers) and count it."""
+    record_refusal(error)
+    response = error.to_response()
+    headers = [(b"content-type", b"application/json")]
+    for name, value in {**error.headers(), **CORS_HEADERS}.items():
+        headers.append((name.lower().encode("latin-1"), value.encode("latin-1")))
+    headers.append((b"content-length", str(len(response.content)).encode()))
+    headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": response.content})

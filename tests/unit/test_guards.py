@@ -1,0 +1,205 @@
+"""The admission guards in process (oaifront.guards): body size, body read timeout and in-flight caps.
+
+Reference: Refusal attributes (413, 408 ``RequestBodyTimeout``, 503 ``FrontAtCapacity``), Outcome class. The guard
+wraps a stand-in ASGI app here, so each test counts exactly how many body bytes the guard pulled and when the app ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from oaifront.conf import DEFAULT_MAX_BODY_BYTES, FrontSettings
+from oaifront.guards import AdmissionGuards
+
+MIB = 1024 * 1024
+
+
+def settings(**changes: Any) -> FrontSettings:
+    return FrontSettings(**changes)
+
+
+class Recorder:
+    """An ASGI ``send`` that keeps the response."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+
+    async def __call__(self, message: dict[str, Any]) -> None:
+        self.messages.append(message)
+
+    @property
+    def status(self) -> int:
+        return int(self.messages[0]["status"])
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {name.decode(): value.decode() for name, value in self.messages[0]["headers"]}
+
+    @property
+    def body(self) -> dict[str, Any]:
+        return json.loads(b"".join(m.get("body", b"") for m in self.messages[1:]))
+
+
+def scope(path: str = "/v1/chat/completions", client: str = "10.0.0.1", headers: list[Any] | None = None) -> Any:
+    return {"type": "http", "method": "POST", "path": path, "client": (client, 5555), "headers": headers or []}
+
+
+class Body:
+    """An ASGI ``receive`` that yields ``total`` bytes in ``piece``-byte messages and counts what was pulled."""
+
+    def __init__(self, total: int, piece: int = 64 * 1024, stall_after: int | None = None) -> None:
+        self.total = total
+        self.piece = piece
+        self.stall_after = stall_after
+        self.pulled = 0
+
+    async def __call__(self) -> dict[str, Any]:
+        if self.stall_after is not None and self.pulled >= self.stall_after:
+            await asyncio.sleep(3600)
+        size = min(self.piece, self.total - self.pulled)
+        self.pulled += size
+        return {"type": "http.request", "body": b"x" * size, "more_body": self.pulled < self.total}
+
+
+async def echo_app(scope: Any, receive: Any, send: Any) -> None:
+    message = await receive()
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": str(len(message["body"])).encode()})
+
+
+def test_default_limit_fits_the_largest_legal_request() -> None:
+    """A 20 MB image as a base64 data URL with 1 MiB of text fits; 64 MiB does not."""
+    assert 20_000_000 * 4 / 3 + MIB < DEFAULT_MAX_BODY_BYTES < 64 * MIB
+
+
+@pytest.mark.asyncio
+async def test_content_length_over_the_limit_is_413_before_any_byte_is_read() -> None:
+    """ref: refusal-attributes.1"""
+    guards = AdmissionGuards(echo_app, settings(max_body_bytes=MIB))
+    body = Body(64 * MIB)
+    send = Recorder()
+    await guards(scope(headers=[(b"content-length", str(64 * MIB).encode())]), body, send)
+    assert body.pulled == 0
+    assert send.status == 413
+    assert send.body == {
+        "error": {
+            "message": f"The request body is larger than this front's limit of {MIB} bytes.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "RequestTooLarge",
+        }
+    }
+    assert send.headers["access-control-allow-origin"] == "*"
+
+
+@pytest.mark.asyncio
+async def test_a_streamed_64_mib_body_is_refused_before_1_mib_is_read() -> None:
+    """ref: refusal-attributes.1"""
+    guards = AdmissionGuards(echo_app, settings(max_body_bytes=512 * 1024))
+    body = Body(64 * MIB)
+    send = Recorder()
+    await guards(scope(), body, send)
+    assert send.status == 413
+    assert 512 * 1024 < body.pulled < MIB
+
+
+@pytest.mark.asyncio
+async def test_a_body_within_the_limit_reaches_the_app_whole() -> None:
+    guards = AdmissionGuards(echo_app, settings(max_body_bytes=MIB))
+    send = Recorder()
+    await guards(scope(), Body(MIB), send)
+    assert (send.status, send.messages[1]["body"]) == (200, str(MIB).encode())
+
+
+@pytest.mark.asyncio
+async def test_a_slow_body_is_408_request_body_timeout() -> None:
+    """ref: refusal-attributes.1"""
+    guards = AdmissionGuards(echo_app, settings(body_timeout_seconds=0.2))
+    send = Recorder()
+    await asyncio.wait_for(guards(scope(), Body(MIB, stall_after=128 * 1024), send), 10)
+    assert send.status == 408
+    assert send.body["error"] == {
+        "message": "The request body was not received within 0.2 seconds.",
+        "type": "timeout_error",
+        "param": None,
+        "code": "RequestBodyTimeout",
+    }
+
+
+class Held:
+    """An app whose requests stay in flight until released."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.entered = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        self.entered += 1
+        await self.release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+
+async def refused(guards: AdmissionGuards, request_scope: Any) -> Recorder:
+    send = Recorder()
+    await asyncio.wait_for(guards(request_scope, Body(10), send), 5)
+    return send
+
+
+@pytest.mark.asyncio
+async def test_the_caps_give_503_front_at_capacity_and_free_up_when_requests_end() -> None:
+    """ref: outcome-class.11"""
+    held = Held()
+    guards = AdmissionGuards(
+        held, settings(max_in_flight=3, max_in_flight_per_client=2, capacity_retry_after_seconds=2)
+    )
+    tasks = [asyncio.ensure_future(guards(scope(client="10.0.0.1"), Body(10), Recorder())) for _ in range(2)]
+    while held.entered < 2:
+        await asyncio.sleep(0.01)
+    per_client = await refused(guards, scope(client="10.0.0.1"))
+    assert per_client.status == 503
+    assert per_client.headers["retry-after"] == "2"
+    assert per_client.body["error"] == {
+        "message": "The front is serving as many requests from your address as it accepts at once. Retry shortly.",
+        "type": "api_error",
+        "param": None,
+        "code": "FrontAtCapacity",
+    }
+    tasks.append(asyncio.ensure_future(guards(scope(client="10.0.0.2"), Body(10), Recorder())))
+    while held.entered < 3:
+        await asyncio.sleep(0.01)
+    total = await refused(guards, scope(client="10.0.0.3"))
+    assert (total.status, total.body["error"]["code"]) == (503, "FrontAtCapacity")
+    assert "in total" in total.body["error"]["message"]
+    held.release.set()
+    await asyncio.gather(*tasks)
+    assert (guards.in_flight, dict(guards.in_flight_by_client)) == (0, {})
+    held.release = asyncio.Event()
+    again = asyncio.ensure_future(guards(scope(client="10.0.0.1"), Body(10), Recorder()))
+    while held.entered < 4:
+        await asyncio.sleep(0.01)
+    held.release.set()
+    await again
+
+
+@pytest.mark.asyncio
+async def test_probes_are_never_capped() -> None:
+    guards = AdmissionGuards(echo_app, settings(max_in_flight=1, max_in_flight_per_client=1))
+    guards.in_flight = 1
+    guards.in_flight_by_client["10.0.0.1"] = 1
+    assert (await refused(guards, scope())).status == 503
+    for path in ("/healthz", "/readyz"):
+        assert (await refused(guards, scope(path))).status == 200, path
+
+
+@pytest.mark.parametrize("trusted", [False, True])
+def test_the_client_address_comes_from_the_trusted_header_only_when_configured(trusted: bool) -> None:
+    header = "X-Forwarded-For" if trusted else None
+    guards = AdmissionGuards(echo_app, settings(client_address_header=header))
+    forwarded = scope(client="127.0.0.1", headers=[(b"x-forwarded-for", b"203.0.113.7, 10.0.0.9")])
+    assert guards.client_address(forwarded) == ("203.0.113.7" if trusted else "127.0.0.1")

@@ -1,0 +1,169 @@
+"""chat.metrics and the metrics of chat.logs.RequestRecord, read from an ``InMemoryMetricReader``.
+
+Reference: Metrics, Refusal attributes, Error attributes, Completion limit source, Histogram buckets, Outcome class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+import chat.metrics
+from chat import errors
+from chat.errors import OpenAIError
+from chat.logs import RequestRecord, record_refusal
+from chat.metrics import (
+    BUCKETS_MAX_TOKENS,
+    BUCKETS_PIECES_PER_POST,
+    BUCKETS_POST_GAP_SECONDS,
+    BUCKETS_REASONING_SHARE,
+    BUCKETS_REQUEST_LIFECYCLE_SECONDS,
+    configure_metrics,
+    histogram_views,
+    max_tokens_bucket,
+    outcome_class_for,
+)
+from chat.pacing import DeltaPacer, Piece
+from chat.screening import read_chat_request
+
+
+@pytest.fixture
+def reader() -> Iterator[InMemoryMetricReader]:
+    """A separate MeterProvider with an in-memory reader supplied to the front's instruments (``metrics.2``)."""
+    memory = InMemoryMetricReader()
+    configure_metrics(MeterProvider(metric_readers=[memory], views=histogram_views()))
+    yield memory
+    chat.metrics._metrics = None
+
+
+def points(reader: InMemoryMetricReader, name: str) -> list[Any]:
+    data = reader.get_metrics_data()
+    found = []
+    for resource in data.resource_metrics if data else []:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name == name:
+                    found.extend(metric.data.data_points)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("code", "stage", "expected"),
+    [
+        (None, "", "served"),
+        ("no_eligible_worker", "submit", "unservable"),
+        ("no_eligible_worker", "grace", "capacity"),
+        ("no_eligible_worker", "", "unclassified"),
+        ("queue_unavailable", "", "capacity"),
+        ("ChatRequestFaulted", "", "service_fault"),
+        ("HordeUnavailable", "", "service_fault"),
+        ("FrontAtCapacity", "", "front_at_capacity"),
+        ("UnsupportedChatParameter", "", "client_error"),
+        ("SomeNewHordeRc", "", "unclassified"),
+    ],
+)
+def test_outcome_class_for(code: str | None, stage: str, expected: str) -> None:
+    """ref: outcome-class.1, outcome-class.4, outcome-class.6, outcome-class.9, outcome-class.11"""
+    assert outcome_class_for(code, stage) == expected
+
+
+@pytest.mark.parametrize(
+    ("limit", "bucket"),
+    [(1, "16"), (16, "16"), (17, "64"), (512, "512"), (600, "768"), (16384, "16384"), (16385, "over")],
+)
+def test_max_tokens_bucket(limit: int, bucket: str) -> None:
+    """ref: error-attributes.5, error-attributes.6"""
+    assert max_tokens_bucket(limit) == bucket
+
+
+def test_bucket_boundaries() -> None:
+    """ref: histogram-buckets.4, histogram-buckets.5"""
+    assert BUCKETS_MAX_TOKENS == (16, 64, 128, 256, 512, 768, 1024, 2048, 4096, 8192, 16384)
+    assert (BUCKETS_POST_GAP_SECONDS[0], BUCKETS_POST_GAP_SECONDS[-1]) == (0.1, 10.0)
+    assert (BUCKETS_PIECES_PER_POST[0], BUCKETS_PIECES_PER_POST[-1]) == (1, 80)
+    assert BUCKETS_REASONING_SHARE == (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+
+
+def test_histograms_use_the_reference_boundaries(reader: InMemoryMetricReader) -> None:
+    """ref: histogram-buckets.2, metrics.2"""
+    chat.metrics.front_metrics().request_duration.record(3.0, {"horde.outcome_class": "served"})
+    [point] = points(reader, "horde.oai.request.duration")
+    assert tuple(point.explicit_bounds) == BUCKETS_REQUEST_LIFECYCLE_SECONDS
+
+
+def test_refusal_labels_an_unknown_key_other(reader: InMemoryMetricReader) -> None:
+    """ref: refusal-attributes.2, refusal-attributes.6, refusal-attributes.7, refusal-attributes.8"""
+    record_refusal(OpenAIError(400, "x", code=errors.UNSUPPORTED_CHAT_PARAMETER, param="my_private_key"))
+    record_refusal(OpenAIError(400, "x", code=errors.UNSUPPORTED_CHAT_PARAMETER, param="messages[0].role"))
+    record_refusal(OpenAIError(400, "x", code=errors.BAD_REQUEST, param="messages"))
+    found = {
+        (p.attributes["horde.parameter"], p.attributes["horde.code"], p.attributes["horde.outcome_class"], p.value)
+        for p in points(reader, "horde.oai.requests.refused")
+    }
+    assert found == {
+        ("other", "UnsupportedChatParameter", "client_error", 1),
+        ("messages", "UnsupportedChatParameter", "client_error", 1),
+        ("", "BadRequest", "client_error", 1),
+    }
+
+
+def test_a_refusal_at_submit_is_an_error_at_stage_submit_and_records_no_limit(reader: InMemoryMetricReader) -> None:
+    """ref: error-attributes.3, error-attributes.5, completion-limit-source.2"""
+    request = read_chat_request(b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 600}')
+    record = RequestRecord(request)
+    record.failed(errors.no_eligible_worker("No worker is currently serving the model 'm'. Retry later."))
+    record.finish()
+    [point] = points(reader, "horde.oai.requests.errors")
+    assert dict(point.attributes) == {
+        "horde.status": 503,
+        "horde.code": "no_eligible_worker",
+        "horde.reason": "",
+        "horde.stage": "submit",
+        "horde.max_tokens_bucket": "768",
+        "horde.outcome_class": "unservable",
+        "horde.streamed": False,
+    }
+    assert points(reader, "horde.oai.request.max_tokens") == []
+    [duration] = points(reader, "horde.oai.request.duration")
+    assert dict(duration.attributes)["horde.outcome_class"] == "unservable"
+
+
+def test_a_grace_refusal_is_stage_grace_and_records_the_limit_source(reader: InMemoryMetricReader) -> None:
+    """ref: error-attributes.4, completion-limit-source.1, completion-limit-source.3"""
+    request = read_chat_request(b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}')
+    record = RequestRecord(request, request_id="r1", submitted_at=1.0)
+    record.waiter = SimpleNamespace(
+        last_status=None, first_status=None, wakes=3, woke_by="timer", woke_at=2.0, done_without_generation_reads=0
+    )
+    record.failed(errors.no_eligible_worker("No online worker could serve this request."))
+    record.finish()
+    [point] = points(reader, "horde.oai.requests.errors")
+    assert (point.attributes["horde.stage"], point.attributes["horde.outcome_class"]) == ("grace", "capacity")
+    [limit] = points(reader, "horde.oai.request.max_tokens")
+    assert (dict(limit.attributes), limit.sum) == ({"horde.source": "default"}, 512)
+
+
+def test_pacing_records_post_gap_pieces_per_post_and_pacing_lag(reader: InMemoryMetricReader) -> None:
+    """The pacer records the gap between posts, the pieces of each paced plan and each paced piece's lateness, on the
+    reference's buckets. ref: histogram-buckets.4"""
+    pacer = DeltaPacer(2.0, 20, clock=lambda: 0.0)
+    pacer.add_delta("", "First words.", 1000, now=10.0)  # the first exposed delta goes whole: no plan, no gap yet
+    assert pacer.take_due(10.0) == [Piece("content", "First words.")]
+    pacer.add_delta("", "a" * 100, 1500, now=10.5)  # gap 0.5 s: window 0.5 s, 10 pieces due every 0.05 s from 10.5
+    assert len(pacer.take_due(10.62)) == 3  # due at 10.5, 10.55 and 10.6: late by 0.12, 0.07 and 0.02 s
+
+    (gap,) = points(reader, "horde.oai.stream.post_gap")
+    assert (gap.count, gap.sum, tuple(gap.explicit_bounds)) == (1, 0.5, BUCKETS_POST_GAP_SECONDS)
+    assert gap.bucket_counts[BUCKETS_POST_GAP_SECONDS.index(0.5)] == 1  # the (0.3, 0.5] bucket
+    (pieces,) = points(reader, "horde.oai.stream.pieces_per_post")
+    assert (pieces.count, pieces.sum, tuple(pieces.explicit_bounds)) == (1, 10, BUCKETS_PIECES_PER_POST)
+    (lag,) = points(reader, "horde.oai.stream.pacing_lag")
+    assert (lag.count, tuple(lag.explicit_bounds)) == (3, BUCKETS_POST_GAP_SECONDS)
+    assert lag.sum == pytest.approx(0.21)
+    assert (lag.min, lag.max) == (pytest.approx(0.02), pytest.approx(0.12))
+    assert tuple(lag.bucket_counts[:2]) == (2, 1)  # 0.02 and 0.07 s up to 0.1 s, 0.12 s in (0.1, 0.2]
