@@ -22,6 +22,7 @@ A host project's ``asgi.py``::
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 from loguru import logger
@@ -36,18 +37,38 @@ ASGIApplication = Callable[[Scope, Receive, Send], Awaitable[None]]
 """An ASGI 3 application, such as ``django.core.asgi.get_asgi_application()``."""
 
 
+REQUEST_END_HOOKS: ContextVar[list[Callable[[], object]] | None] = ContextVar("chat_request_end_hooks", default=None)
+"""The hooks to run when the ASGI call of the current HTTP request returns, set by :func:`with_front_lifespan`.
+
+Django runs the view in tasks that copy this context, so a view can register work that must happen however the
+request ends: ``chat.streaming.ChatEventStream`` registers its end (the native request's cancel), because a client
+that leaves while the response is still on its way back through the middleware cancels that await and Django then
+never closes the response. The hooks are idempotent; for a stream that ended normally they do nothing."""
+
+
 def with_front_lifespan(application: ASGIApplication) -> ASGIApplication:
     """Return ``application`` with the front's lifespan: every other scope goes to ``application`` unchanged.
 
     The wrapper handles the lifespan scope itself and does not forward it, so ``application`` should be one that
-    does not need its own lifespan (Django's does not have one).
+    does not need its own lifespan (Django's does not have one). Around each HTTP request it runs the hooks a view
+    registered in :data:`REQUEST_END_HOOKS` once the request's call returns.
     """
 
     async def front_application(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "lifespan":
+        if scope["type"] == "lifespan":
+            await serve_lifespan(receive, send)
+            return
+        if scope["type"] != "http":
             await application(scope, receive, send)
             return
-        await serve_lifespan(receive, send)
+        hooks: list[Callable[[], object]] = []
+        token = REQUEST_END_HOOKS.set(hooks)
+        try:
+            await application(scope, receive, send)
+        finally:
+            REQUEST_END_HOOKS.reset(token)
+            for hook in hooks:
+                hook()
 
     return front_application
 

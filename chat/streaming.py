@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from django.http import StreamingHttpResponse
 
+from chat.asgi import REQUEST_END_HOOKS
 from chat.errors import OpenAIError, dumps
 from chat.horde_client import NativeStatus
 from chat.mapping import buffered_chunks
@@ -54,10 +55,11 @@ class ChatEventStream(StreamingHttpResponse):
     never runs; Django still closes a response its handler received (from a worker thread), and this runs ``on_end``
     then, on ``loop``. A client that leaves while the response is still on its way back through the middleware (a
     synchronous ``process_response``, such as ``CommonMiddleware``'s, awaited in a thread) cancels that await: the
-    handler never gets the response and never closes it. The response is then only dropped, and a finalizer runs
-    ``on_end`` when it is collected, so the native request is still cancelled (measured: one such request in 20 under
-    load in ``tests/integration/test_chaos.py`` before). ``on_end`` must therefore be idempotent (chat.views makes it
-    so).
+    handler never gets the response and never closes it. Served through ``chat.asgi.with_front_lifespan`` (the
+    front's own ASGI application and the documented host-project one), ``on_end`` then runs as soon as the request's
+    ASGI call returns (``chat.asgi.REQUEST_END_HOOKS``); otherwise a finalizer runs it when the dropped response is
+    collected, which may be a minute later (a gen-2 collection; seen in ``tests/integration/test_chaos.py``), so the
+    native request is still cancelled. ``on_end`` must therefore be idempotent (chat.views makes it so).
     """
 
     def __init__(
@@ -67,6 +69,9 @@ class ChatEventStream(StreamingHttpResponse):
         self._on_end = on_end
         self._loop = loop
         self._unclosed = weakref.finalize(self, _run_soon, loop, on_end)
+        hooks = REQUEST_END_HOOKS.get()
+        if hooks is not None:  # served through chat.asgi.with_front_lifespan: ended when the request's call returns
+            hooks.append(self._unclosed)
 
     def close(self) -> None:
         """Close the response (Django calls it when the stream ends or the client leaves), then run ``on_end``."""
