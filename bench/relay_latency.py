@@ -109,6 +109,10 @@ class BenchStack:
         return body["requests"] if isinstance(body, dict) else body
 
 
+BENCH_MAX_IN_FLIGHT = 20_000
+"""The admission caps of a benchmark's front: above every level a benchmark opens (5,000 at most)."""
+
+
 @contextlib.contextmanager
 def bench_stack(
     scenario: dict[str, Any], front_env: dict[str, str], redis_url: str | None = None
@@ -167,6 +171,10 @@ def bench_stack(
             "HORDE_URL": stack.horde_url,
             "HORDE_OAI_REDIS_URL": redis_url,
             "HORDE_OAI_STREAM_REDIS_DB": str(STREAM_DB),
+            # Every benchmark client is one loopback address: lift the admission caps (oaifront.guards) above the
+            # largest level, so the benchmarks measure the front, not its FrontAtCapacity refusals.
+            "HORDE_OAI_MAX_IN_FLIGHT": str(BENCH_MAX_IN_FLIGHT),
+            "HORDE_OAI_MAX_IN_FLIGHT_PER_CLIENT": str(BENCH_MAX_IN_FLIGHT),
             **front_env,
         }
         front = stack.start(
