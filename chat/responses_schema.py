@@ -29,11 +29,11 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, StringConstrai
 
 from chat.response_schema import HordeExtras
 from chat.schema import (
-    INVALID_JSON_TYPE_ERROR,
     INVALID_TAG_ERROR,
     HordeOptions,
     JsonSchemaObject,
     ToolChoiceMode,
+    by_json_type,
     openai_value_list,
 )
 
@@ -62,25 +62,6 @@ RESPONSES_UNION_TAGS: Final[frozenset[str]] = frozenset(
     }
 )
 """Every tag the request's unions put into a pydantic error location; none is a request key."""
-
-
-def _json_type_tag(value: Any) -> str | None:
-    if isinstance(value, str):
-        return "<string>"
-    if isinstance(value, list):
-        return "<array>"
-    if isinstance(value, dict | BaseModel):
-        return "<object>"
-    return None
-
-
-def _by_json_type(expected: str) -> Discriminator:
-    return Discriminator(
-        _json_type_tag,
-        custom_error_type=INVALID_JSON_TYPE_ERROR,
-        custom_error_message=f"Input should be {expected}",
-        custom_error_context={"expected": expected},
-    )
 
 
 def _by_type(values: tuple[str, ...], *, default: str | None = None) -> Discriminator:
@@ -174,7 +155,7 @@ InputContentPart = Annotated[
 
 MessageContent = Annotated[
     Annotated[str, Tag("<string>")] | Annotated[list[InputContentPart], Tag("<array>")],
-    _by_json_type("one of a string or array of objects"),
+    by_json_type("one of a string or array of objects"),
 ]
 """A message item's content: a string or an array of parts."""
 
@@ -211,7 +192,7 @@ class FunctionCallItem(_Item):
 
 FunctionOutput = Annotated[
     Annotated[str, Tag("<string>")] | Annotated[list[InputContentPart], Tag("<array>")],
-    _by_json_type("one of a string or array of objects"),
+    by_json_type("one of a string or array of objects"),
 ]
 """A function's output: a string, or text parts (joined)."""
 
@@ -247,7 +228,7 @@ InputItem = Annotated[
 
 Input = Annotated[
     Annotated[str, Tag("<string>")] | Annotated[list[InputItem], Field(min_length=1), Tag("<array>")],
-    _by_json_type("one of a string or array of objects"),
+    by_json_type("one of a string or array of objects"),
 ]
 """The conversation: a user message's text, or an array of items."""
 
@@ -289,7 +270,7 @@ class FunctionToolChoice(_Strict):
 
 ToolChoice = Annotated[
     Annotated[ToolChoiceMode, Tag("<string>")] | Annotated[FunctionToolChoice, Tag("<object>")],
-    _by_json_type("one of a string or object"),
+    by_json_type("one of a string or object"),
 ]
 """``none``, ``auto``, ``required`` or ``{"type": "function", "name"}``."""
 

@@ -137,7 +137,7 @@ def _json_type_tag(value: Any) -> str | None:
     return None
 
 
-def _by_json_type(expected: str) -> Discriminator:
+def by_json_type(expected: str) -> Discriminator:
     """Choose a union member by the value's JSON type; another type is one error saying what was ``expected``."""
     return Discriminator(
         _json_type_tag,
@@ -230,7 +230,7 @@ ContentPart = Annotated[
 
 TextContent = Annotated[
     Annotated[str, Tag("<string>")] | Annotated[list[TextContentPart], Tag("<array>")],
-    _by_json_type("one of a string or array of objects"),
+    by_json_type("one of a string or array of objects"),
 ]
 """Message content of text only: a string or an array of text parts."""
 
@@ -242,13 +242,13 @@ AssistantContentPart = Annotated[
 
 AssistantContent = Annotated[
     Annotated[str, Tag("<string>")] | Annotated[list[AssistantContentPart], Tag("<array>")],
-    _by_json_type("one of a string or array of objects"),
+    by_json_type("one of a string or array of objects"),
 ]
 """Assistant message content: a string or an array of text and refusal parts."""
 
 UserContent = Annotated[
     Annotated[str, Tag("<string>")] | Annotated[list[ContentPart], Tag("<array>")],
-    _by_json_type("one of a string or array of objects"),
+    by_json_type("one of a string or array of objects"),
 ]
 """User message content: a string or an array of text and image parts."""
 
@@ -407,13 +407,13 @@ class NamedToolChoice(_Strict):
 
 ToolChoice = Annotated[
     Annotated[ToolChoiceMode, Tag("<string>")] | Annotated[NamedToolChoice, Tag("<object>")],
-    _by_json_type("one of a string or object"),
+    by_json_type("one of a string or object"),
 ]
 """``none``, ``auto``, ``required`` or an object naming one function."""
 
 Stop = Annotated[
     Annotated[str, Tag("<string>")] | Annotated[list[str], Field(max_length=MAX_CHAT_STOP_SEQUENCES), Tag("<array>")],
-    _by_json_type("one of a string or array of strings"),
+    by_json_type("one of a string or array of strings"),
 ]
 """One stop sequence, or an array of at most four."""
 
