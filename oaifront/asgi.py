@@ -14,7 +14,7 @@ application is built. The layers, outermost first:
 2. The OpenTelemetry ASGI instrumentation, when telemetry is configured (server spans).
 3. The admission guards (oaifront.guards) refuse a request over the in-flight caps, a body over the size limit or one
    that arrives too slowly, before Django reads it.
-4. Django's ASGI handler.
+4. Django's ASGI handler (oaifront.handler.FrontASGIHandler: no thread started and stopped per request).
 """
 
 from __future__ import annotations
@@ -28,11 +28,10 @@ import django
 
 django.setup(set_prefix=False)
 
-from django.core.handlers.asgi import ASGIHandler  # noqa: E402 - after django.setup()
-
 from chat.asgi import ASGIApplication, with_front_lifespan  # noqa: E402 - after django.setup()
 from oaifront.conf import front_settings  # noqa: E402 - after django.setup()
 from oaifront.guards import AdmissionGuards, ASGIApp  # noqa: E402 - after django.setup()
+from oaifront.handler import FrontASGIHandler  # noqa: E402 - after django.setup()
 from oaifront.logconfig import configure_logging  # noqa: E402 - after django.setup()
 from oaifront.telemetry import configure_telemetry, instrument_app  # noqa: E402 - after django.setup()
 
@@ -40,7 +39,7 @@ settings = front_settings()
 configure_logging(settings)
 telemetry_configured = configure_telemetry(settings)
 
-django_application = ASGIHandler()
+django_application = FrontASGIHandler()
 guarded_application = AdmissionGuards(cast("ASGIApp", django_application), settings)
 served_application = instrument_app(guarded_application) if telemetry_configured else guarded_application
 

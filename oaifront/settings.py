@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from chat.cors_settings import *  # noqa: F403 - CORS_ALLOW_ALL_ORIGINS, CORS_ALLOW_HEADERS, ... (documented there)
 from oaifront.conf import FrontSettings, describe_invalid_settings
+from oaifront.middleware import MiddlewareSetting
 
 DEBUG = os.environ.get("DJANGO_DEBUG", "").lower() in {"1", "true", "yes"}
 SECRET_KEY_IS_SET = bool(os.environ.get("DJANGO_SECRET_KEY"))
@@ -31,19 +32,22 @@ INSTALLED_APPS = [
     "models_list",
 ]
 
-MIDDLEWARE = [
-    "django.middleware.security.SecurityMiddleware",
-    # Serves the Swagger UI and ReDoc assets (drf-spectacular-sidecar) in every mode; WhiteNoise kept async.
-    "oaifront.openapi.StaticAssetsMiddleware",
-    # Django's HTML 400/404/500 pages (a disallowed Host, DEBUG's technical pages) become JSON envelopes.
-    "oaifront.error_pages.JsonErrorPagesMiddleware",
-    # Browser access (reference: Browser access) through django-cors-headers, configured by chat.cors_settings.
-    "corsheaders.middleware.CorsMiddleware",
-    "oaifront.middleware.CommonMiddleware",
-    # Every API view is csrf_exempt (bearer keys, no cookies); the middleware guards anything added later.
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
-]
+MIDDLEWARE = MiddlewareSetting(
+    [
+        # Django's security, CSRF and clickjacking middleware with their hooks on the event loop (oaifront.middleware).
+        "oaifront.middleware.SecurityMiddleware",
+        # Serves the Swagger UI and ReDoc assets (drf-spectacular-sidecar) in every mode; WhiteNoise kept async.
+        "oaifront.openapi.StaticAssetsMiddleware",
+        # Django's HTML 400/404/500 pages (a disallowed Host, DEBUG's technical pages) become JSON envelopes.
+        "oaifront.error_pages.JsonErrorPagesMiddleware",
+        # Browser access (reference: Browser access) through django-cors-headers, configured by chat.cors_settings.
+        "corsheaders.middleware.CorsMiddleware",
+        "oaifront.middleware.CommonMiddleware",
+        # Every API view is csrf_exempt (bearer keys, no cookies); the middleware guards anything added later.
+        "oaifront.middleware.CsrfViewMiddleware",
+        "oaifront.middleware.XFrameOptionsMiddleware",
+    ]
+)
 
 # Security headers (SecurityMiddleware). TLS usually ends at the proxy in front of the front, which then owns HTTPS
 # redirects and HSTS: both are off unless set, and their deployment warnings are silenced for that reason.

@@ -38,3 +38,81 @@ async def test_no_middleware_runs_in_a_thread() -> None:
 
     for path in settings.MIDDLEWARE:
         assert getattr(import_string(path), "async_capable", False), path
+
+
+async def test_no_middleware_hook_goes_through_sync_to_async(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Django's ``MiddlewareMixin`` is async-capable yet runs each hook through ``sync_to_async`` (a thread per
+    request): the security, CSRF and clickjacking middleware of the front call their hooks on the event loop. Fails
+    with Django's own classes in MIDDLEWARE (their four hooks per request went to a thread)."""
+    from asgiref.sync import SyncToAsync
+
+    threaded: list[str] = []
+    original = SyncToAsync.__call__
+
+    async def recording(self: SyncToAsync[..., object], *args: object, **kwargs: object) -> object:
+        threaded.append(getattr(self.func, "__qualname__", repr(self.func)))
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SyncToAsync, "__call__", recording)
+    client = AsyncClient()
+    assert (await client.get("/healthz")).status_code == 200
+    refused = await client.post("/v1/chat/completions", data=b"{}", content_type="application/json")
+    assert refused.status_code == 400
+    # What is left is Django's ASGIHandler's own: it closes each response with sync_to_async (request_finished's
+    # receivers may be sync) and logs a 4xx answer with log_response in its thread pool.
+    assert threaded == ["HttpResponseBase.close", "log_response", "HttpResponseBase.close"]
+
+
+async def test_the_security_headers_are_still_set() -> None:
+    """Django's SecurityMiddleware and XFrameOptionsMiddleware hooks, run on the event loop, set their headers."""
+    response = await AsyncClient().get("/healthz")
+    assert response["X-Frame-Options"] == "DENY"
+    assert response["X-Content-Type-Options"] == "nosniff"
+    assert response["Referrer-Policy"] == "same-origin"
+    assert response["Cross-Origin-Opener-Policy"] == "same-origin"
+
+
+async def test_csrf_still_refuses_an_unsafe_request_to_a_view_that_is_not_exempt() -> None:
+    """The CSRF check of a view added later (not csrf_exempt) still runs, awaited on the event loop."""
+    from django.http import HttpResponse
+    from django.test import RequestFactory
+
+    from oaifront.middleware import CsrfViewMiddleware
+
+    async def get_response(request: object) -> HttpResponse:
+        return HttpResponse()
+
+    def view(request: object) -> HttpResponse:
+        return HttpResponse()
+
+    middleware = CsrfViewMiddleware(get_response)
+    request = RequestFactory().post("/added-later", data={})
+    refused = await middleware.process_view(request, view, (), {})
+    assert refused is not None and refused.status_code == 403
+    assert await middleware.process_view(RequestFactory().get("/added-later"), view, (), {}) is None
+
+
+def test_djangos_deployment_checks_see_the_substitutes() -> None:
+    """``check --deploy`` asks whether Django's middleware paths are in MIDDLEWARE before checking HSTS, nosniff,
+    secure CSRF cookies and X-Frame-Options: the event-loop subclasses answer for them, so every check still runs."""
+    from django.conf import settings
+    from django.core.checks.security import base, csrf
+    from django.test import override_settings
+
+    from oaifront.middleware import EVENT_LOOP_SUBSTITUTES
+
+    assert EVENT_LOOP_SUBSTITUTES == {
+        "django.middleware.security.SecurityMiddleware": "oaifront.middleware.SecurityMiddleware",
+        "django.middleware.csrf.CsrfViewMiddleware": "oaifront.middleware.CsrfViewMiddleware",
+        "django.middleware.clickjacking.XFrameOptionsMiddleware": "oaifront.middleware.XFrameOptionsMiddleware",
+    }
+    for django_path in EVENT_LOOP_SUBSTITUTES:
+        assert django_path in settings.MIDDLEWARE
+    assert "django.middleware.common.CommonMiddleware" not in settings.MIDDLEWARE
+    assert base.check_security_middleware(None) == []
+    assert base.check_xframe_options_middleware(None) == []
+    assert csrf.check_csrf_middleware(None) == []
+    with override_settings(SECURE_CONTENT_TYPE_NOSNIFF=False, X_FRAME_OPTIONS="SAMEORIGIN", CSRF_COOKIE_SECURE=False):
+        assert [w.id for w in base.check_content_type_nosniff(None)] == ["security.W006"]
+        assert [w.id for w in base.check_xframe_deny(None)] == ["security.W019"]
+        assert [w.id for w in csrf.check_csrf_cookie_secure(None)] == ["security.W016"]

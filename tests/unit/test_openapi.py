@@ -199,7 +199,7 @@ def test_static_assets_middleware_stays_async() -> None:
     assert iscoroutinefunction(StaticAssetsMiddleware(get_response))
     # WhiteNoise's own advice: directly after SecurityMiddleware, before everything else.
     assert settings.MIDDLEWARE[:2] == [
-        "django.middleware.security.SecurityMiddleware",
+        "oaifront.middleware.SecurityMiddleware",
         "oaifront.openapi.StaticAssetsMiddleware",
     ]
 

@@ -1,0 +1,87 @@
+"""oaifront.handler.FrontASGIHandler: Django's ASGI handler without a thread started and stopped per request."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from django.core.handlers.asgi import ASGIHandler
+
+from oaifront.handler import FrontASGIHandler
+
+pytestmark = pytest.mark.asyncio
+
+
+async def serve(handler: ASGIHandler, path: str) -> tuple[int, bytes]:
+    """One GET through ``handler`` as an ASGI server would make it; the status and body."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"testserver")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+    }
+    sent: list[Mapping[str, Any]] = []
+    requested = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal requested
+        if not requested:
+            requested = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await asyncio_forever()
+        return {"type": "http.disconnect"}
+
+    async def send(message: Mapping[str, Any]) -> None:
+        sent.append(message)
+
+    await handler(scope, receive, send)
+    status = next(message["status"] for message in sent if message["type"] == "http.response.start")
+    body = b"".join(message.get("body", b"") for message in sent if message["type"] == "http.response.body")
+    return status, body
+
+
+async def asyncio_forever() -> None:
+    await asyncio.Event().wait()
+
+
+async def count_thread_starts(handler: ASGIHandler, requests: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    started: list[str] = []
+    original = threading.Thread.start
+
+    def recording(self: threading.Thread) -> None:
+        started.append(self.name)
+        original(self)
+
+    monkeypatch.setattr(threading.Thread, "start", recording)
+    for _ in range(requests):
+        assert await serve(handler, "/healthz") == (200, b'{"status": "ok"}')
+    monkeypatch.undo()
+    return len(started)
+
+
+async def test_requests_start_no_thread_of_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Django's handler starts two threads for every request (an executor's, to close the response in, and one that
+    joins it at the request's end); the front's closes every response in asgiref's one shared thread, so ten
+    requests start at most that one thread, once per process."""
+    assert await count_thread_starts(ASGIHandler(), 10, monkeypatch) == 20
+    assert await count_thread_starts(FrontASGIHandler(), 10, monkeypatch) <= 1
+    assert await count_thread_starts(FrontASGIHandler(), 10, monkeypatch) == 0
+
+
+async def test_a_scope_that_is_not_http_is_refused_as_django_refuses_it() -> None:
+    async def nothing(*args: object) -> Any:
+        return None
+
+    with pytest.raises(ValueError, match=r"^Django can only handle ASGI/HTTP connections, not websocket\.$"):
+        await FrontASGIHandler()({"type": "websocket"}, nothing, nothing)
