@@ -1,4 +1,5 @@
-"""``make bench`` / ``python -m bench``: every benchmark in turn, then one summary table (rows 1-5 of issue 12).
+"""``make bench`` / ``python -m bench``: every benchmark in turn, then one summary table (rows 1-5 of issue 12, and
+row 6: one front worker against two).
 
 The defaults fit in about 10 minutes on 2 cores (see bench/README.md): front cost at 1, 16 and 128 clients for 4 s
 each, 100 and 1,000 waiting requests with Redis on and off, relay latency over 10 streams, relayed streams held at 100
@@ -42,7 +43,20 @@ LARGE_ARGS: dict[str, list[str]] = {
     "relay_capacity": ["--levels", "100,1000,5000"],
 }
 SMALL_ARGS: dict[str, list[str]] = {
-    "front_cost": ["--levels", "1,4", "--seconds", "2", "--waiting", "20", "--settle", "3", "--window", "2"],
+    "front_cost": [
+        "--levels",
+        "1,4",
+        "--seconds",
+        "2",
+        "--workers-level",
+        "8",
+        "--waiting",
+        "20",
+        "--settle",
+        "3",
+        "--window",
+        "2",
+    ],
     "relay_latency": ["--requests", "3", "--deltas", "5"],
     "relay_capacity": ["--levels", "10,30", "--deltas", "4", "--idle-window", "1"],
     "responses_events": ["--streams", "20", "--deltas", "20"],
@@ -141,6 +155,17 @@ def summary_rows(
                 f"{level['xread_per_second_idle']}; {level['xread_per_second_relay']} and "
                 f"{level['xadd_per_second_relay']}",
                 ratio(level["xread_per_second_relay"], level["xadd_per_second_relay"]),
+            )
+        )
+    scale = cost.get("workers")
+    if scale:
+        one, two = scale["workers_1"], scale["workers_2"]
+        rows.append(
+            (
+                f"6 (c={scale['c']})",
+                "non-streamed req/s, 1 / 2 front workers (CPU ms per request, every worker); ratio: 2 over 1",
+                f"{one['rps']} / {two['rps']} ({one.get('cpu_ms_per_request')} / {two.get('cpu_ms_per_request')})",
+                ratio(two["rps"], one["rps"]),
             )
         )
     return rows

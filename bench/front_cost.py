@@ -1,7 +1,7 @@
 """What the front costs per request and per waiting request, measured against a floor in the same run.
 
-Run: ``.venv/bin/python -m bench.front_cost [--part nonstream,waiting] [--levels 1,16,128] [--seconds 6]
-[--waiting 100,1000,5000]``.
+Run: ``.venv/bin/python -m bench.front_cost [--part nonstream,workers,waiting] [--levels 1,16,128] [--seconds 6]
+[--workers-level 64] [--waiting 100,1000,5000]``.
 
 **Non-streamed cost** (rows 1 and 2 of ``make bench``). A throwaway ``redis-server``, the devhorde (one worker,
 512 threads, no latency, a fixed 8-word reply), the front with Redis (one uvicorn worker, production defaults) and
@@ -21,6 +21,12 @@ lists them) and ``--settle`` seconds passed, the front's CPU share of one core a
 on a fresh stack. With Redis on and with Redis off (``HORDE_OAI_REDIS_URL`` empty: the waiter re-reads every
 ``signal_recheck_seconds``).
 
+**Scale-out** (row 6). The non-streamed closed loop of ``--workers-level`` clients against a front with one uvicorn
+worker, then against a fresh stack whose front has two (``uvicorn --workers 2``, one port, Redis shared); served
+requests per second of each, the front's CPU (every worker's) per request, and the ratio of the two rates. The
+devhorde and this client share the same cores, so on a 2-core machine the ratio is what is left to the front, not
+what two cores of its own would give.
+
 Everything is bounded: fixed durations, a fixed number of levels, every wait with a deadline.
 """
 
@@ -35,6 +41,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -303,6 +310,47 @@ async def nonstream(levels: list[int], seconds: float, front_env: dict[str, str]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
+# Scale-out: one worker process, then two behind the same port
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (Linux ``/proc/<pid>/task/*/children``)."""
+    found = [pid]
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            for child in (task / "children").read_text().split():
+                found += process_tree(int(child))
+    return found
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of ``pid`` and its descendants (a uvicorn master and its workers)."""
+    total = 0.0
+    for member in process_tree(pid):
+        with contextlib.suppress(OSError):
+            total += cpu_seconds(member)
+    return total
+
+
+async def scale_out(level: int, seconds: float) -> dict[str, Any]:
+    """The non-streamed closed loop at ``level`` clients against one front worker, then two."""
+    row: dict[str, Any] = {"c": level, "load": load_average()}
+    for workers in (1, 2):
+        with bench_stack(scenario(512, 0.0), {}, workers=workers) as stack:
+            front_port = port_of(stack.front_url)
+            one = lambda c: _one_front(c, "/v1/chat/completions", OPENAI_BODY)  # noqa: E731
+            await closed_loop(front_port, max(4, 2 * workers), 1.5, one, None)  # warm every worker
+            cpu_before = tree_cpu_seconds(stack.front_pid)
+            result = await closed_loop(front_port, level, seconds, one, None)
+            result.cpu = tree_cpu_seconds(stack.front_pid) - cpu_before
+            row[f"workers_{workers}"] = result.row()
+    one_rate, two_rate = row["workers_1"]["rps"], row["workers_2"]["rps"]
+    row["ratio"] = round(two_rate / one_rate, 2) if one_rate else None
+    print(json.dumps(row), flush=True)
+    return row
+
+
+# ---------------------------------------------------------------------------------------------------------------------
 # Waiting cost
 
 
@@ -371,15 +419,17 @@ async def waiting(levels: list[int], settle: float, window: float, redis: bool) 
 
 
 def run(argv: list[str] | None = None) -> dict[str, Any]:
-    """Parse ``argv``, run the parts (printing each row) and return ``{"nonstream": rows, "waiting": rows}``."""
+    """Parse ``argv``, run the parts (printing each row) and return ``{"nonstream": rows, "workers": row,
+    "waiting": rows}``."""
     parser = argparse.ArgumentParser(prog="python -m bench.front_cost", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", default="nonstream,waiting")
+    parser.add_argument("--part", default="nonstream,workers,waiting")
     parser.add_argument("--levels", default="1,16,128", help="concurrent clients of the non-streamed loop")
     parser.add_argument("--seconds", type=float, default=6.0, help="duration of each closed loop")
     parser.add_argument("--waiting", default="100,1000,5000", help="waiting request counts")
     parser.add_argument("--redis", default="on,off", help="waiting with Redis on, off, or both")
     parser.add_argument("--settle", type=float, default=20.0)
     parser.add_argument("--window", type=float, default=10.0)
+    parser.add_argument("--workers-level", type=int, default=64, help="clients of the scale-out loop (part workers)")
     parser.add_argument("--front-env", default="", help="extra front variables, NAME=VALUE,NAME=VALUE")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -392,6 +442,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     results: dict[str, Any] = {}
     if "nonstream" in parts:
         results["nonstream"] = asyncio.run(nonstream(levels, min(args.seconds, 60.0), front_env))
+    if "workers" in parts:
+        results["workers"] = asyncio.run(scale_out(min(args.workers_level, 512), min(args.seconds, 60.0)))
     if "waiting" in parts:
         results["waiting"] = []
         for mode in args.redis.split(","):

@@ -115,10 +115,11 @@ BENCH_MAX_IN_FLIGHT = 20_000
 
 @contextlib.contextmanager
 def bench_stack(
-    scenario: dict[str, Any], front_env: dict[str, str], redis_url: str | None = None
+    scenario: dict[str, Any], front_env: dict[str, str], redis_url: str | None = None, workers: int = 1
 ) -> Iterator[BenchStack]:
     """Start Redis (a throwaway ``redis-server`` unless ``redis_url``), the devhorde with ``scenario`` and one front
-    with ``front_env``; stop them all on exit. Logs go to a temporary folder, printed on failure."""
+    with ``front_env`` (``workers`` uvicorn worker processes behind its port); stop them all on exit. Logs go to a
+    temporary folder, printed on failure."""
     stack = BenchStack(Path(tempfile.mkdtemp(prefix="relay-bench-")))
     try:
         if redis_url is None:
@@ -191,6 +192,7 @@ def bench_stack(
                 "--no-access-log",
                 "--log-level",
                 "warning",
+                *(["--workers", str(workers)] if workers > 1 else []),
             ],
             env,
         )
