@@ -196,6 +196,9 @@ class DevHorde:
         self._wake: asyncio.Event | None = None
         self._dispatcher: asyncio.Task[None] | None = None
         self._routing_version = 0
+        self._queue_version = 0
+        """Bumped whenever a request is added, changes state or is forgotten: the queue snapshot's key."""
+        self._queue_snapshot: tuple[tuple[int, int], dict[str, tuple[int, int]]] | None = None
         self.text = TextQueue(self)
         """The text generation API's requests (devhorde.text_api)."""
 
@@ -398,6 +401,7 @@ class DevHorde:
                 "KudosUpfront",
             )
         self.requests[request.id] = request
+        self._queue_version += 1
         self._next_seq += 1
         self._dispatch()
         body: dict[str, Any] = {"id": request.id, "kudos": request.kudos_estimate}
@@ -506,13 +510,13 @@ class DevHorde:
             self._stop_task(request)
             if was_processing:
                 self._end_attempt(request, "cancelled")
-            request.state = RequestState.CANCELLED
+            self._set_state(request, RequestState.CANCELLED)
             request.cancelled = True
             self.bus.signal(request.id, "cancelled")
             self._dispatch()
         return HordeReply(200, self.status_body(request))
 
-    def _queue_stats(self, request: ChatRequest, eligible: list[WorkerSpec]) -> tuple[int, int]:
+    def _queue_stats(self, request: ChatRequest) -> tuple[int, int]:
         """Return ``(queue_position, wait_time)``.
 
         Waiting: the position is 1 plus the waiting requests submitted earlier that share a model and that one of
@@ -530,21 +534,48 @@ class DevHorde:
             return 0, 0
         if now - request.submitted_at < self.scenario.queue_position_delay_seconds:
             return 0, 0
-        overlapping = set(request.models)
-        eligible_names = {worker.name for worker in eligible}
-        ahead = [
-            other
-            for other in self.requests.values()
-            if other.state is RequestState.WAITING
-            and other.seq < request.seq
-            and overlapping & set(other.models)
-            and eligible_names & {worker.name for worker in self.eligible_workers(other)}
-        ]
-        throughput = sum(worker.tokens_per_second * worker.threads for worker in eligible)
-        if throughput <= 0:
-            return len(ahead) + 1, 0
-        work = sum(other.max_length for other in ahead) + request.max_length
-        return len(ahead) + 1, math.ceil(work / throughput)
+        return self._waiting_queue_stats()[request.id]
+
+    def _set_state(self, request: ChatRequest, state: RequestState) -> None:
+        request.state = state
+        self._queue_version += 1
+
+    def _waiting_queue_stats(self) -> dict[str, tuple[int, int]]:
+        """``(queue_position, wait_time)`` of every waiting request (as :meth:`_queue_stats` defines them), computed
+        in one pass and kept until a request is added, changes state or is forgotten, or the routing changes.
+
+        A request's queue is the waiting requests submitted earlier that share a model and an eligible worker with
+        it. Requests are grouped by (models, eligible workers); running totals per group make the pass linear in
+        the waiting requests (times the groups), so thousands of waiting requests cost a status read little.
+        """
+        key = (self._queue_version, self._routing_version)
+        if self._queue_snapshot is not None and self._queue_snapshot[0] == key:
+            return self._queue_snapshot[1]
+        waiting = sorted(
+            (request for request in self.requests.values() if request.state is RequestState.WAITING),
+            key=lambda request: request.seq,
+        )
+        totals: dict[tuple[frozenset[str], frozenset[str]], list[int]] = {}
+        compatible: dict[tuple[frozenset[str], frozenset[str]], list[list[int]]] = {}
+        stats: dict[str, tuple[int, int]] = {}
+        for request in waiting:
+            eligible = self.eligible_workers(request)
+            group = (frozenset(request.models), frozenset(worker.name for worker in eligible))
+            if group not in totals:
+                totals[group] = [0, 0]
+                for other, other_totals in totals.items():
+                    if group[0] & other[0] and group[1] & other[1]:
+                        compatible.setdefault(group, []).append(other_totals)
+                        if other != group:
+                            compatible.setdefault(other, []).append(totals[group])
+            ahead = sum(entry[0] for entry in compatible.get(group, ()))
+            work = sum(entry[1] for entry in compatible.get(group, ())) + request.max_length
+            throughput = sum(worker.tokens_per_second * worker.threads for worker in eligible)
+            stats[request.id] = (ahead + 1, math.ceil(work / throughput) if throughput > 0 else 0)
+            totals[group][0] += 1
+            totals[group][1] += request.max_length
+        self._queue_snapshot = (key, stats)
+        return stats
 
     def status_body(self, request: ChatRequest) -> dict[str, Any]:
         """The status JSON of a request (contract: Status), recomputed against the workers online now."""
@@ -554,7 +585,7 @@ class DevHorde:
         transient_done = state is RequestState.PROCESSING and worker is not None and worker.done_while_processing
         eligible = self.eligible_workers(request)
         is_possible = state is not RequestState.WAITING or bool(eligible)
-        position, wait_time = self._queue_stats(request, eligible)
+        position, wait_time = self._queue_stats(request)
         done = state in TERMINAL_STATES or transient_done
         body: dict[str, Any] = {
             "done": done,
@@ -595,7 +626,7 @@ class DevHorde:
         if request.state is RequestState.PROCESSING:
             self._stop_task(request)
             self._end_attempt(request, "expired")
-        request.state = RequestState.EXPIRED
+        self._set_state(request, RequestState.EXPIRED)
 
     # ----------------------------------------------------------------- queue and jobs
 
@@ -641,7 +672,7 @@ class DevHorde:
             streams=streams,
         )
         request.attempts.append(attempt)
-        request.state = RequestState.PROCESSING
+        self._set_state(request, RequestState.PROCESSING)
         request.stream_progress = request.stream_progress or streams
         self.bus.signal(request.id, "processing")
         request.task = asyncio.get_running_loop().create_task(
@@ -675,7 +706,7 @@ class DevHorde:
         request.restarted += 1
         if counted_for is not None:
             request.restart_counts[counted_for] += 1
-        request.state = RequestState.WAITING
+        self._set_state(request, RequestState.WAITING)
         self._dispatch()
         self.wake()
 
@@ -830,7 +861,7 @@ class DevHorde:
             await asyncio.sleep(plan.tool_call_tokens / worker.tokens_per_second)
         if worker.done_without_generation:
             await self._await_marker(self._end_attempt(request, "completed"))
-            request.state = RequestState.DONE
+            self._set_state(request, RequestState.DONE)
             request.task = None
             self.bus.signal(request.id, "done")
             self._job_finished(worker.name)
@@ -840,7 +871,7 @@ class DevHorde:
     async def _fault(self, request: ChatRequest, worker: WorkerSpec, attempt: Attempt, reason: ChatFaultReason) -> None:
         submit = build_chat_fault_submit(attempt.gen, worker.model, reason)
         await self._await_marker(self._end_attempt(request, "faulted"))
-        request.state = RequestState.FAULTED
+        self._set_state(request, RequestState.FAULTED)
         request.fault_reason = submit["fault_reason"]
         request.task = None
         self.bus.signal(request.id, "faulted")
@@ -901,7 +932,7 @@ class DevHorde:
         await self._await_marker(self._end_attempt(request, "completed"))
         request.generations = [generation]
         request.kudos_consumed = round(plan.completion_tokens * self.scenario.kudos_per_token, 2)
-        request.state = RequestState.DONE
+        self._set_state(request, RequestState.DONE)
         request.task = None
         self.bus.signal(request.id, "done")
         self._job_finished(worker.name)
@@ -998,6 +1029,7 @@ class DevHorde:
         self.text.stop_all()
         self.text.requests.clear()
         self.requests.clear()
+        self._queue_version += 1
         self._jobs_done.clear()
         self._refusal_uses.clear()
         self.submits.clear()

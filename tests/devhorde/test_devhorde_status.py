@@ -299,6 +299,37 @@ async def test_queue_fields_and_eligible_threads(make_client) -> None:
 
 
 @pytest.mark.asyncio
+async def test_queue_positions_across_models_and_after_a_cancel(make_client) -> None:
+    """A request's queue is the waiting requests submitted before it that share a model and an eligible worker; the
+    positions the devhorde keeps between changes follow a cancel at once."""
+    client = await make_client(
+        scenario(
+            worker("a", threads=1, tokens_per_second=10, **SLOW),
+            worker("b", "m/other", threads=1, tokens_per_second=10, **SLOW),
+        ),
+    )
+    await submit_ok(client, chat())
+    await submit_ok(client, chat(models=["m/other"]))
+    plain = await submit_ok(client, chat())
+    other = await submit_ok(client, chat(models=["m/other"]))
+    both = await submit_ok(client, chat(models=["m/plain", "m/other"]))
+    last = await submit_ok(client, chat())
+
+    async def queue(request_id: str) -> tuple[int, int]:
+        body = await status(client, request_id)
+        return body["queue_position"], body["wait_time"]
+
+    assert await queue(plain) == (1, 52)  # 512 tokens at 10 tokens/s
+    assert await queue(other) == (1, 52)
+    assert await queue(both) == (3, 77)  # plain and other ahead; 3 x 512 tokens at 20 tokens/s
+    assert await queue(last) == (3, 154)  # plain and both ahead (other shares no model); 3 x 512 at 10
+    assert (await client.delete(f"{API}/generate/chat/status/{plain}")).status_code == 200
+    assert await queue(both) == (2, 52)
+    assert await queue(last) == (2, 103)
+    assert await queue(other) == (1, 52)
+
+
+@pytest.mark.asyncio
 async def test_queue_positions_stay_zero_until_the_refresh(make_client) -> None:
     client = await make_client(scenario(worker("a", **SLOW), queue_position_delay_seconds=0.3))
     await submit_ok(client, chat())
