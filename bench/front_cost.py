@@ -14,12 +14,15 @@ front adds is its latency minus the direct calls' at the same ``c``. Every reque
 counted and printed.
 
 **Waiting cost** (row 3). The devhorde's one worker has 1 thread and a first token after 600 s, so after the first
-request every other one stays queued. ``N`` non-streamed requests are opened at once (``N`` client sockets,
-``RLIMIT_NOFILE`` raised for this process and the ones it starts); once they are all submitted (the devhorde
-lists them) and ``--settle`` seconds passed, the front's CPU share of one core and its RSS are read over
-``--window`` seconds. Then the clients close their sockets (the front cancels the requests) and the next level runs
-on a fresh stack. With Redis on and with Redis off (``HORDE_OAI_REDIS_URL`` empty: the waiter re-reads every
-``signal_recheck_seconds``).
+request every other one stays queued. ``N`` non-streamed requests are opened at ``--open-rate`` a second (``N``
+client sockets, ``RLIMIT_NOFILE`` raised for this process and the ones it starts; clients arrive over time, as they
+do: a burst of thousands at the same instant measures admission, not waiting); once they are all submitted (the
+devhorde lists them) and the settle time passed, the front's CPU share of one core and its RSS are read over the
+window. Then the clients close their sockets (the front cancels the requests) and the next level runs on a fresh
+stack. With Redis on and with Redis off (``HORDE_OAI_REDIS_URL`` empty: the waiter re-reads every
+``signal_recheck_seconds``). With Redis on, the settle time and the window default to the steady state of the
+backed-off timer (:func:`steady_state_seconds`): settle until every waiter's timer reached its ceiling, then a
+window of one whole ceiling, so every waiter re-reads once in it; with Redis off, 5 s and 10 s.
 
 **Scale-out** (row 6). The non-streamed closed loop of ``--workers-level`` clients against a front with one uvicorn
 worker, then against a fresh stack whose front has two (``uvicorn --workers 2``, one port, Redis shared); served
@@ -59,6 +62,7 @@ from bench.relay_latency import (
     rss_megabytes,
 )
 from devhorde.launch import free_port, wait_http
+from oaifront.conf import FrontSettings
 
 REPLY = "The quick brown fox jumps over the lazy dog."
 WAIT_FIRST_TOKEN_SECONDS = 600.0
@@ -354,11 +358,30 @@ async def scale_out(level: int, seconds: float) -> dict[str, Any]:
 # Waiting cost
 
 
-async def hold_waiting(stack: BenchStack, count: int, settle: float, window: float) -> dict[str, Any]:
+def steady_state_seconds(count: int) -> tuple[float, float]:
+    """``(settle, window)`` for ``count`` requests waiting with Redis on and the front's default settings: the
+    waiter's timer doubles from ``signal_recheck_seconds`` to its ceiling (``chat.waiter.ChatWaiter.timer_ceiling``:
+    at least ``count / signal_recheck_reads_per_second``); settle until the last read before the ceiling, then one
+    whole ceiling. 100 waiting: 31 s and 30 s; 1,000: 63 s and 40 s; 5,000: 255 s and 200 s.
+    """
+    defaults = FrontSettings()
+    base = defaults.signal_recheck_seconds
+    ceiling = max(base, defaults.signal_recheck_max_seconds, count / defaults.signal_recheck_reads_per_second)
+    delay, settle = base, 0.0
+    while delay < ceiling:
+        settle += delay
+        delay *= 2
+    return settle, ceiling
+
+
+async def hold_waiting(
+    stack: BenchStack, count: int, settle: float, window: float, open_rate: float = 250.0
+) -> dict[str, Any]:
     front_port = port_of(stack.front_url)
     conns = [Connection(front_port) for _ in range(count)]
     tasks: list[asyncio.Task[Any]] = []
     opened = 0
+    began = time.monotonic()
     for conn in conns:
         try:
             await conn.open()
@@ -366,8 +389,7 @@ async def hold_waiting(stack: BenchStack, count: int, settle: float, window: flo
             break
         opened += 1
         tasks.append(asyncio.ensure_future(conn.request("POST", "/v1/chat/completions", OPENAI_BODY)))
-        if opened % 200 == 0:
-            await asyncio.sleep(0)
+        await asyncio.sleep(max(0.0, began + opened / open_rate - time.monotonic()))
     # All submitted: the devhorde lists them (bounded wait).
     deadline = time.monotonic() + max(60.0, count / 25)
     listed = 0
@@ -388,11 +410,20 @@ async def hold_waiting(stack: BenchStack, count: int, settle: float, window: flo
     cpu = (cpu_seconds(pid) - cpu_before) / elapsed * 100
     horde_cpu = (cpu_seconds(horde_pid) - horde_before) / elapsed * 100
     answered = sum(1 for task in tasks if task.done())
+    early: dict[str, int] = {}
+    early_example = ""
+    for task in tasks:
+        if task.done():
+            outcome = f"HTTP {task.result()[0]}" if task.exception() is None else type(task.exception()).__name__
+            early[outcome] = early.get(outcome, 0) + 1
+            if not early_example and task.exception() is None:
+                early_example = task.result()[1][:300].decode(errors="replace")
     row = {
         "waiting": count,
         "opened": opened,
         "submitted": listed,
         "answered_early": answered,
+        **({"answered_early_as": early, "answered_early_example": early_example} if early else {}),
         "front_cpu_pct": round(cpu, 1),
         "front_rss_mib": round(rss_megabytes(pid), 1),
         "devhorde_cpu_pct": round(horde_cpu, 1),
@@ -406,13 +437,19 @@ async def hold_waiting(stack: BenchStack, count: int, settle: float, window: flo
     return row
 
 
-async def waiting(levels: list[int], settle: float, window: float, redis: bool) -> list[dict[str, Any]]:
+async def waiting(
+    levels: list[int], settle: float | None, window: float | None, redis: bool, open_rate: float
+) -> list[dict[str, Any]]:
+    """One row per level; ``settle`` / ``window`` None: :func:`steady_state_seconds` with Redis, 5 s / 10 s without."""
     rows = []
     front_env = {} if redis else {"HORDE_OAI_REDIS_URL": ""}
     for level in levels:
+        steady = steady_state_seconds(level) if redis else (5.0, 10.0)
+        level_settle = steady[0] + 2.0 if settle is None else settle
+        level_window = steady[1] if window is None else window
         with bench_stack(scenario(1, WAIT_FIRST_TOKEN_SECONDS), front_env) as stack:
-            row = await hold_waiting(stack, level, settle, window)
-        row["redis"] = redis
+            row = await hold_waiting(stack, level, level_settle, level_window, open_rate)
+        row.update(redis=redis, settle_seconds=level_settle, window_seconds=level_window)
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows
@@ -427,8 +464,9 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seconds", type=float, default=6.0, help="duration of each closed loop")
     parser.add_argument("--waiting", default="100,1000,5000", help="waiting request counts")
     parser.add_argument("--redis", default="on,off", help="waiting with Redis on, off, or both")
-    parser.add_argument("--settle", type=float, default=20.0)
-    parser.add_argument("--window", type=float, default=10.0)
+    parser.add_argument("--settle", type=float, default=None, help="seconds after the last submit (default: steady)")
+    parser.add_argument("--window", type=float, default=None, help="seconds measured (default: one timer ceiling)")
+    parser.add_argument("--open-rate", type=float, default=250.0, help="waiting requests opened per second")
     parser.add_argument("--workers-level", type=int, default=64, help="clients of the scale-out loop (part workers)")
     parser.add_argument("--front-env", default="", help="extra front variables, NAME=VALUE,NAME=VALUE")
     parser.add_argument("--json", action="store_true")
@@ -448,7 +486,13 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         results["waiting"] = []
         for mode in args.redis.split(","):
             results["waiting"] += asyncio.run(
-                waiting(counts, min(args.settle, 120.0), min(args.window, 60.0), mode == "on")
+                waiting(
+                    counts,
+                    None if args.settle is None else min(args.settle, 600.0),
+                    None if args.window is None else min(args.window, 600.0),
+                    mode == "on",
+                    max(1.0, args.open_rate),
+                )
             )
     if args.json:
         print(json.dumps(results))

@@ -424,6 +424,13 @@ class SignalListener:
         """Whether the listener is subscribed now."""
         return self._subscribed.is_set()
 
+    @property
+    def registered(self) -> int:
+        """How many requests are registered for signals now: the process's waiting and relaying requests (the
+        waiter's re-read budget, ``signal_recheck_reads_per_second``).
+        """
+        return len(self._waiters)
+
     async def wait_subscribed(self, timeout: float | None = None) -> bool:
         """Wait until the listener is subscribed, at most ``timeout`` seconds; return whether it is."""
         with contextlib.suppress(TimeoutError):

@@ -1,13 +1,14 @@
 """The status wait of one submitted chat request, and the refusals a status read can bring.
 
 A waiter reads ``GET /v2/generate/chat/status/{id}`` until the request is terminal. A Redis signal on
-``horde:chat:signals`` wakes it early; without one it re-reads on its own timer, so the front is correct without
-Redis. Without a subscribed signal listener that timer is ``signal_recheck_seconds``. With one, the signals carry
-every state change (``processing``, ``done``, ``faulted``, ``cancelled``), so the waiter's timer backs off: each
-re-read the timer brought doubles it, from ``signal_recheck_seconds`` up to ``signal_recheck_max_seconds``; a
-signal, a failed read or the listener not being subscribed brings it back to ``signal_recheck_seconds``
-(:meth:`ChatWaiter.recheck_delay`). The reference's timed rules keep their own times whatever the backoff: the
-positioned re-reads of ``fail_fast`` every ``signal_recheck_seconds`` for :data:`POSITIONED_READ_WAIT_SECONDS`, the
+``horde:chat:signals`` wakes it early; without one it re-reads on its own timer, so the front is correct without Redis.
+Without a subscribed signal listener that timer is ``signal_recheck_seconds``. With one, the signals carry every state
+change (``processing``, ``done``, ``faulted``, ``cancelled``), so the waiter's timer backs off: each re-read the timer
+brought doubles it, from ``signal_recheck_seconds`` up to ``signal_recheck_max_seconds``; a signal, a failed read or the
+listener not being subscribed brings it back to ``signal_recheck_seconds`` (:meth:`ChatWaiter.recheck_delay`). With many
+requests waiting the ceiling rises so the process makes at most ``signal_recheck_reads_per_second`` timer re-reads a
+second in all (:meth:`ChatWaiter.timer_ceiling`). The reference's timed rules keep their own times whatever the backoff:
+the positioned re-reads of ``fail_fast`` every ``signal_recheck_seconds`` for :data:`POSITIONED_READ_WAIT_SECONDS`, the
 read when the grace ends, and the full ``signal_recheck_seconds`` recheck of a completion without a generation.
 Reference sections: "No eligible worker" (Model availability, Declaration gaps, Size limit gaps, Native admission
 refusals), "Fail-fast admission", "Queue position refresh", "Stream errors", "Completion without a
@@ -672,17 +673,29 @@ class ChatWaiter:
             delay = min(delay, max(0.0, grace_left))
         return delay
 
+    def timer_ceiling(self) -> float:
+        """The most the backoff timer waits between re-reads: ``signal_recheck_max_seconds`` (never below
+        ``signal_recheck_seconds``), raised to the number of requests registered for signals divided by
+        ``signal_recheck_reads_per_second``, so the process's timer re-reads stay within that rate however many
+        requests wait (5,000 waiting at 25 a second: 200 s).
+        """
+        registered = getattr(self.runtime.signals, "registered", 0)
+        return max(
+            self.settings.signal_recheck_seconds,
+            self.settings.signal_recheck_max_seconds,
+            registered / self.settings.signal_recheck_reads_per_second,
+        )
+
     def note_wake(self, status: NativeStatus | None) -> None:
-        """Set the backoff timer after a wake and its read: doubled (up to ``signal_recheck_max_seconds``) after a
-        timer wake whose read succeeded with the listener subscribed; ``signal_recheck_seconds`` after a signal, a
-        failed read, or while the listener is not subscribed.
+        """Set the backoff timer after a wake and its read: doubled (up to :meth:`timer_ceiling`) after a timer wake
+        whose read succeeded with the listener subscribed; ``signal_recheck_seconds`` after a signal, a failed read,
+        or while the listener is not subscribed.
         """
         base = self.settings.signal_recheck_seconds
         if status is None or self.woke_by != "timer" or not self.signals_subscribed:
             self.timer_delay = base
             return
-        ceiling = max(base, self.settings.signal_recheck_max_seconds)
-        self.timer_delay = min(ceiling, max(base, self.timer_delay * 2))
+        self.timer_delay = min(self.timer_ceiling(), max(base, self.timer_delay * 2))
 
     # --- rules ---------------------------------------------------------------------------------------------------
 

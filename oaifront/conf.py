@@ -71,7 +71,15 @@ class FrontSettings(BaseSettings):
     """``HORDE_OAI_SIGNAL_RECHECK_MAX_SECONDS``: with the signal listener subscribed, the ceiling the waiter's re-read
     timer backs off to (doubling from ``signal_recheck_seconds`` after each re-read no signal preceded). Signals
     carry every state change, so this only bounds how late a change without a signal is seen (a worker going
-    offline, which starts the ``fail_fast_grace_seconds`` grace). Below ``signal_recheck_seconds`` it is that."""
+    offline, which starts the ``fail_fast_grace_seconds`` grace). Below ``signal_recheck_seconds`` it is that. With
+    many requests waiting the ceiling rises further (``signal_recheck_reads_per_second``)."""
+
+    signal_recheck_reads_per_second: float = Field(default=25.0, gt=0)
+    """``HORDE_OAI_SIGNAL_RECHECK_READS_PER_SECOND``: with the signal listener subscribed, the timer re-reads one
+    process makes per second in all once every waiter has backed off: the ceiling is at least the number of requests
+    registered for signals divided by this (5,000 waiting: 200 s), so the process's re-read cost stops growing with
+    the number of waiting requests (a cold status read costs about 2 ms of CPU, bench/README.md). Signals still wake
+    each request at once; a resubscription after lost signals wakes every one."""
 
     fail_fast_grace_seconds: float = Field(default=30.0, ge=0)
     """``HORDE_OAI_FAIL_FAST_GRACE_SECONDS``: how long a request reported impossible waits for a worker to appear."""

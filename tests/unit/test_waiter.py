@@ -25,6 +25,7 @@ pytestmark = pytest.mark.asyncio
 REQUEST_ID = "req-wait-1"
 RECHECK = 1.0
 RECHECK_MAX = 30.0
+READS_PER_SECOND = 25.0
 GRACE = 30.0
 TIMEOUT = 300.0
 MODEL_ENTRIES = [{"name": "m/a", "chat": {"max_length": 1024, "max_context_length": 8192}}]
@@ -75,6 +76,7 @@ class FakeSignals:
     def __init__(self, subscribed: bool = True) -> None:
         self.queue: asyncio.Queue[str] = asyncio.Queue()
         self.subscribed = subscribed
+        self.registered = 1
 
     def register(self, request_id: str) -> asyncio.Queue[str]:
         return self.queue
@@ -97,7 +99,10 @@ def make_waiter(
     clock = FakeClock()
     horde = FakeHorde(clock, script, entries)
     settings = SimpleNamespace(
-        signal_recheck_seconds=RECHECK, signal_recheck_max_seconds=recheck_max, fail_fast_grace_seconds=GRACE
+        signal_recheck_seconds=RECHECK,
+        signal_recheck_max_seconds=recheck_max,
+        signal_recheck_reads_per_second=READS_PER_SECOND,
+        fail_fast_grace_seconds=GRACE,
     )
     runtime = SimpleNamespace(horde=horde, signals=FakeSignals(subscribed) if signals else None, settings=settings)
     body: dict[str, Any] = {"messages": [{"role": "user", "content": "Hi"}]}
@@ -538,6 +543,36 @@ async def test_with_signals_the_timer_backs_off_to_the_ceiling() -> None:
     assert status.finished == 1
     assert horde.read_times == [0.0, 1.0, 3.0, 7.0, 15.0, 31.0, 61.0, 91.0, 121.0, 151.0]
     assert waiter.woke_by == "timer" and waiter.wakes == 9
+
+
+async def test_many_waiting_requests_raise_the_ceiling_to_the_read_budget() -> None:
+    """5,000 requests registered for signals at 25 timer re-reads a second: the ceiling is 200 s, not 30 s (reads at
+    0, 1, 3, 7, 15, 31, 63, 127, 255, then every 200 s); the process's re-reads stay at 25 a second."""
+    waiter, horde = make_waiter([countdown(10, FINISHED)], signals=True, timeout=10_000)
+    waiter.runtime.signals.registered = 5000
+    assert waiter.timer_ceiling() == 200.0
+    await waiter.wait_done(await waiter.first_read())
+    assert horde.read_times == [0.0, 1.0, 3.0, 7.0, 15.0, 31.0, 63.0, 127.0, 255.0, 455.0, 655.0]
+
+
+async def test_few_waiting_requests_keep_the_configured_ceiling() -> None:
+    """Up to 750 registered at 25 a second, the configured 30 s ceiling holds; 1,000 raise it to 40 s."""
+    waiter, _ = make_waiter([WAITING], signals=True)
+    waiter.runtime.signals.registered = 100
+    assert waiter.timer_ceiling() == RECHECK_MAX
+    waiter.runtime.signals.registered = 1000
+    assert waiter.timer_ceiling() == 40.0
+
+
+async def test_the_read_budget_never_delays_the_end_of_the_grace() -> None:
+    """With the ceiling raised, the read when the grace ends still comes on time (GRACE after the first impossible
+    read)."""
+    waiter, horde = make_waiter([countdown(5, IMPOSSIBLE)], signals=True, timeout=10_000)
+    waiter.runtime.signals.registered = 5000
+    error = await refused(waiter.wait_done(await waiter.first_read()))
+    assert (error.status, error.code) == (503, "no_eligible_worker")
+    first_impossible = horde.read_times[5]
+    assert horde.read_times[-1] == first_impossible + GRACE
 
 
 async def test_without_redis_the_timer_stays_signal_recheck_seconds() -> None:
