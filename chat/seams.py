@@ -56,6 +56,16 @@ class SignalSource(Protocol):
         """Stop queueing the request's events."""
         ...
 
+    @property
+    def subscribed(self) -> bool:
+        """Whether the listener is subscribed now (signals may be lost while it is not)."""
+        ...
+
+    @property
+    def registered(self) -> int:
+        """How many requests are registered now (the waiters' re-read budget, chat.waiter)."""
+        ...
+
 
 class DeltaSource(Protocol):
     """The progress stream reader (:class:`chat.relay.DeltaStreamReader`): per-request queues of relayed deltas."""

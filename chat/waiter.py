@@ -676,10 +676,12 @@ class ChatWaiter:
     def timer_ceiling(self) -> float:
         """The most the backoff timer waits between re-reads: ``signal_recheck_max_seconds`` (never below
         ``signal_recheck_seconds``), raised to the number of requests registered for signals divided by
-        ``signal_recheck_reads_per_second``, so the process's timer re-reads stay within that rate however many
-        requests wait (5,000 waiting at 25 a second: 200 s).
+        ``signal_recheck_reads_per_second``, so once the timers have backed off the process's timer re-reads stay
+        within that rate however many requests wait (5,000 waiting at 25 a second: 200 s). Timers still ramping up
+        (a new request, one a signal reset) re-read more often, and a change no signal carries (a worker going
+        offline, which starts the ``fail_fast_grace_seconds`` grace) is seen up to one ceiling late.
         """
-        registered = getattr(self.runtime.signals, "registered", 0)
+        registered = self.runtime.signals.registered if self.runtime.signals is not None else 0
         return max(
             self.settings.signal_recheck_seconds,
             self.settings.signal_recheck_max_seconds,

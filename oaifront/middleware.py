@@ -7,22 +7,26 @@ security, CSRF and clickjacking middleware with their hooks run in the event loo
 Django's ``MiddlewareMixin`` is async-capable, but under ASGI it runs each ``process_request`` /
 ``process_response`` hook through ``sync_to_async(thread_sensitive=True)``, and ``BaseHandler`` wraps a synchronous
 ``process_view`` the same way: a thread hop per hook and a new executor thread per request. A profile of the
-non-streamed path (bench/README.md) showed those hops as about 45 % of the front's CPU. The hooks of these three
-classes only read the request's headers, cookies and in-memory body and set response headers and cookies (no I/O,
-nothing that blocks), so the subclasses below call Django's own hooks directly in the event loop: same code, same
-behaviour, no thread.
+non-streamed path (bench/README.md) showed those hops as about 45 % of the front's CPU. The request and response
+hooks of these three classes only read the request's headers and cookies and set response headers and cookies (no
+I/O, nothing that blocks), so the subclasses below call Django's own hooks directly in the event loop: same code,
+same behaviour, no thread. The CSRF view check stays in a thread where it can read a form body (see
+:class:`CsrfViewMiddleware`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import cast
+from typing import Final, cast
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.middleware import clickjacking, csrf, security
 from django.utils.deprecation import MiddlewareMixin
+
+SAFE_METHODS: Final[frozenset[str]] = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+"""The methods Django's CSRF check accepts without looking at the request (RFC 9110 safe methods)."""
 
 type GetResponse = Callable[[HttpRequest], HttpResponse | Awaitable[HttpResponse]]
 """The next handler of Django's middleware chain: sync, or async when the chain is."""
@@ -95,9 +99,10 @@ class XFrameOptionsMiddleware(EventLoopHooksMixin, clickjacking.XFrameOptionsMid
 
 
 class CsrfViewMiddleware(EventLoopHooksMixin, csrf.CsrfViewMiddleware):
-    """Django's ``CsrfViewMiddleware``, its hooks on the event loop. ``process_view`` is a coroutine here, so Django's
-    handler awaits it instead of running it in a thread (a ``csrf_exempt`` view, as every API view is, returns at
-    once; any other view's check reads only the request's cookies, headers and in-memory body).
+    """Django's ``CsrfViewMiddleware``, its cookie hooks on the event loop. ``process_view`` is a coroutine here, so
+    Django's handler awaits it: for a ``csrf_exempt`` view (every API view) or a safe method it returns on the event
+    loop, as Django's check does nothing there; any other request's check, which may parse a whole form body and
+    render the 403 page, runs in a worker thread as Django would run it.
     """
 
     async def process_view(  # type: ignore[override]  # a coroutine: Django's handler awaits it in an async chain
@@ -107,8 +112,11 @@ class CsrfViewMiddleware(EventLoopHooksMixin, csrf.CsrfViewMiddleware):
         callback_args: tuple[object, ...],
         callback_kwargs: dict[str, object],
     ) -> HttpResponseBase | None:
-        """Django's check of an unsafe request (``csrf.CsrfViewMiddleware.process_view``), on the event loop."""
-        return super().process_view(request, callback, callback_args, callback_kwargs)
+        """Django's check of an unsafe request (``csrf.CsrfViewMiddleware.process_view``)."""
+        check = super().process_view
+        if getattr(callback, "csrf_exempt", False) or request.method in SAFE_METHODS:
+            return check(request, callback, callback_args, callback_kwargs)
+        return await sync_to_async(check, thread_sensitive=False)(request, callback, callback_args, callback_kwargs)
 
 
 EVENT_LOOP_SUBSTITUTES: dict[str, str] = {

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from django.test import AsyncClient, override_settings
+from django.views.decorators.csrf import csrf_exempt
 
 pytestmark = pytest.mark.asyncio
 
@@ -90,6 +91,45 @@ async def test_csrf_still_refuses_an_unsafe_request_to_a_view_that_is_not_exempt
     refused = await middleware.process_view(request, view, (), {})
     assert refused is not None and refused.status_code == 403
     assert await middleware.process_view(RequestFactory().get("/added-later"), view, (), {}) is None
+    exempt = csrf_exempt(view)
+    assert await middleware.process_view(RequestFactory().post("/api", data={}), exempt, (), {}) is None
+
+
+async def test_the_csrf_check_of_an_unsafe_request_to_a_view_not_exempt_runs_in_a_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Such a check may parse a whole form body: Django's code, in a worker thread (not the event loop); an exempt
+    view or a safe method is answered on the event loop."""
+    import threading
+
+    from django.http import HttpResponse
+    from django.middleware import csrf
+    from django.test import RequestFactory
+
+    from oaifront.middleware import CsrfViewMiddleware
+
+    threads: list[str] = []
+    original = csrf.CsrfViewMiddleware.process_view
+
+    def recording(self: csrf.CsrfViewMiddleware, *args: object) -> object:
+        threads.append(threading.current_thread().name)
+        return original(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(csrf.CsrfViewMiddleware, "process_view", recording)
+
+    async def get_response(request: object) -> HttpResponse:
+        return HttpResponse()
+
+    def view(request: object) -> HttpResponse:
+        return HttpResponse()
+
+    middleware = CsrfViewMiddleware(get_response)
+    await middleware.process_view(RequestFactory().post("/added-later", data={}), view, (), {})
+    await middleware.process_view(RequestFactory().get("/added-later"), view, (), {})
+    await middleware.process_view(RequestFactory().post("/api", data={}), csrf_exempt(view), (), {})
+    loop_thread = threading.current_thread().name
+    assert threads[0] != loop_thread
+    assert threads[1:] == [loop_thread, loop_thread]
 
 
 def test_djangos_deployment_checks_see_the_substitutes() -> None:

@@ -565,14 +565,30 @@ async def test_few_waiting_requests_keep_the_configured_ceiling() -> None:
 
 
 async def test_the_read_budget_never_delays_the_end_of_the_grace() -> None:
-    """With the ceiling raised, the read when the grace ends still comes on time (GRACE after the first impossible
-    read)."""
-    waiter, horde = make_waiter([countdown(5, IMPOSSIBLE)], signals=True, timeout=10_000)
+    """With the ceiling raised, the read when the grace ends still comes on time: the first impossible read at 255 s,
+    where the timer would next wait 200 s, and the grace read GRACE after it."""
+    waiter, horde = make_waiter([countdown(8, IMPOSSIBLE)], signals=True, timeout=10_000)
     waiter.runtime.signals.registered = 5000
     error = await refused(waiter.wait_done(await waiter.first_read()))
     assert (error.status, error.code) == (503, "no_eligible_worker")
-    first_impossible = horde.read_times[5]
-    assert horde.read_times[-1] == first_impossible + GRACE
+    assert horde.read_times == [0.0, 1.0, 3.0, 7.0, 15.0, 31.0, 63.0, 127.0, 255.0, 255.0 + GRACE]
+
+
+async def test_the_ceiling_falls_as_requests_leave() -> None:
+    """Each wake sets the next delay under the ceiling of now: 5,000 registered, then 100 by the ninth read, whose
+    next delay is 30 s, not the 200 s the ceiling allowed before."""
+    waiter, horde = make_waiter([countdown(9, FINISHED)], signals=True, timeout=10_000)
+    signals = waiter.runtime.signals
+    signals.registered = 5000
+
+    def shrinking(count: int) -> dict[str, Any]:
+        if count == 9:
+            signals.registered = 100
+        return WAITING if count <= 9 else FINISHED
+
+    horde.script = [shrinking]
+    await waiter.wait_done(await waiter.first_read())
+    assert horde.read_times == [0.0, 1.0, 3.0, 7.0, 15.0, 31.0, 63.0, 127.0, 255.0, 285.0]
 
 
 async def test_without_redis_the_timer_stays_signal_recheck_seconds() -> None:
