@@ -177,6 +177,25 @@ async def leave_early(base_url: str, plan: list[tuple[str, bool, float]]) -> Non
         await client.close()
 
 
+async def seconds_to_reach_the_horde(stack: LiveStack, marker: str) -> float:
+    """Send one non-streamed request and return the seconds until the Horde lists it; then leave it (the caller
+    checks that it was cancelled like the others)."""
+    client = openai.AsyncOpenAI(base_url=stack.openai_base_url, api_key="0000000000", max_retries=0, timeout=120)
+    task = asyncio.ensure_future(one_request(client, marker, False))
+    started = time.monotonic()
+    try:
+        while time.monotonic() - started < SETTLE_SECONDS:
+            natives = await asyncio.to_thread(stack.native_requests)
+            if any(marker_of(r) == marker for r in natives):
+                return time.monotonic() - started
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"the request did not reach the Horde within {SETTLE_SECONDS:g} s")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await client.close()
+
+
 def test_half_the_clients_leave_mid_wait_and_every_request_ends_done_or_cancelled(stack: LiveStack) -> None:
     """ref: cancel-outcomes.1, cancel-outcomes.2, stream-errors.2"""
     stack.put_scenario(CHAOS_SCENARIO)
@@ -226,12 +245,15 @@ def test_clients_leaving_around_the_submit_leave_nothing_running(stack: LiveStac
 
     A client may leave while the front is still submitting; the front cancels the request the Horde creates then
     too (it reads the submit's answer after the client left). Some of these requests never reach the Horde, so only
-    those it has are checked; each must have had the front's DELETE (:func:`abandoned_outcome`).
+    those it has are checked; each must have had the front's DELETE (:func:`abandoned_outcome`). The clients leave
+    between a quarter of and twice the time one request took to reach the Horde on this machine now (measured first,
+    that request then left too), so some leave before their submit and some after, however loaded the machine is.
     """
     stack.put_scenario(CHAOS_SCENARIO)
     rng = random.Random(SEED + 1)
     run = uuid.uuid4().hex[:8]
-    plan = [(f"chaos-{run}-{index}", index % 2 == 0, rng.uniform(0.05, 0.4)) for index in range(20)]
+    reach = asyncio.run(seconds_to_reach_the_horde(stack, f"chaos-{run}-calibration"))
+    plan = [(f"chaos-{run}-{index}", index % 2 == 0, rng.uniform(0.25, 2.0) * reach) for index in range(20)]
     asyncio.run(leave_early(stack.openai_base_url, plan))
 
     def mine() -> list[dict[str, Any]]:

@@ -132,7 +132,7 @@ async def test_the_csrf_check_of_an_unsafe_request_to_a_view_not_exempt_runs_in_
     assert threads[1:] == [loop_thread, loop_thread]
 
 
-def test_djangos_deployment_checks_see_the_substitutes() -> None:
+async def test_djangos_deployment_checks_see_the_substitutes() -> None:
     """``check --deploy`` asks whether Django's middleware paths are in MIDDLEWARE before checking HSTS, nosniff,
     secure CSRF cookies and X-Frame-Options: the event-loop subclasses answer for them, so every check still runs."""
     from django.conf import settings
