@@ -6,10 +6,11 @@ Without a subscribed signal listener that timer is ``signal_recheck_seconds``. W
 change (``processing``, ``done``, ``faulted``, ``cancelled``), so the waiter's timer backs off: each re-read the timer
 brought doubles it, from ``signal_recheck_seconds`` up to ``signal_recheck_max_seconds``; a signal, a failed read or the
 listener not being subscribed brings it back to ``signal_recheck_seconds`` (:meth:`ChatWaiter.recheck_delay`). With many
-requests waiting the ceiling rises so the process makes at most ``signal_recheck_reads_per_second`` timer re-reads a
-second in all (:meth:`ChatWaiter.timer_ceiling`). The reference's timed rules keep their own times whatever the backoff:
-the positioned re-reads of ``fail_fast`` every ``signal_recheck_seconds`` for :data:`POSITIONED_READ_WAIT_SECONDS`, the
-read when the grace ends, and the full ``signal_recheck_seconds`` recheck of a completion without a generation.
+requests waiting the ceiling rises so that, once the timers have backed off, the process makes at most
+``signal_recheck_reads_per_second`` timer re-reads a second in all (:func:`backoff_ceiling`). The reference's timed
+rules keep their own times whatever the backoff: the positioned re-reads of ``fail_fast`` every
+``signal_recheck_seconds`` for :data:`POSITIONED_READ_WAIT_SECONDS`, the read when the grace ends, and the full
+``signal_recheck_seconds`` recheck of a completion without a generation.
 Reference sections: "No eligible worker" (Model availability, Declaration gaps, Size limit gaps, Native admission
 refusals), "Fail-fast admission", "Queue position refresh", "Stream errors", "Completion without a
 generation" and the statuses of "Error attributes".
@@ -51,6 +52,7 @@ from chat.errors import OpenAIError
 from chat.horde_client import HordeRefusal, HordeUnreachable, NativeStatus
 from chat.schema import ChatCompletionRequest
 from chat.seams import HordeApi, WaitedRequest, WaiterRuntime
+from oaifront.conf import FrontSettings
 
 MAX_CONSECUTIVE_READ_FAILURES: Final[int] = 3
 """Status reads that may fail in a row (unreachable Horde, 5xx) before the wait ends with ``HordeUnavailable``."""
@@ -100,6 +102,21 @@ CANCELLED_SIGNAL: Final[str] = "cancelled"
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
+
+
+def backoff_ceiling(settings: FrontSettings, registered: int) -> float:
+    """Seconds: the most a backed-off timer waits between re-reads with ``registered`` requests registered for
+    signals in the process: ``signal_recheck_max_seconds`` (never below ``signal_recheck_seconds``), raised to
+    ``registered / signal_recheck_reads_per_second``, so once the timers have backed off the process's timer re-reads
+    stay within that rate however many requests wait (5,000 waiting at 25 a second: 200 s). Timers still ramping up
+    (a new request, one a signal reset) re-read more often, and a change no signal carries (a worker going offline,
+    which starts the ``fail_fast_grace_seconds`` grace) is seen up to one ceiling late.
+    """
+    return max(
+        settings.signal_recheck_seconds,
+        settings.signal_recheck_max_seconds,
+        registered / settings.signal_recheck_reads_per_second,
+    )
 
 
 # --- status predicates ------------------------------------------------------------------------------------------
@@ -674,19 +691,11 @@ class ChatWaiter:
         return delay
 
     def timer_ceiling(self) -> float:
-        """The most the backoff timer waits between re-reads: ``signal_recheck_max_seconds`` (never below
-        ``signal_recheck_seconds``), raised to the number of requests registered for signals divided by
-        ``signal_recheck_reads_per_second``, so once the timers have backed off the process's timer re-reads stay
-        within that rate however many requests wait (5,000 waiting at 25 a second: 200 s). Timers still ramping up
-        (a new request, one a signal reset) re-read more often, and a change no signal carries (a worker going
-        offline, which starts the ``fail_fast_grace_seconds`` grace) is seen up to one ceiling late.
+        """The most the backoff timer waits between re-reads now: :func:`backoff_ceiling` with the requests
+        registered for signals in this process.
         """
         registered = self.runtime.signals.registered if self.runtime.signals is not None else 0
-        return max(
-            self.settings.signal_recheck_seconds,
-            self.settings.signal_recheck_max_seconds,
-            registered / self.settings.signal_recheck_reads_per_second,
-        )
+        return backoff_ceiling(self.settings, registered)
 
     def note_wake(self, status: NativeStatus | None) -> None:
         """Set the backoff timer after a wake and its read: doubled (up to :meth:`timer_ceiling`) after a timer wake
