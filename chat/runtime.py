@@ -26,6 +26,7 @@ from typing import TypeVar
 
 from chat.cancels import CancelQueue
 from chat.errors import front_shutting_down
+from chat.horde_budget import HordeBudget
 from chat.horde_client import HordeClient
 from chat.relay import DeltaStreamReader, SignalListener
 from chat.text_api import TextHordeClient
@@ -42,11 +43,14 @@ class FrontRuntime:
 
     def __init__(self, settings: FrontSettings) -> None:
         self.settings = settings
+        self.budget = HordeBudget.from_settings(settings)
+        """The process's budgets at the Horde, shared by both clients (chat.horde_budget)."""
         self.horde = HordeClient(
             settings.horde_url,
             settings.client_agent,
             settings.horde_timeout_seconds,
             connections=settings.horde_connections,
+            budget=self.budget,
         )
         self.cancels = CancelQueue(
             self.horde,
@@ -59,6 +63,7 @@ class FrontRuntime:
             settings.client_agent,
             settings.horde_timeout_seconds,
             connections=settings.horde_connections,
+            budget=self.budget,
         )
         self.text_cancels = CancelQueue(
             self.text_horde,

@@ -15,6 +15,7 @@ from typing import Final
 from django.http import HttpRequest, JsonResponse
 from redis.asyncio import Redis
 
+from chat.horde_budget import HEARTBEAT_VERDICT_SECONDS, shared_read
 from chat.horde_client import HordeRefusal, HordeUnreachable
 from chat.runtime import get_runtime
 
@@ -22,6 +23,9 @@ CHECK_TIMEOUT_SECONDS: Final[float] = 2.0
 """The longest one check may take before it counts as failed."""
 
 OK: Final[str] = "ok"
+
+HEARTBEAT_CACHE_KEY: Final[str] = "horde-heartbeat:{horde_url}"
+"""The key of the shared heartbeat verdict in Django's ``default`` cache, per ``HORDE_URL``."""
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,17 @@ _cached: dict[asyncio.AbstractEventLoop, Readiness] = {}
 
 
 async def check_horde() -> str:
-    """``ok`` when the Horde answers its heartbeat, else why not."""
+    """``ok`` when the Horde answers its heartbeat, else why not: one verdict shared by every process for
+    :data:`chat.horde_budget.HEARTBEAT_VERDICT_SECONDS` through Django's cache (the Horde allows an address 90
+    heartbeats a minute, and every worker process's probe would spend them).
+    """
+    runtime = get_runtime()
+    key = HEARTBEAT_CACHE_KEY.format(horde_url=runtime.horde.base_url)
+    return await shared_read(key, HEARTBEAT_VERDICT_SECONDS, read_heartbeat)
+
+
+async def read_heartbeat() -> str:
+    """``ok`` when the Horde answers its heartbeat now, else why not."""
     try:
         await asyncio.wait_for(get_runtime().horde.heartbeat(), CHECK_TIMEOUT_SECONDS)
     except TimeoutError:
