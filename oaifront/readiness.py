@@ -46,8 +46,8 @@ _cached: dict[asyncio.AbstractEventLoop, Readiness] = {}
 
 async def check_horde() -> str:
     """``ok`` when the Horde answers its heartbeat, else why not: one verdict shared by every process for
-    :data:`chat.horde_budget.HEARTBEAT_VERDICT_SECONDS` through Django's cache (the Horde allows an address 90
-    heartbeats a minute, and every worker process's probe would spend them).
+    :data:`chat.horde_budget.HEARTBEAT_VERDICT_SECONDS` through Django's cache, so the probes of every worker
+    process cost the Horde one heartbeat per interval.
     """
     runtime = get_runtime()
     key = HEARTBEAT_CACHE_KEY.format(horde_url=runtime.horde.base_url)
