@@ -14,7 +14,8 @@ one :class:`HordeBudget` (chat.runtime), shared by the native and the text clien
   no API key sends more than 2 a second (the anonymous key 60) and no address more than 2 a second and 90 a minute:
   the address is the proxied client's with a passkey, else the front's own (one budget for every user). The windows
   carry a margin (:data:`WINDOW_MARGIN_SECONDS`) for the network's jitter. Twenty requests at once on one key are
-  submitted over about ten seconds instead of eighteen of them being refused.
+  submitted over about ten seconds instead of eighteen of them being refused. A submit that would wait more than
+  :data:`MAX_PACING_WAIT_SECONDS` is answered 429 ``rate_limit_exceeded`` with ``Retry-After`` at once instead.
 - **Status read cap.** A text status (``GET /v2/generate/text/status/{id}``, 60 a minute per request at the Horde) is
   read at most once per :data:`STATUS_READ_SPACING_SECONDS`, whatever the waiter's timer.
 - **429 retry.** A 429 without ``rc`` (the limiter's) is retried after its ``Retry-After`` (1 s when absent), at
@@ -110,6 +111,11 @@ STATUS_READS: Final[Rule] = Rule(1, STATUS_READ_SPACING_SECONDS)
 FRONT_ADDRESS: Final[str] = ""
 """The address key of calls that spend the front's own address budget (no passkey, or no client known)."""
 
+MAX_PACING_WAIT_SECONDS: Final[float] = 65.0
+"""The longest a submit waits its turn (long enough to wait out the minute window once); one that would wait longer
+is not queued but answered as the Horde's limiter would (429 ``rate_limit_exceeded`` with ``Retry-After``), so a
+flood on one key or address cannot queue without end (at 2 a second, about 120 submits wait at most)."""
+
 MAX_IDLE_LOGS: Final[int] = 4096
 """How many per-key logs the pacer keeps before it drops those no rule needs any more."""
 
@@ -167,16 +173,21 @@ class Pacer:
         self._sleep = sleep
         self._logs: dict[tuple[Rule, str], deque[float]] = {}
 
-    def reserve(self, turns: Sequence[tuple[Rule, str]]) -> float:
-        """Reserve the earliest moment each ``(rule, key)`` in ``turns`` allows; return it (on :attr:`clock`)."""
-        now = self.clock()
-        at = now
+    def earliest(self, turns: Sequence[tuple[Rule, str]]) -> float:
+        """The earliest moment each ``(rule, key)`` in ``turns`` allows a call (on :attr:`clock`), reserving nothing."""
+        at = self.clock()
         for rule, key in turns:
             log = self._logs.get((rule, key))
             if log:
                 at = max(at, log[-1])
                 if len(log) >= rule.calls:
                     at = max(at, log[0] + rule.seconds)
+        return at
+
+    def reserve(self, turns: Sequence[tuple[Rule, str]]) -> float:
+        """Reserve the earliest moment each ``(rule, key)`` in ``turns`` allows; return it (on :attr:`clock`)."""
+        now = self.clock()
+        at = self.earliest(turns)
         for rule, key in turns:
             self._logs.setdefault((rule, key), deque(maxlen=rule.calls)).append(at)
         if len(self._logs) > MAX_IDLE_LOGS:
@@ -223,6 +234,18 @@ def is_limiter_refusal(response: httpx.Response) -> bool:
     return not (isinstance(body, dict) and body.get("rc"))
 
 
+def pacing_refusal(wait: float) -> httpx.Response:
+    """The answer to a submit that would wait ``wait`` seconds for its turn: the Horde limiter's 429, with the front's
+    message and ``Retry-After`` (the wait, in whole seconds), never sent to the Horde.
+    """
+    seconds = math.ceil(round(wait, 3))  # 66.00000000000001 s is 66
+    message = (
+        f"This front paces its submits to the Horde's rate limits (2 a second per API key and per address) and would "
+        f"hold this request {seconds} s for its turn. Retry in {seconds} s."
+    )
+    return httpx.Response(429, json={"message": message}, headers={"Retry-After": str(seconds)})
+
+
 Attempt = Callable[[Mapping[str, str]], Awaitable[httpx.Response]]
 """One HTTP attempt of a call, given the headers the budget adds."""
 
@@ -236,6 +259,7 @@ class HordeBudget:
         sleep: ``asyncio.sleep``-like; injectable for tests.
         max_retries: :data:`MAX_RATE_LIMIT_RETRIES`.
         max_retry_seconds: :data:`MAX_RATE_LIMIT_RETRY_SECONDS`.
+        max_pacing_wait: :data:`MAX_PACING_WAIT_SECONDS`.
     """
 
     def __init__(
@@ -246,12 +270,14 @@ class HordeBudget:
         sleep: Sleep = asyncio.sleep,
         max_retries: int = MAX_RATE_LIMIT_RETRIES,
         max_retry_seconds: float = MAX_RATE_LIMIT_RETRY_SECONDS,
+        max_pacing_wait: float = MAX_PACING_WAIT_SECONDS,
     ) -> None:
         self._passkey = proxy_passkey or None
         self.pacer = Pacer(clock, sleep)
         self._sleep = sleep
         self.max_retries = max_retries
         self.max_retry_seconds = max_retry_seconds
+        self.max_pacing_wait = max_pacing_wait
         self.rate_limit_retries = 0
         """429s retried so far."""
 
@@ -304,6 +330,9 @@ class HordeBudget:
         while True:
             turns = self.turns(method, path, apikey)
             if turns:
+                wait = self.pacer.earliest(turns) - self.pacer.clock()
+                if wait > self.max_pacing_wait:
+                    return pacing_refusal(wait)
                 await self.pacer.turn(turns)
             response = await attempt(self.proxy_headers())
             if not is_limiter_refusal(response) or retries >= self.max_retries:

@@ -105,9 +105,9 @@ class FakeHorde:
 
 
 def clients(
-    horde: FakeHorde, time: VirtualTime, passkey: str | None = None
+    horde: FakeHorde, time: VirtualTime, passkey: str | None = None, **budget_options: Any
 ) -> tuple[HordeBudget, HordeClient, TextHordeClient]:
-    budget = HordeBudget(passkey, clock=time.clock, sleep=time.sleep)
+    budget = HordeBudget(passkey, clock=time.clock, sleep=time.sleep, **budget_options)
     transport = httpx.MockTransport(horde)
     native = HordeClient(BASE, "test:1:test", 30, transport=transport, budget=budget)
     text = TextHordeClient(BASE, "test:1:test", 30, transport=transport, budget=budget)
@@ -390,6 +390,27 @@ async def test_native_routes_are_not_paced() -> None:
     await time.run(asyncio.gather(*(native.status("n1", "key-a") for _ in range(3))))
     assert horde.times == [0.0] * 7
     assert time.sleeps == []
+
+
+@pytest.mark.asyncio
+async def test_a_submit_that_would_wait_over_65_seconds_is_answered_429_at_once() -> None:
+    time = VirtualTime()
+    horde = FakeHorde(time)
+    _, _, text = clients(horde, time, PASSKEY)
+    calls = [(f"10.1.{index // 250}.{index % 250}", "key-a") for index in range(120)]  # the 120th goes at 64.9 s
+
+    await submit_all(time, text, calls)
+    assert horde.times[-1] == pytest.approx(64.9)
+    time.now = 0.0  # the same moment again: the next turn of key-a is at 66 s, more than 65 s away
+    with pytest.raises(HordeRefusal) as refused, serving_client("10.2.0.1"):
+        await time.run(text.submit(PAYLOAD, "key-a"))
+    assert len(horde.requests) == 120  # never sent
+    error = refusals.error_from_refusal(refused.value)
+    assert (error.status, error.code, error.retry_after) == (429, "rate_limit_exceeded", 66)
+    assert error.message == (
+        "This front paces its submits to the Horde's rate limits (2 a second per API key and per address) and would "
+        "hold this request 66 s for its turn. Retry in 66 s."
+    )
 
 
 # --- status read cap -----------------------------------------------------------------------------------------------
