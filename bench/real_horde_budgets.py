@@ -2,7 +2,8 @@
 
 Not part of ``make bench``: it needs the real Horde on loopback (/work/shared/realhorde, ``. /tmp/realhorde/keys.env``
 for ``HORDE_URL``, ``CLIENT_KEY`` and ``PROXY_PASSKEY``) and spends its rate limits, which other users of that Horde
-share. Two runs, each against a fresh front (one uvicorn worker, no Redis):
+share. Two runs, each against a fresh front (``--workers`` uvicorn workers, default one; no Redis unless
+``--redis-url``, with which the processes share their pacing):
 
 1. ``one-key``: ``--requests`` chat completions at once on ``CLIENT_KEY``, no passkey. The front paces the submits
    at 2 a second; every request should be served, none 429.
@@ -37,15 +38,18 @@ ROOT = Path(__file__).resolve().parent.parent
 MODEL = "koboldcpp/Qwen2.5-7B-Instruct"
 
 
-def start_front(env: dict[str, str], log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_front(env: dict[str, str], log_path: Path, workers: int = 1) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     full_env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
-    full_env.pop("HORDE_OAI_REDIS_URL", None)
+    if "HORDE_OAI_REDIS_URL" not in env:
+        full_env.pop("HORDE_OAI_REDIS_URL", None)
     args = [sys.executable, "-m", "uvicorn", "oaifront.asgi:application", "--host", "127.0.0.1", "--port", str(port)]
+    if workers > 1:
+        args += ["--workers", str(workers)]
     log = log_path.open("wb")
     process = subprocess.Popen([*args, "--no-access-log"], cwd=ROOT, env=full_env, stdout=log, stderr=log)
     base = f"http://127.0.0.1:{port}"
-    wait_http(f"{base}/healthz", process, 60)
+    wait_http(f"{base}/healthz", process, 60 * workers)
     return process, base
 
 
@@ -73,10 +77,12 @@ async def burst(base: str, header_sets: list[dict[str, str]], max_tokens: int) -
     }
 
 
-def run(name: str, env: dict[str, str], header_sets: list[dict[str, str]], max_tokens: int) -> dict[str, Any]:
+def run(
+    name: str, env: dict[str, str], header_sets: list[dict[str, str]], max_tokens: int, workers: int = 1
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         log_path = Path(tmp) / "front.log"
-        process, base = start_front(env, log_path)
+        process, base = start_front(env, log_path, workers)
         try:
             result = asyncio.run(burst(base, header_sets, max_tokens))
         finally:
@@ -95,17 +101,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--users-key", choices=["client", "anonymous"], default="client")
     parser.add_argument("--max-tokens", type=int, default=16)
     parser.add_argument("--only", choices=["one-key", "users"], default=None)
+    parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes of the front")
+    parser.add_argument("--redis-url", default=None, help="HORDE_OAI_REDIS_URL: the processes share their pacing")
     args = parser.parse_args(argv)
     horde_url, key, passkey = os.environ["HORDE_URL"], os.environ["CLIENT_KEY"], os.environ["PROXY_PASSKEY"]
     base_env = {"HORDE_URL": horde_url, "HORDE_OAI_LOG_LEVEL": "INFO"}
+    if args.redis_url:
+        base_env["HORDE_OAI_REDIS_URL"] = args.redis_url
     if args.only in (None, "one-key"):
         headers = [{"Authorization": f"Bearer {key}"}] * args.requests
-        run(f"one-key x{args.requests}", base_env, headers, args.max_tokens)
+        label = f"one-key x{args.requests}, {args.workers} worker(s){', Redis' if args.redis_url else ''}"
+        run(label, base_env, headers, args.max_tokens, args.workers)
     if args.only in (None, "users"):
         env = {**base_env, "HORDE_OAI_PROXY_PASSKEY": passkey, "HORDE_OAI_CLIENT_ADDRESS_HEADER": "X-Forwarded-For"}
         auth = {"Authorization": f"Bearer {key}"} if args.users_key == "client" else {}
         headers = [{**auth, "X-Forwarded-For": f"10.77.0.{index + 1}"} for index in range(args.users)]
-        run(f"users x{args.users} (passkey, {args.users_key} key)", env, headers, args.max_tokens)
+        run(f"users x{args.users} (passkey, {args.users_key} key)", env, headers, args.max_tokens, args.workers)
 
 
 if __name__ == "__main__":

@@ -25,13 +25,15 @@ one :class:`HordeBudget` (chat.runtime), shared by the native and the text clien
   ``HORDE_OAI_REDIS_URL``, shared by every worker process; local memory without), so reads every process would make
   (the readiness heartbeat) are made once per interval for all of them.
 
-Pacing and the read cap are per process: with several worker processes each paces on its own, so the processes of
-one front together may send up to that many times the rate (the README's "On the public AI Horde" says what to set).
+With ``HORDE_OAI_REDIS_URL`` the pacing and the read cap are shared by every process of the front
+(:class:`RedisPacer`, one Redis script per turn on Redis's clock); without it, or while Redis does not answer, each
+process paces on its own, so several processes together may send up to that many times the rate.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
 import time
 from collections import deque
@@ -39,7 +41,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, Final, Protocol, cast
 
 import httpx
 import orjson
@@ -47,6 +49,7 @@ from django.core.cache import cache
 from horde_sdk.ai_horde_api.endpoints import AI_HORDE_API_ENDPOINT_SUBPATH
 from horde_sdk.generic_api.consts import ANON_API_KEY
 from loguru import logger
+from redis.exceptions import RedisError
 
 from oaifront.conf import FrontSettings
 
@@ -202,10 +205,114 @@ class Pacer:
             return wait
         return 0.0
 
+    async def take(self, turns: Sequence[tuple[Rule, str]], max_wait: float) -> float | None:
+        """Wait for a turn unless it is more than ``max_wait`` seconds away: the seconds waited, or None (nothing
+        reserved) when it is.
+        """
+        if self.earliest(turns) - self.clock() > max_wait:
+            return None
+        return await self.turn(turns)
+
     def _forget_idle(self, now: float) -> None:
         for (rule, key), log in list(self._logs.items()):
             if not log or log[-1] + rule.seconds <= now:
                 del self._logs[(rule, key)]
+
+
+class TurnTaker(Protocol):
+    """What :class:`HordeBudget` paces with: :class:`Pacer` (one process) or chat.shared_pacing's (every process)."""
+
+    async def take(self, turns: Sequence[tuple[Rule, str]], max_wait: float) -> float | None:
+        """Wait for a turn, or None when it is more than ``max_wait`` seconds away (see :meth:`Pacer.take`)."""
+        ...
+
+
+SHARED_TURN_SCRIPT: Final[str] = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local at = now
+for i, key in ipairs(KEYS) do
+  local calls = tonumber(ARGV[2 * i])
+  local period = tonumber(ARGV[2 * i + 1])
+  local length = redis.call('LLEN', key)
+  if length > 0 then
+    at = math.max(at, tonumber(redis.call('LINDEX', key, -1)))
+    if length >= calls then
+      at = math.max(at, tonumber(redis.call('LINDEX', key, -calls)) + period)
+    end
+  end
+end
+if at - now > tonumber(ARGV[1]) then
+  return -1
+end
+for i, key in ipairs(KEYS) do
+  local calls = tonumber(ARGV[2 * i])
+  local period = tonumber(ARGV[2 * i + 1])
+  redis.call('RPUSH', key, at)
+  redis.call('LTRIM', key, -calls, -1)
+  redis.call('PEXPIRE', key, at - now + period)
+end
+return at - now
+"""
+""":meth:`Pacer.take` as one Redis script on Redis's clock, in milliseconds: each log is a list of its last reserved
+moments, kept as long as a rule needs it. Returns the wait, or -1 when it is beyond the bound (nothing reserved)."""
+
+SHARED_PACING_TIMEOUT_SECONDS: Final[float] = 1.0
+"""How long a shared turn may take to get from Redis before the process paces on its own."""
+
+
+class RedisPacer:
+    """:class:`Pacer` shared by every process of the front through Redis (``HORDE_OAI_REDIS_URL``): one sliding log
+    per rule and key, reserved by :data:`SHARED_TURN_SCRIPT` on Redis's clock. When Redis does not answer, the process
+    paces with ``fallback`` (its own :class:`Pacer`) and says so once in the log.
+
+    Args:
+        url: The Redis URL.
+        namespace: What the logs are per (``HORDE_URL``): fronts of different Hordes keep their own.
+        fallback: The process's own pacer.
+        sleep: ``asyncio.sleep``-like; injectable for tests.
+    """
+
+    def __init__(self, url: str, namespace: str, fallback: Pacer, sleep: Sleep = asyncio.sleep) -> None:
+        from redis.asyncio import Redis  # noqa: PLC0415 - only a front with Redis needs it
+
+        self._redis = Redis.from_url(
+            url, socket_timeout=SHARED_PACING_TIMEOUT_SECONDS, socket_connect_timeout=SHARED_PACING_TIMEOUT_SECONDS
+        )
+        self._script = self._redis.register_script(SHARED_TURN_SCRIPT)
+        self.namespace = namespace
+        self.fallback = fallback
+        self._sleep = sleep
+        self.fell_back = False
+        """Whether Redis failed once (then, and while it fails, the process paces on its own)."""
+
+    def log_key(self, rule: Rule, key: str) -> str:
+        """The Redis key of one log: hashed, so no API key or address is written in Redis."""
+        digest = hashlib.sha256(f"{self.namespace}|{rule.calls}/{rule.seconds}|{key}".encode()).hexdigest()[:32]
+        return f"horde-oai:pacing:{digest}"
+
+    async def take(self, turns: Sequence[tuple[Rule, str]], max_wait: float) -> float | None:
+        """:meth:`Pacer.take` across every process (see the class docstring)."""
+        args: list[int] = [round(max_wait * 1000)]
+        for rule, _ in turns:
+            args += [rule.calls, round(rule.seconds * 1000)]
+        try:
+            async with asyncio.timeout(SHARED_PACING_TIMEOUT_SECONDS):
+                wait_ms = int(await self._script(keys=[self.log_key(rule, key) for rule, key in turns], args=args))
+        except (RedisError, OSError, TimeoutError) as failure:
+            if not self.fell_back:
+                logger.warning("Shared pacing unavailable ({}): this process paces on its own", type(failure).__name__)
+                self.fell_back = True
+            return await self.fallback.take(turns, max_wait)
+        if wait_ms < 0:
+            return None
+        if wait_ms > 0:
+            await self._sleep(wait_ms / 1000)
+        return wait_ms / 1000
+
+    async def aclose(self) -> None:
+        """Close the Redis connections."""
+        await self._redis.aclose()
 
 
 # --- the budget ----------------------------------------------------------------------------------------------------
@@ -234,14 +341,14 @@ def is_limiter_refusal(response: httpx.Response) -> bool:
     return not (isinstance(body, dict) and body.get("rc"))
 
 
-def pacing_refusal(wait: float) -> httpx.Response:
-    """The answer to a submit that would wait ``wait`` seconds for its turn: the Horde limiter's 429, with the front's
-    message and ``Retry-After`` (the wait, in whole seconds), never sent to the Horde.
+def pacing_refusal(max_wait: float) -> httpx.Response:
+    """The answer to a submit whose turn is more than ``max_wait`` seconds away: the Horde limiter's 429, with the
+    front's message and ``Retry-After`` (``max_wait`` in whole seconds), never sent to the Horde.
     """
-    seconds = math.ceil(round(wait, 3))  # 66.00000000000001 s is 66
+    seconds = math.ceil(round(max_wait, 3))
     message = (
-        f"This front paces its submits to the Horde's rate limits (2 a second per API key and per address) and would "
-        f"hold this request {seconds} s for its turn. Retry in {seconds} s."
+        f"This front paces its submits to the Horde's rate limits (2 a second per API key and per address) and this "
+        f"request's turn is more than {seconds} s away. Retry in {seconds} s."
     )
     return httpx.Response(429, json={"message": message}, headers={"Retry-After": str(seconds)})
 
@@ -260,6 +367,7 @@ class HordeBudget:
         max_retries: :data:`MAX_RATE_LIMIT_RETRIES`.
         max_retry_seconds: :data:`MAX_RATE_LIMIT_RETRY_SECONDS`.
         max_pacing_wait: :data:`MAX_PACING_WAIT_SECONDS`.
+        shared_pacer: A pacer shared by every process (chat.shared_pacing.RedisPacer); default :attr:`pacer`.
     """
 
     def __init__(
@@ -271,9 +379,13 @@ class HordeBudget:
         max_retries: int = MAX_RATE_LIMIT_RETRIES,
         max_retry_seconds: float = MAX_RATE_LIMIT_RETRY_SECONDS,
         max_pacing_wait: float = MAX_PACING_WAIT_SECONDS,
+        shared_pacer: TurnTaker | None = None,
     ) -> None:
         self._passkey = proxy_passkey or None
         self.pacer = Pacer(clock, sleep)
+        """The process's own pacer."""
+        self.turns_taker: TurnTaker = self.pacer if shared_pacer is None else shared_pacer
+        """What submits and reads wait their turn with: :attr:`pacer`, or the pacer every process shares."""
         self._sleep = sleep
         self.max_retries = max_retries
         self.max_retry_seconds = max_retry_seconds
@@ -283,9 +395,19 @@ class HordeBudget:
 
     @classmethod
     def from_settings(cls, settings: FrontSettings) -> HordeBudget:
-        """The budget of ``settings`` (``HORDE_OAI_PROXY_PASSKEY``)."""
+        """The budget of ``settings``: ``HORDE_OAI_PROXY_PASSKEY``, and with ``HORDE_OAI_REDIS_URL`` pacing shared by
+        every process (:class:`RedisPacer`).
+        """
         secret = settings.proxy_passkey
-        return cls(secret.get_secret_value() if secret is not None else None)
+        budget = cls(secret.get_secret_value() if secret is not None else None)
+        if settings.redis_url:
+            budget.turns_taker = RedisPacer(settings.redis_url, settings.horde_url, budget.pacer)
+        return budget
+
+    async def aclose(self) -> None:
+        """Close the shared pacer's connections, if any."""
+        if isinstance(self.turns_taker, RedisPacer):
+            await self.turns_taker.aclose()
 
     def __repr__(self) -> str:
         return f"HordeBudget(proxy_passkey={'***' if self._passkey else None})"
@@ -329,11 +451,8 @@ class HordeBudget:
         waited = 0.0
         while True:
             turns = self.turns(method, path, apikey)
-            if turns:
-                wait = self.pacer.earliest(turns) - self.pacer.clock()
-                if wait > self.max_pacing_wait:
-                    return pacing_refusal(wait)
-                await self.pacer.turn(turns)
+            if turns and await self.turns_taker.take(turns, self.max_pacing_wait) is None:
+                return pacing_refusal(self.max_pacing_wait)
             response = await attempt(self.proxy_headers())
             if not is_limiter_refusal(response) or retries >= self.max_retries:
                 return response

@@ -123,6 +123,7 @@ class FrontRuntime:
                 await resource.aclose()
         await self.horde.aclose()
         await self.text_horde.aclose()
+        await self.budget.aclose()
 
 
 _runtimes: dict[asyncio.AbstractEventLoop, FrontRuntime] = {}

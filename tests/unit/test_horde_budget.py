@@ -23,6 +23,7 @@ from django.test import override_settings
 from horde_sdk.generic_api.consts import ANON_API_KEY
 from loguru import logger
 from pydantic import ValidationError
+from redis.asyncio import Redis
 
 from chat import refusals
 from chat.asgi import with_front_lifespan
@@ -34,6 +35,7 @@ from chat.horde_budget import (
     PER_KEY,
     HordeBudget,
     Pacer,
+    RedisPacer,
     serving_client,
     shared_read,
 )
@@ -406,11 +408,69 @@ async def test_a_submit_that_would_wait_over_65_seconds_is_answered_429_at_once(
         await time.run(text.submit(PAYLOAD, "key-a"))
     assert len(horde.requests) == 120  # never sent
     error = refusals.error_from_refusal(refused.value)
-    assert (error.status, error.code, error.retry_after) == (429, "rate_limit_exceeded", 66)
+    assert (error.status, error.code, error.retry_after) == (429, "rate_limit_exceeded", 65)
     assert error.message == (
-        "This front paces its submits to the Horde's rate limits (2 a second per API key and per address) and would "
-        "hold this request 66 s for its turn. Retry in 66 s."
+        "This front paces its submits to the Horde's rate limits (2 a second per API key and per address) and this "
+        "request's turn is more than 65 s away. Retry in 65 s."
     )
+
+
+# --- pacing shared through Redis ----------------------------------------------------------------------------------
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+@pytest.mark.asyncio
+async def test_two_processes_share_one_log_through_redis() -> None:
+    """Two pacers (two processes) on one Horde: the third turn of one key is the first's plus 1.1 s, whichever
+    process takes it; reservations are written on Redis's clock in milliseconds."""
+    sleeps: list[float] = []
+
+    async def no_sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    namespace = f"test-{wall_clock.time_ns()}"
+    first = RedisPacer(REDIS_URL, namespace, Pacer(), sleep=no_sleep)
+    second = RedisPacer(REDIS_URL, namespace, Pacer(), sleep=no_sleep)
+    turns = [(PER_KEY, "key-a")]
+    redis = Redis.from_url(REDIS_URL)
+    try:
+        assert await first.take(turns, 65) == 0.0
+        await second.take(turns, 65)
+        third = await first.take(turns, 65)
+        reserved = [int(value) for value in await redis.lrange(first.log_key(PER_KEY, "key-a"), 0, -1)]
+        assert len(reserved) == 2  # the log keeps the rule's last two
+        assert await second.take(turns, 0) is None  # the next turn is in the future: not reserved
+        assert [int(value) for value in await redis.lrange(first.log_key(PER_KEY, "key-a"), 0, -1)] == reserved
+        assert third is not None and third > 0
+        assert sleeps == [third]
+        assert first.log_key(PER_KEY, "key-a") == second.log_key(PER_KEY, "key-a")
+        assert "key-a" not in first.log_key(PER_KEY, "key-a")
+        assert 0 < await redis.pttl(first.log_key(PER_KEY, "key-a")) <= 2200
+        assert not first.fell_back
+    finally:
+        await redis.delete(first.log_key(PER_KEY, "key-a"))
+        await redis.aclose()
+        await first.aclose()
+        await second.aclose()
+
+
+@pytest.mark.asyncio
+async def test_without_an_answer_from_redis_the_process_paces_on_its_own() -> None:
+    time = VirtualTime()
+    local = Pacer(time.clock, time.sleep)
+    shared = RedisPacer("redis://127.0.0.1:9/0", "test", local, sleep=time.sleep)
+    turns = [(PER_KEY, "key-a")]
+    try:
+        assert [await time.run(shared.take(turns, 65)) for _ in range(3)] == [0.0, 0.0, 1.1]
+        assert shared.fell_back
+    finally:
+        await shared.aclose()
+
+
+def test_a_front_with_redis_shares_its_pacing() -> None:
+    assert isinstance(HordeBudget.from_settings(FrontSettings(redis_url=REDIS_URL)).turns_taker, RedisPacer)
+    assert isinstance(HordeBudget.from_settings(FrontSettings()).turns_taker, Pacer)
 
 
 # --- status read cap -----------------------------------------------------------------------------------------------
