@@ -85,11 +85,6 @@ MAX_RATE_LIMIT_RETRY_SECONDS: Final[float] = 5.0
 DEFAULT_RETRY_AFTER_SECONDS: Final[float] = 1.0
 """The wait before retrying a 429 that has no readable ``Retry-After``."""
 
-HEARTBEAT_VERDICT_SECONDS: Final[float] = 5.0
-"""How long the readiness heartbeat's verdict is shared by every process: the probes of any number of processes cost
-the Horde one heartbeat per five seconds (the real Horde exempts the heartbeat from its limits,
-``horde/apis/v2/base.py:3065``, but a Horde behind a rate-limiting proxy may not)."""
-
 
 @dataclass(frozen=True, slots=True)
 class Rule:

@@ -149,7 +149,8 @@ class FrontSettings(BaseSettings):
     """``HORDE_OAI_CAPACITY_RETRY_AFTER_SECONDS``: the ``Retry-After`` of a 503 ``FrontAtCapacity``."""
 
     readiness_cache_seconds: float = Field(default=2.0, ge=0)
-    """``HORDE_OAI_READINESS_CACHE_SECONDS``: how long ``GET /readyz`` reuses its last checks."""
+    """``HORDE_OAI_READINESS_CACHE_SECONDS``: how long ``GET /readyz`` reuses its last checks; the Horde heartbeat's
+    verdict is shared by every process for as long, through Django's cache (oaifront.readiness.check_horde)."""
 
     telemetry_enabled: bool = False
     """``HORDE_OAI_TELEMETRY_ENABLED``: configure Logfire / OpenTelemetry traces, metrics and logs (off by default;

@@ -1,7 +1,8 @@
 """``GET /readyz``: whether this process can serve requests now (``/healthz`` only says that it runs).
 
 Ready means the Horde answers ``GET /v2/status/heartbeat`` and, when ``HORDE_OAI_REDIS_URL`` is set, Redis answers
-``PING``. The result is reused for ``HORDE_OAI_READINESS_CACHE_SECONDS``, so a probe every second costs little. The
+``PING``. The result is reused for ``HORDE_OAI_READINESS_CACHE_SECONDS``, so a probe every second costs little; the
+heartbeat's verdict is shared by every process through Django's cache for as long (:func:`check_horde`). The
 answer names each check and what failed, without the Horde's or Redis's address (a Redis URL may hold a password).
 """
 
@@ -15,7 +16,7 @@ from typing import Final
 from django.http import HttpRequest, JsonResponse
 from redis.asyncio import Redis
 
-from chat.horde_budget import HEARTBEAT_VERDICT_SECONDS, shared_read
+from chat.horde_budget import shared_read
 from chat.horde_client import HordeRefusal, HordeUnreachable
 from chat.runtime import get_runtime
 
@@ -46,12 +47,13 @@ _cached: dict[asyncio.AbstractEventLoop, Readiness] = {}
 
 async def check_horde() -> str:
     """``ok`` when the Horde answers its heartbeat, else why not: one verdict shared by every process for
-    :data:`chat.horde_budget.HEARTBEAT_VERDICT_SECONDS` through Django's cache, so the probes of every worker
-    process cost the Horde one heartbeat per interval.
+    ``HORDE_OAI_READINESS_CACHE_SECONDS`` through Django's cache (chat.horde_budget.shared_read), so the probes of
+    every worker process cost the Horde one heartbeat per interval (the real Horde exempts the heartbeat from its
+    rate limits, ``horde/apis/v2/base.py:3065``; a proxy in front of a Horde may not).
     """
     runtime = get_runtime()
     key = HEARTBEAT_CACHE_KEY.format(horde_url=runtime.horde.base_url)
-    return await shared_read(key, HEARTBEAT_VERDICT_SECONDS, read_heartbeat)
+    return await shared_read(key, runtime.settings.readiness_cache_seconds, read_heartbeat)
 
 
 async def read_heartbeat() -> str:
