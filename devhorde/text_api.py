@@ -22,8 +22,9 @@ import math
 import time
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from horde_sdk.ai_horde_api.apimodels.generate.text.async_ import ModelPayloadRootKobold, TextGenerateAsyncRequest
 from pydantic import ValidationError
@@ -36,10 +37,7 @@ from devhorde.answers import (
     refusal,
 )
 from devhorde.replies import conversation_seed, count_tokens, cut_reply, reply_text
-from devhorde.scenario import WorkerSpec
-
-if TYPE_CHECKING:
-    from devhorde.horde import DevHorde
+from devhorde.scenario import Scenario, WorkerSpec
 
 DEFAULT_TEXT_MAX_LENGTH: Final[int] = int(ModelPayloadRootKobold.model_fields["max_length"].default)
 """``params.max_length`` when a text request sets none (horde_sdk's ``ModelPayloadRootKobold`` default)."""
@@ -83,10 +81,35 @@ def _field_errors(error: ValidationError) -> dict[str, str]:
     }
 
 
-class TextQueue:
-    """The text generation requests of one :class:`devhorde.horde.DevHorde` and their simulated jobs."""
+class TextHorde(Protocol):
+    """What the text API simulation needs of the Horde it runs in (:class:`devhorde.horde.DevHorde`)."""
 
-    def __init__(self, horde: DevHorde) -> None:
+    @property
+    def scenario(self) -> Scenario:
+        """The workers and knobs now."""
+        ...
+
+    def now(self) -> float:
+        """The Horde's clock (the event loop's monotonic time)."""
+        ...
+
+    def busy(self) -> Counter[str]:
+        """Running jobs per worker name, chat and text (both share a worker's threads)."""
+        ...
+
+    def dispatch(self) -> None:
+        """Pop waiting requests, chat and text, onto free threads."""
+        ...
+
+    def scripted_refusal(self, payload: Mapping[str, Any], apikey: str, models: list[str]) -> HordeReply | None:
+        """The scenario's first matching ``submit_refusals`` rule as an answer, or None."""
+        ...
+
+
+class TextQueue:
+    """The text generation requests of one Horde and their simulated jobs."""
+
+    def __init__(self, horde: TextHorde) -> None:
         self.horde = horde
         self.requests: dict[str, TextRequest] = {}
         self._next_seq = 0
@@ -134,7 +157,7 @@ class TextQueue:
             return refusal(401, CONTROL_INVALID_KEY_MESSAGE, "InvalidAPIKey")
         if scenario.maintenance:
             return refusal(503, MAINTENANCE_MESSAGE, "MaintenanceMode")
-        scripted = self.horde._scripted_refusal(payload, apikey, list(parsed.models))
+        scripted = self.horde.scripted_refusal(payload, apikey, list(parsed.models))
         if scripted is not None:
             return scripted
         params = payload.get("params") or {}
@@ -142,7 +165,7 @@ class TextQueue:
         kudos = round(max_length * scenario.kudos_per_token, 2)
         if parsed.dry_run:
             return HordeReply(200, {"kudos": kudos})
-        now = self.horde._now()
+        now = self.horde.now()
         request = TextRequest(
             id=str(uuid.uuid4()),
             seq=self._next_seq,
@@ -164,7 +187,7 @@ class TextQueue:
 
     def _lookup(self, request_id: str) -> TextRequest | None:
         request = self.requests.get(request_id)
-        if request is not None and self.horde._now() >= request.expires_at:
+        if request is not None and self.horde.now() >= request.expires_at:
             self._stop(request)
             del self.requests[request_id]
             return None
@@ -220,7 +243,7 @@ class TextQueue:
 
     def dispatch(self) -> None:
         """Pop waiting text requests in FIFO order onto eligible workers with a free thread."""
-        busy = self.horde._busy()
+        busy = self.horde.busy()
         for request in sorted((r for r in self.requests.values() if r.state == "waiting"), key=lambda r: r.seq):
             free = [worker for worker in self.eligible_workers(request) if busy[worker.name] < worker.threads]
             if not free:
@@ -267,7 +290,7 @@ class TextQueue:
         request.kudos_consumed = round(plan.completion_tokens * self.horde.scenario.kudos_per_token, 2)
         request.state = "done"
         request.task = None
-        self.horde._dispatch()
+        self.horde.dispatch()
 
     def stop_all(self) -> list[asyncio.Task[None]]:
         """Cancel every running job; return their tasks."""
@@ -278,7 +301,7 @@ class TextQueue:
 
     def describe(self) -> list[dict[str, Any]]:
         """Every text request for ``GET /_devhorde/requests`` (``api: "text"``)."""
-        now = self.horde._now()
+        now = self.horde.now()
         return [
             {
                 "id": request.id,
