@@ -83,6 +83,9 @@ class DevHorde:
         """The latest submits received, accepted or refused, oldest first (``GET /_devhorde/submits``)."""
         self._wake: asyncio.Event | None = None
         self._dispatcher: asyncio.Task[None] | None = None
+        self.offline_since: dict[str, float] = {}
+        """When each offline worker went offline (its last pop): on an ``aihorde`` scenario it still counts as online
+        for ``online_window_seconds``."""
         self.text = TextQueue(self)
         """The text generation API's requests (devhorde.text_api)."""
 
@@ -421,6 +424,8 @@ class DevHorde:
         """
         if model_type not in ("text", "all", ""):
             return []
+        if self.scenario.aihorde is not None:
+            return self.text.models_status()
         entries: list[dict[str, Any]] = []
         for model in sorted(self.scenario.text_models):
             online = [w for w in self.scenario.workers if w.online and w.model == model]
@@ -458,12 +463,33 @@ class DevHorde:
 
     # ----------------------------------------------------------------- control
 
+    def counts_online(self, worker: WorkerSpec) -> bool:
+        """Whether the Horde counts ``worker`` as online: it is, or (``aihorde``) it went offline less than
+        ``online_window_seconds`` ago. Such a worker is listed and keeps requests possible, but pops nothing.
+        """
+        if worker.online:
+            return True
+        spec = self.scenario.aihorde
+        since = self.offline_since.get(worker.name)
+        return spec is not None and since is not None and self.now() - since < spec.online_window_seconds
+
+    def _route(self, scenario: Scenario) -> None:
+        """Route with ``scenario``, noting when each worker that was online went offline."""
+        was_online = {worker.name for worker in self.scenario.workers if worker.online}
+        now = self.now()
+        for worker in scenario.workers:
+            if worker.online:
+                self.offline_since.pop(worker.name, None)
+            elif worker.name in was_online:
+                self.offline_since[worker.name] = now
+        self.routing.replace(scenario)
+
     def replace_scenario(self, scenario: Scenario) -> None:
         """Replace the whole scenario; routing of new and existing requests follows it at once.
 
         A processing request whose worker is gone, offline, chat-less or now serves another model restarts.
         """
-        self.routing.replace(scenario)
+        self._route(scenario)
         self._refusal_uses.clear()
         self._reconcile()
 
@@ -479,7 +505,7 @@ class DevHorde:
             raise KeyError(name)
         patched = WorkerSpec.model_validate({**current.model_dump(exclude_unset=False), **dict(patch)})
         workers = [patched if worker.name == name else worker for worker in self.scenario.workers]
-        self.routing.replace(self.scenario.model_copy(update={"workers": workers}))
+        self._route(self.scenario.model_copy(update={"workers": workers}))
         self._reconcile()
         return patched
 

@@ -29,6 +29,17 @@ from typing import Any, Final, Protocol
 from horde_sdk.ai_horde_api.apimodels.generate.text.async_ import ModelPayloadRootKobold, TextGenerateAsyncRequest
 from pydantic import ValidationError
 
+from devhorde.aihorde import (
+    DEFAULT_MAX_CONTEXT_LENGTH,
+    DEFAULT_MAX_LENGTH,
+    NO_WORKER_WARNING,
+    free_token_ceiling,
+    kudos_upfront_message,
+    not_found_message,
+    param_bound_errors,
+    param_rule_refusal,
+    required_kudos,
+)
 from devhorde.answers import (
     CONTROL_INVALID_KEY_MESSAGE,
     MAINTENANCE_MESSAGE,
@@ -37,7 +48,7 @@ from devhorde.answers import (
     refusal,
 )
 from devhorde.replies import conversation_seed, count_tokens, cut_reply, reply_text
-from devhorde.scenario import Scenario, WorkerSpec
+from devhorde.scenario import AiHordeSpec, Scenario, WorkerSpec
 
 DEFAULT_TEXT_MAX_LENGTH: Final[int] = int(ModelPayloadRootKobold.model_fields["max_length"].default)
 """``params.max_length`` when a text request sets none (horde_sdk's ``ModelPayloadRootKobold`` default)."""
@@ -69,6 +80,8 @@ class TextRequest:
     worker_name: str | None = None
     generations: list[dict[str, Any]] = field(default_factory=list)
     cancelled: bool = False
+    emptied: bool = False
+    """``aihorde``: a cancel set ``n = 0``; the request reads not done, not waiting, impossible until it expires."""
     cancel_requests: int = 0
     kudos_consumed: float = 0.0
     task: asyncio.Task[None] | None = None
@@ -105,6 +118,12 @@ class TextHorde(Protocol):
         """The scenario's first matching ``submit_refusals`` rule as an answer, or None."""
         ...
 
+    def counts_online(self, worker: WorkerSpec) -> bool:
+        """Whether the Horde counts the worker as online (on an ``aihorde`` scenario, for a while after its last
+        pop).
+        """
+        ...
+
 
 class TextQueue:
     """The text generation requests of one Horde and their simulated jobs."""
@@ -113,15 +132,18 @@ class TextQueue:
         self.horde = horde
         self.requests: dict[str, TextRequest] = {}
         self._next_seq = 0
+        self._started: float | None = None
 
     # ----------------------------------------------------------------- routing
 
-    def eligible_workers(self, request: TextRequest) -> list[WorkerSpec]:
-        """Online workers of the request's models whose declared limits cover its ``params``."""
+    def eligible_workers(self, request: TextRequest, *, counted: bool = False) -> list[WorkerSpec]:
+        """Online workers of the request's models whose declared limits cover its ``params`` (those that pop it);
+        ``counted``: also the workers the Horde still counts online (those that keep it possible).
+        """
         return [
             worker
             for worker in self.horde.scenario.workers
-            if worker.online
+            if (worker.online or (counted and self.horde.counts_online(worker)))
             and worker.model in request.models
             and worker.max_length >= request.max_length
             and worker.max_context_length >= request.max_context_length
@@ -140,6 +162,13 @@ class TextQueue:
         """
         if not isinstance(payload, dict):
             return HordeReply(400, {"message": TEXT_VALIDATION_FAILED_MESSAGE, "errors": {"": "not an object"}})
+        spec = self.horde.scenario.aihorde
+        raw_params = payload.get("params")
+        params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
+        if spec is not None:
+            bounds = param_bound_errors(params)
+            if bounds:
+                return HordeReply(400, {"errors": bounds, "message": TEXT_VALIDATION_FAILED_MESSAGE})
         errors: dict[str, str] = {}
         try:
             parsed = TextGenerateAsyncRequest.model_validate(payload)
@@ -160,11 +189,61 @@ class TextQueue:
         scripted = self.horde.scripted_refusal(payload, apikey, list(parsed.models))
         if scripted is not None:
             return scripted
-        params = payload.get("params") or {}
+        if spec is not None:
+            return self._submit_aihorde(payload, parsed, apikey, spec)
         max_length = int(params.get("max_length") or DEFAULT_TEXT_MAX_LENGTH)
         kudos = round(max_length * scenario.kudos_per_token, 2)
         if parsed.dry_run:
             return HordeReply(200, {"kudos": kudos})
+        context = int(params.get("max_context_length") or DEFAULT_TEXT_MAX_CONTEXT_LENGTH)
+        request = self._queue_request(payload, parsed, apikey, (max_length, context), kudos)
+        return HordeReply(202, {"id": request.id, "kudos": kudos})
+
+    def _submit_aihorde(
+        self, payload: dict[str, Any], parsed: TextGenerateAsyncRequest, apikey: str, spec: AiHordeSpec
+    ) -> HordeReply:
+        """The public AI Horde's submit after payload validation and the key: its parameter rules, upfront kudos
+        (or ``allow_downgrade`` to the free ceiling), then 202 ``{"id", "kudos": 0.0}`` with the warning
+        ``message`` when no worker can serve it, or a dry run's 200 ``{"kudos"}``.
+        """
+        params = payload.get("params") or {}
+        rule = param_rule_refusal(params)
+        if rule is not None:
+            return rule
+        max_length = int(params.get("max_length", DEFAULT_MAX_LENGTH))
+        models = list(parsed.models)
+        threads = sum(w.threads for w in self.horde.scenario.workers if self.horde.counts_online(w))
+        queued = sum(1 for request in self.requests.values() if request.state == "waiting")
+        slow_workers = payload.get("slow_workers", True) is not False
+        ceiling = free_token_ceiling(threads, queued, slow_workers=slow_workers)
+        needs_kudos = not slow_workers or max_length > ceiling
+        required = required_kudos(max_length, models, spec.model_parameters)
+        if needs_kudos and required > 0 and apikey not in spec.kudos_api_keys:
+            if payload.get("allow_downgrade") is True:
+                max_length = min(max_length, ceiling)
+            else:
+                return refusal(403, kudos_upfront_message(ceiling, required), "KudosUpfront")
+        kudos = round(max_length * self.horde.scenario.kudos_per_token, 2)
+        if parsed.dry_run:
+            return HordeReply(200, {"kudos": float(round(kudos))})
+        context = int(params.get("max_context_length", DEFAULT_MAX_CONTEXT_LENGTH))
+        request = self._queue_request(payload, parsed, apikey, (max_length, context), kudos)
+        body: dict[str, Any] = {"id": request.id, "kudos": 0.0}
+        if not self.eligible_workers(request, counted=True):
+            body["message"] = NO_WORKER_WARNING
+        return HordeReply(202, body)
+
+    def _queue_request(
+        self,
+        payload: dict[str, Any],
+        parsed: TextGenerateAsyncRequest,
+        apikey: str,
+        lengths: tuple[int, int],
+        kudos: float,
+    ) -> TextRequest:
+        """Queue an accepted request with its ``(max_length, max_context_length)`` and pop what can pop."""
+        params = payload.get("params") or {}
+        scenario = self.horde.scenario
         now = self.horde.now()
         request = TextRequest(
             id=str(uuid.uuid4()),
@@ -173,8 +252,8 @@ class TextQueue:
             apikey=apikey,
             prompt=parsed.prompt or "",
             models=list(parsed.models),
-            max_length=max_length,
-            max_context_length=int(params.get("max_context_length") or DEFAULT_TEXT_MAX_CONTEXT_LENGTH),
+            max_length=lengths[0],
+            max_context_length=lengths[1],
             stop_sequence=[stop for stop in params.get("stop_sequence") or [] if isinstance(stop, str)],
             submitted_at=now,
             expires_at=now + scenario.request_expiry_seconds,
@@ -183,7 +262,7 @@ class TextQueue:
         self._next_seq += 1
         self.requests[request.id] = request
         self.dispatch()
-        return HordeReply(202, {"id": request.id, "kudos": kudos})
+        return request
 
     def _lookup(self, request_id: str) -> TextRequest | None:
         request = self.requests.get(request_id)
@@ -193,19 +272,36 @@ class TextQueue:
             return None
         return request
 
-    def status(self, request_id: str) -> HordeReply:
+    def _not_found(self, request_id: str, action: str, path: str) -> HordeReply:
+        if self.horde.scenario.aihorde is not None:
+            return refusal(404, not_found_message(request_id, action, path), "RequestNotFound")
+        return refusal(404, NOT_FOUND_MESSAGE, "RequestNotFound")
+
+    def status(self, request_id: str, path: str = "") -> HordeReply:
         """``GET /v2/generate/text/status/{id}``; 404 ``RequestNotFound``."""
         request = self._lookup(request_id)
         if request is None:
-            return refusal(404, NOT_FOUND_MESSAGE, "RequestNotFound")
+            return self._not_found(request_id, "Status", path)
         return HordeReply(200, self.status_body(request))
 
-    def cancel(self, request_id: str) -> HordeReply:
-        """``DELETE /v2/generate/text/status/{id}``: a waiting or processing request ends done with no generation."""
+    def cancel(self, request_id: str, path: str = "") -> HordeReply:
+        """``DELETE /v2/generate/text/status/{id}``: a waiting or processing request ends done with no generation.
+
+        On an ``aihorde`` scenario the answer is the status from before the cancel, which only sets ``n = 0``: the
+        job stops and every later read says ``done: false, waiting: 0, processing: 0, is_possible: false``.
+        """
         request = self._lookup(request_id)
         if request is None:
-            return refusal(404, NOT_FOUND_MESSAGE, "RequestNotFound")
+            return self._not_found(request_id, "Delete", path)
         request.cancel_requests += 1
+        if self.horde.scenario.aihorde is not None:
+            before = self.status_body(request)
+            if request.state in ("waiting", "processing"):
+                self._stop(request)
+                request.state = "cancelled"
+                request.cancelled = request.emptied = True
+                self.horde.dispatch()
+            return HordeReply(200, before)
         if request.state in ("waiting", "processing"):
             self._stop(request)
             request.state = "cancelled"
@@ -215,7 +311,21 @@ class TextQueue:
 
     def status_body(self, request: TextRequest) -> dict[str, Any]:
         """A ``TextGenerateStatusResponse``: progress counts, queue estimate, kudos and the generations."""
-        eligible = self.eligible_workers(request)
+        if request.emptied:
+            return {
+                "generations": [],
+                "finished": 0,
+                "processing": 0,
+                "restarted": 0,
+                "waiting": 0,
+                "done": False,
+                "faulted": False,
+                "wait_time": 0,
+                "queue_position": 0,
+                "kudos": float(request.kudos_estimate),
+                "is_possible": False,
+            }
+        eligible = self.eligible_workers(request, counted=True)
         waiting = request.state == "waiting"
         position, wait_time = 0, 0
         if waiting:
@@ -225,7 +335,10 @@ class TextQueue:
             if throughput > 0:
                 wait_time = math.ceil((sum(r.max_length for r in ahead) + request.max_length) / throughput)
         terminal = request.state in ("done", "cancelled")
+        if self.horde.scenario.aihorde is not None and waiting and not eligible:
+            position, wait_time = 0, 0
         return {
+            "generations": [dict(generation) for generation in request.generations],
             "finished": len(request.generations),
             "processing": int(request.state == "processing"),
             "restarted": 0,
@@ -234,9 +347,8 @@ class TextQueue:
             "faulted": False,
             "wait_time": wait_time,
             "queue_position": position,
-            "kudos": request.kudos_consumed if terminal else request.kudos_estimate,
+            "kudos": float(request.kudos_consumed if terminal else request.kudos_estimate),
             "is_possible": not waiting or bool(eligible),
-            "generations": [dict(generation) for generation in request.generations],
         }
 
     # ----------------------------------------------------------------- jobs
@@ -283,14 +395,78 @@ class TextQueue:
                 "worker_id": worker.worker_id,
                 "worker_name": worker.name,
                 "model": worker.model,
-                "state": "ok",
-                "gen_metadata": [],
+                "state": worker.text_state,
+                "gen_metadata": [{"type": "censorship", "value": "csam"}] if worker.text_state == "csam" else [],
             }
         ]
         request.kudos_consumed = round(plan.completion_tokens * self.horde.scenario.kudos_per_token, 2)
         request.state = "done"
         request.task = None
         self.horde.dispatch()
+
+    # ----------------------------------------------------------------- the public Horde's lists
+
+    def models_status(self) -> list[dict[str, Any]]:
+        """``GET /v2/status/models?type=text`` as the public AI Horde answers it: one entry per model with a worker
+        it counts online, ``{"performance", "queued", "jobs", "eta", "type", "name", "count"}`` (no chat entry).
+        """
+        entries: list[dict[str, Any]] = []
+        for model in sorted(self.horde.scenario.text_models):
+            workers = [w for w in self.horde.scenario.workers if w.model == model and self.horde.counts_online(w)]
+            if not workers:
+                continue
+            waiting = [r for r in self.requests.values() if r.state == "waiting" and model in r.models]
+            jobs = waiting + [r for r in self.requests.values() if r.state == "processing" and model in r.models]
+            queued = sum(r.max_length for r in waiting)
+            throughput = sum(w.tokens_per_second * w.threads for w in workers)
+            entries.append(
+                {
+                    "performance": round(sum(w.tokens_per_second for w in workers) / len(workers), 1),
+                    "queued": float(queued),
+                    "jobs": float(len(jobs)),
+                    "eta": math.ceil(queued / throughput) if throughput else 0,
+                    "type": "text",
+                    "name": model,
+                    "count": len(workers),
+                }
+            )
+        return entries
+
+    def workers_status(self) -> list[dict[str, Any]]:
+        """``GET /v2/workers?type=text``: every worker the Horde counts online, with the real fields (``models``,
+        ``threads``, ``max_length``, ``max_context_length``, ``online``, ``trusted``, ``maintenance_mode``,
+        ``uptime``, ...).
+        """
+        now = self.horde.now()
+        if self._started is None:
+            self._started = now
+        started = self._started
+        return [
+            {
+                "requests_fulfilled": 0,
+                "kudos_rewards": 0.0,
+                "kudos_details": {"generated": None, "uptime": None},
+                "performance": f"{float(worker.tokens_per_second):.1f} tokens per second",
+                "threads": worker.threads,
+                "uptime": int(now - started),
+                "maintenance_mode": False,
+                "nsfw": True,
+                "trusted": worker.trusted,
+                "flagged": False,
+                "uncompleted_jobs": 0,
+                "models": [worker.model],
+                "team": {"name": None, "id": None},
+                "bridge_agent": "devhorde simulated text worker",
+                "max_length": worker.max_length,
+                "max_context_length": worker.max_context_length,
+                "type": "text",
+                "name": worker.name,
+                "id": worker.worker_id,
+                "online": True,
+            }
+            for worker in self.horde.scenario.workers
+            if self.horde.counts_online(worker)
+        ]
 
     def stop_all(self) -> list[asyncio.Task[None]]:
         """Cancel every running job; return their tasks."""
