@@ -335,8 +335,6 @@ class TextQueue:
             if throughput > 0:
                 wait_time = math.ceil((sum(r.max_length for r in ahead) + request.max_length) / throughput)
         terminal = request.state in ("done", "cancelled")
-        if self.horde.scenario.aihorde is not None and waiting and not eligible:
-            position, wait_time = 0, 0
         return {
             "generations": [dict(generation) for generation in request.generations],
             "finished": len(request.generations),
