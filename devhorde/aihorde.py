@@ -46,6 +46,10 @@ UPFRONT_MAX_TOKENS: Final[int] = 512
 KUDOS_PARAMETER_DIVISOR: Final[int] = 21
 """Upfront kudos are ``round(max_length * parameters_in_billions / 21, 2)`` (``horde/apis/v2/kobold.py:128-157``)."""
 
+FAULTED_JOBS_TO_FAULT: Final[int] = 3
+"""A request faults once this many of its jobs faulted (``horde/database/threads.py``: more than 2); each faulted job
+before returns it to the queue and counts in ``restarted``."""
+
 VALIDATION_FAILED_MESSAGE: Final[str] = "Input payload validation failed"
 NO_WORKER_WARNING: Final[str] = (
     "Warning: No available workers can fulfill this request. It will expire in 20 minutes. Consider reducing the "

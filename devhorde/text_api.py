@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from devhorde.aihorde import (
     DEFAULT_MAX_CONTEXT_LENGTH,
     DEFAULT_MAX_LENGTH,
+    FAULTED_JOBS_TO_FAULT,
     NO_WORKER_WARNING,
     free_token_ceiling,
     kudos_upfront_message,
@@ -80,6 +81,8 @@ class TextRequest:
     worker_name: str | None = None
     generations: list[dict[str, Any]] = field(default_factory=list)
     cancelled: bool = False
+    restarted: int = 0
+    """``aihorde``: jobs that faulted and returned the request to the queue."""
     emptied: bool = False
     """``aihorde``: a cancel set ``n = 0``; the request reads not done, not waiting, impossible until it expires."""
     cancel_requests: int = 0
@@ -334,15 +337,15 @@ class TextQueue:
             position = len(ahead) + 1
             if throughput > 0:
                 wait_time = math.ceil((sum(r.max_length for r in ahead) + request.max_length) / throughput)
-        terminal = request.state in ("done", "cancelled")
+        terminal = request.state in ("done", "cancelled", "faulted")
         return {
             "generations": [dict(generation) for generation in request.generations],
             "finished": len(request.generations),
             "processing": int(request.state == "processing"),
-            "restarted": 0,
+            "restarted": request.restarted,
             "waiting": int(waiting),
             "done": terminal,
-            "faulted": False,
+            "faulted": request.state == "faulted",
             "wait_time": wait_time,
             "queue_position": position,
             "kudos": float(request.kudos_consumed if terminal else request.kudos_estimate),
@@ -370,6 +373,10 @@ class TextQueue:
             task.cancel()
 
     async def _run(self, request: TextRequest, worker: WorkerSpec) -> None:
+        if worker.fault_reason is not None and self.horde.scenario.aihorde is not None:
+            await asyncio.sleep(worker.time_to_first_token_seconds)
+            self._fault(request)
+            return
         messages = [{"role": "user", "content": request.prompt}]
         if worker.reply_style == "echo":
             content = "You said: " + request.prompt.strip().splitlines()[-1] if request.prompt.strip() else ""
@@ -465,6 +472,16 @@ class TextQueue:
             for worker in self.horde.scenario.workers
             if self.horde.counts_online(worker)
         ]
+
+    def _fault(self, request: TextRequest) -> None:
+        """A faulted job (``aihorde``): the request returns to the queue with ``restarted`` raised, and faults (``done``
+        and ``faulted``, no generation) at its third faulted job, as the real Horde's cleaner does.
+        """
+        request.restarted += 1
+        request.task = None
+        request.worker_name = None
+        request.state = "faulted" if request.restarted >= FAULTED_JOBS_TO_FAULT else "waiting"
+        self.horde.dispatch()
 
     def stop_all(self) -> list[asyncio.Task[None]]:
         """Cancel every running job; return their tasks."""

@@ -421,3 +421,19 @@ async def test_other_routes_90_a_minute_per_ip_each(make_client) -> None:
     heartbeat = await client.get(f"{API}/status/heartbeat")
     assert (heartbeat.status_code, heartbeat.headers["x-ratelimit-limit"]) == (200, "90")
     assert heartbeat.headers["x-ratelimit-remaining"] == "89"
+
+
+@pytest.mark.asyncio
+async def test_a_faulting_worker_restarts_the_request_until_its_third_fault(make_client) -> None:
+    worker = {"name": "w", "model": MODEL, "chat": False, "max_length": 512, "fault_reason": "generation_error", **FAST}
+    client, clock = await make(make_client, aihorde(workers=[worker]))
+    request_id = (await client.post(f"{API}/generate/text/async", json=text(), headers=ANON)).json()["id"]
+    done = await wait_text(client, request_id, clock)
+    assert list(done) == STATUS_KEYS
+    assert (done["done"], done["faulted"], done["restarted"], done["finished"], done["generations"]) == (
+        True,
+        True,
+        3,
+        0,
+        [],
+    )
