@@ -7,7 +7,6 @@ A scenario with ``aihorde`` set (:class:`devhorde.scenario.AiHordeSpec`) uses th
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -211,21 +210,23 @@ class RateLimiter:
                 start, count = now, 0
             if count >= limit.amount:
                 breached = limit
-                header = (limit, 0, start + limit.seconds)
+                header = (limit, 0, start)
                 break
             count += 1
             self._windows[slot] = (start, count)
             if header is None:
-                header = (limit, limit.amount - count, start + limit.seconds)
+                header = (limit, limit.amount - count, start)
         if header is None:
             return None, {}
-        limit, remaining, ends = header
-        reset = int(ends)
+        limit, remaining, started = header
+        # the reset the real server reports: one second past the whole second its window opened in plus the period
+        # (observed: a 60 s window opened at t reports int(t) + 61, a 1 s one int(t) + 2)
+        reset = int(started) + limit.seconds + 1
         return breached, {
             "X-RateLimit-Limit": str(limit.amount),
             "X-RateLimit-Remaining": str(remaining),
             "X-RateLimit-Reset": str(reset),
-            "Retry-After": str(max(0, math.floor(reset - now))),
+            "Retry-After": str(max(0, int(reset - now))),
         }
 
     def clear(self) -> None:
