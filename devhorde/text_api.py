@@ -13,6 +13,11 @@ Every online worker of a scenario serves the text API for its model, chat or not
 is accepted and reads ``is_possible: false`` (as the public Horde does). Jobs share the workers' threads with chat
 jobs. The reply is the scenario worker's reply style over the prompt, cut at ``max_length`` simulator tokens and at
 the first stop sequence; it is written whole when the job ends (the text API has no progress stream).
+
+On an ``aihorde`` scenario the public AI Horde's own rules apply (devhorde.aihorde): its parameter bounds and
+messages, upfront kudos and ``allow_downgrade``, ``kudos: 0.0`` at submit with the no-worker warning, cancel that only
+empties the request, faults that restart a request until its third, and workers that count online for a window after
+their last pop (:meth:`TextHorde.counts_online`), in the model list and ``/v2/workers`` this module answers then.
 """
 
 from __future__ import annotations
