@@ -10,7 +10,6 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
 PORT ?= 8000
 DEVHORDE_PORT ?= 7001
 WORKERS ?= 1
@@ -19,31 +18,22 @@ export PORT DEVHORDE_PORT WORKERS REDIS
 
 .PHONY: run test lint bench install clean browser js
 
-install: $(STAMP)
-
 # The environment: a Python 3.12+ found by bin/find-python (PATH, then pyenv), a venv, the pinned requirements.
-$(STAMP): requirements.txt bin/find-python
-	@set -e; if [ ! -x $(PY) ]; then \
-	  interp=$$(bin/find-python); echo "Creating $(VENV) with $$interp"; \
-	  "$$interp" -m venv $(VENV); fi
-	@echo "Installing the pinned requirements into $(VENV) (a minute or two the first time; each pinned package is listed as pip collects it)"
-	@$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	@set -o pipefail; $(PY) -m pip install --disable-pip-version-check --progress-bar off -r requirements.txt \
-	  | { grep --line-buffered -E '^Collecting .*\(from -r requirements\.txt \(line [0-9]+\)\)$$|^Installing collected' || true; } \
-	  | sed -u -E 's/^Installing collected packages: .*/Installing them (the longest step).../'
-	@echo "Installed; .venv is ready"
-	@touch $(STAMP)
+# bin/ensure-venv runs every time (it prints nothing when all is in place) and rebuilds a broken .venv, such as one
+# left by a Ctrl-C during its creation, with one line saying so.
+install:
+	@bin/ensure-venv $(VENV) requirements.txt
 
-run: $(STAMP)
+run: install
 	@exec bin/run
 
 # Lint first: a finding fails `make test` (and so CI) before any test runs.
-lint: $(STAMP)
+lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-test: $(STAMP) lint browser js
+test: install lint browser js
 	@bin/with-redis $(PY) -m pytest $(PYTEST_ARGS)
 
 # The browser test drives Debian's Chromium (Playwright never downloads a browser here); install it when missing
@@ -59,7 +49,7 @@ js: $(JS_STAMP)
 $(JS_STAMP): tests/js/package.json tests/js/package-lock.json
 	cd tests/js && npm ci --no-audit --no-fund --loglevel=error
 
-bench: $(STAMP)
+bench: install
 	@bin/with-redis $(PY) -m bench
 
 clean:

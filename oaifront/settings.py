@@ -65,6 +65,9 @@ ROOT_URLCONF = "oaifront.urls"
 ASGI_APPLICATION = "oaifront.asgi.application"
 DATABASES: dict[str, dict[str, str]] = {}
 USE_TZ = True
+# Django sets the process's time zone (TZ) from this: UTC, as the devhorde's and uvicorn's lines are, so the log
+# lines of the front and the Horde read on one clock (Django's default is America/Chicago).
+TIME_ZONE = "UTC"
 APPEND_SLASH = False
 STATIC_URL = "/static/"
 # Static files (only the docs pages' assets) come straight from the app finders: no collectstatic step.
