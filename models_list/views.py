@@ -6,29 +6,33 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
-from chat import errors, refusals, text_api
+from chat import errors
 from chat.errors import OpenAIError, json_response
-from chat.horde_client import HordeRefusal, HordeUnreachable
-from chat.runtime import get_runtime
-from chat.views import method_not_allowed
+from chat.horde.native import HordeRefusal, HordeUnreachable
+from chat.serving import text_route
+from chat.serving.runtime import get_runtime
+from chat.views.chat_completions import method_not_allowed
+from chat.waiting import refusals
 from models_list.cards import model_list
 
-MODELS_CACHE_KEY = text_api.MODELS_CACHE_KEY
-"""The key of the native model list in Django's ``default`` cache (chat.text_api's, shared with its detection)."""
+MODELS_CACHE_KEY = text_route.MODELS_CACHE_KEY
+"""The key of the native model list in Django's ``default`` cache (chat.serving.text_route's, shared with its
+detection)."""
 
 
 async def native_text_models() -> list[dict[str, Any]]:
     """The native text model list, reused for ``HORDE_OAI_MODELS_CACHE_SECONDS`` through Django's ``default`` cache
-    (:func:`chat.text_api.cached_text_models`, which the text API detection reads too).
+    (:func:`chat.serving.text_route.cached_text_models`, which the text API detection reads too).
     """
-    return await text_api.cached_text_models(get_runtime())
+    return await text_route.cached_text_models(get_runtime())
 
 
 async def served_model_list() -> dict[str, Any]:
     """The model list (``{"object": "list", "data": [card, ...]}``) built from :func:`native_text_models`.
 
     Raises:
-        OpenAIError: The Horde's refusal mapped by ``chat.refusals.error_from_refusal`` (429 ``rate_limit_exceeded``
+        OpenAIError: The Horde's refusal mapped by ``chat.waiting.refusals.error_from_refusal`` (429
+        ``rate_limit_exceeded``
             or its rc, 503 ``MaintenanceMode``, ...), or 502 ``HordeUnavailable`` when it cannot be reached.
     """
     try:

@@ -26,8 +26,8 @@ from typing import Any, Final
 
 from chat import errors
 from chat.errors import CORS_HEADERS, OpenAIError
-from chat.logs import record_refusal
-from oaifront.conf import FrontSettings
+from chat.serving.request_record import record_refusal
+from chat.settings import FrontSettings
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

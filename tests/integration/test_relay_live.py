@@ -25,7 +25,7 @@ import openai
 import pytest
 import redis
 
-from chat.schema import ChatCompletionChunk
+from chat.protocol.chat_request import ChatCompletionChunk
 from tests.conftest import REDIS_URL, STREAM_REDIS_DB, LiveStack, Process, start_front
 
 pytestmark = pytest.mark.integration
@@ -180,7 +180,8 @@ class Streamed:
 def stream_chat(
     base_url: str, control_url: str | None = None, *, watch: int = 0, on_content: Any = None, **kwargs: Any
 ) -> Streamed:
-    """Stream one completion with the official SDK; validate each chunk against ``chat.schema.ChatCompletionChunk``.
+    """Stream one completion with the official SDK; validate each chunk against
+    ``chat.protocol.chat_request.ChatCompletionChunk``.
 
     ``watch``: record the native request's state (from ``control_url``) when each of the first ``watch`` content
     chunks arrives. ``on_content(n)`` is called after the n-th content chunk. An ``openai.APIError`` raised by the

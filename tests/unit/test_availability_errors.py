@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from chat import errors
-from chat.horde_client import HordeRefusal, HordeUnreachable, NativeStatus
-from chat.schema import ChatCompletionRequest
-from chat.waiter import (
+from chat.horde.native import HordeRefusal, HordeUnreachable, NativeStatus
+from chat.protocol.chat_request import ChatCompletionRequest
+from chat.waiting.waiter import (
     NO_ELIGIBLE_THREADS,
     QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS,
     WAIT_EXCEEDS_BUDGET,
@@ -273,7 +273,7 @@ def test_size_limit_message_without_cancellation() -> None:
 
 
 class FakeHorde:
-    """Stands in for chat.horde_client.HordeClient's model list."""
+    """Stands in for chat.horde.native.HordeClient's model list."""
 
     def __init__(self, entries: list[dict[str, Any]] | Exception) -> None:
         self.entries = entries

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 from chat.errors import OpenAIError
-from chat.horde_client import NativeStatus
-from chat.mapping import buffered_chunks
-from chat.schema import ChatCompletionRequest
-from chat.streaming import DONE_EVENT, KEEPALIVE_COMMENT, sse_event
+from chat.horde.native import NativeStatus
+from chat.protocol.chat_request import ChatCompletionRequest
+from chat.rendering.completion import buffered_chunks
+from chat.streaming.buffered import DONE_EVENT, KEEPALIVE_COMMENT, sse_event
 
 
 def request(**extra: object) -> ChatCompletionRequest:

@@ -4,8 +4,8 @@ Two checks, because a cycle can hide from either alone:
 
 - **The import graph** read from the source (every ``import`` and ``from ... import``, at module level or inside a
   function; those under ``if TYPE_CHECKING:`` are left out, as they never run) has no cycle. An import deferred into a
-  function body still ties two modules together (``chat.errors`` once imported ``chat.screening`` inside
-  ``error_from_refusal`` while ``chat.screening`` imported ``chat.errors``), so it counts.
+  function body still ties two modules together (``chat.errors`` once imported ``chat.reading.screening`` inside
+  ``error_from_refusal`` while ``chat.reading.screening`` imported ``chat.errors``), so it counts.
 - **Each module imports alone** in a fresh interpreter: one process is started with the third-party libraries loaded
   and Django set up, and each module is imported in a child forked from it after every app module is dropped from
   ``sys.modules``, so the module under test is the first app module the child imports. A top-level cycle that only

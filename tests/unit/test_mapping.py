@@ -2,8 +2,8 @@
 
 Reference sections: Assistant message and adjustments, Reasoning and usage, Model and fingerprint, Buffered stream
 events, Completion without a generation, Kudos cap. Every completion and chunk built here is validated against
-``chat.schema.ChatCompletionResponse`` / ``ChatCompletionChunk`` and must serialize back to the same dict, so the
-response models describe exactly what the mapping produces.
+``chat.protocol.chat_request.ChatCompletionResponse`` / ``ChatCompletionChunk`` and must serialize back to the same
+dict, so the response models describe exactly what the mapping produces.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from chat.errors import KUDOS_CAP_EXCESS_PATTERN, kudos_cap_error
-from chat.horde_client import HordeRefusal, NativeStatus
-from chat.mapping import (
+from chat.horde.native import HordeRefusal, NativeStatus
+from chat.protocol.chat_request import ChatCompletionChunk, ChatCompletionRequest, ChatCompletionResponse
+from chat.rendering.completion import (
     EMPTY_REPLY_NOTICE,
     REASONING_ONLY_NOTICE,
     ChunkFactory,
@@ -26,8 +27,7 @@ from chat.mapping import (
     finish_chunk,
     no_visible_text_content,
 )
-from chat.refusals import error_from_refusal
-from chat.schema import ChatCompletionChunk, ChatCompletionRequest, ChatCompletionResponse
+from chat.waiting.refusals import error_from_refusal
 
 WORKER = "6f1c2b1e-0d8a-4c3e-9a55-3e0f7d2c9b10"
 CREATED = 1_700_000_000

@@ -11,15 +11,15 @@ import pytest
 from django.test import Client
 
 from chat.errors import OpenAIError
-from chat.horde_client import NativeStatus
-from chat.mapping import buffered_chunks, build_completion
-from chat.responses import (
+from chat.horde.native import NativeStatus
+from chat.reading.responses import (
     REQUEST_KEYS,
     STATEFUL_PARAMETERS,
     ResponseEventWriter,
     build_response,
     read_responses_request,
 )
+from chat.rendering.completion import buffered_chunks, build_completion
 from oaifront.openapi import RESPONSE_EVENT_TYPES, RESPONSES_STATE_PARAMETER_SCHEMAS
 
 RESPONSES = "/v1/responses"

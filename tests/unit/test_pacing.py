@@ -12,7 +12,7 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chat.pacing import (
+from chat.streaming.pacing import (
     MIN_WINDOW_SECONDS,
     DeltaPacer,
     Piece,

@@ -25,8 +25,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from chat import relay
-from chat.relay import DELTA_READ_SPAN, DeltaEntry, DeltaStreamReader, SignalListener, stream_key
+from chat.horde import delta_stream
+from chat.horde.delta_stream import DELTA_READ_SPAN, DeltaEntry, DeltaStreamReader, SignalListener, stream_key
 
 SHARED_URL = "redis://127.0.0.1:6379"
 TEST_DB = 12
@@ -344,7 +344,7 @@ async def test_failed_read_resumes_after_two_seconds_without_skipping_or_repeati
         for index in range(4, 7):
             await client.xadd(stream_key(request), delta("g", index, f"e{index}"))
         assert texts(await take(queue, 3, timeout=5)) == ["e4", "e5", "e6"]
-        assert time.monotonic() - killed >= relay.DELTA_READ_RETRY_SECONDS - 0.1
+        assert time.monotonic() - killed >= delta_stream.DELTA_READ_RETRY_SECONDS - 0.1
         assert await stays_empty(queue)
         assert reader.stats.failures >= 1
     finally:
@@ -360,7 +360,7 @@ async def test_read_resumes_after_the_server_restarts_and_sends_no_ping(
     """While Redis is down reads fail and are retried; once it is back (with its data), reading continues from the
     last entry read: nothing skipped, nothing repeated, and the reader never sent a PING.
     ref: redis-reads-and-recovery.3, redis-reads-and-recovery.4"""
-    monkeypatch.setattr(relay, "DELTA_READ_RETRY_SECONDS", 0.5)
+    monkeypatch.setattr(delta_stream, "DELTA_READ_RETRY_SECONDS", 0.5)
     request = unique("restart")
     key = stream_key(request)
     reader = DeltaStreamReader(throwaway_redis.url, 0)
@@ -393,8 +393,8 @@ async def test_read_longer_than_the_timeout_is_abandoned_and_made_again(
 ) -> None:
     """A read left unanswered (CLIENT PAUSE) past DELTA_READ_TIMEOUT_SECONDS is abandoned and made again on a fresh
     connection; the entry written during the pause arrives once. ref: redis-reads-and-recovery.2"""
-    assert relay.DELTA_READ_TIMEOUT_SECONDS == 5
-    monkeypatch.setattr(relay, "DELTA_READ_TIMEOUT_SECONDS", 0.4)
+    assert delta_stream.DELTA_READ_TIMEOUT_SECONDS == 5
+    monkeypatch.setattr(delta_stream, "DELTA_READ_TIMEOUT_SECONDS", 0.4)
     request = unique("pause")
     key = stream_key(request)
     reader = DeltaStreamReader(throwaway_redis.url, 0)
@@ -475,15 +475,15 @@ async def test_signals_are_dispatched_by_request_id() -> None:
             b"\xff\xfe\x00",
             "{" * 10_000,
         ]:
-            await client.publish(relay.SIGNAL_CHANNEL, bad)
-        await client.publish(relay.SIGNAL_CHANNEL, json.dumps({"id": unique("other"), "event": "done"}))
-        await client.publish(relay.SIGNAL_CHANNEL, json.dumps({"id": first, "event": "processing"}))
-        await client.publish(relay.SIGNAL_CHANNEL, json.dumps({"id": second, "event": "cancelled"}))
-        await client.publish(relay.SIGNAL_CHANNEL, json.dumps({"id": first, "event": "done"}))
+            await client.publish(delta_stream.SIGNAL_CHANNEL, bad)
+        await client.publish(delta_stream.SIGNAL_CHANNEL, json.dumps({"id": unique("other"), "event": "done"}))
+        await client.publish(delta_stream.SIGNAL_CHANNEL, json.dumps({"id": first, "event": "processing"}))
+        await client.publish(delta_stream.SIGNAL_CHANNEL, json.dumps({"id": second, "event": "cancelled"}))
+        await client.publish(delta_stream.SIGNAL_CHANNEL, json.dumps({"id": first, "event": "done"}))
         assert await take(first_queue, 2) == ["processing", "done"]
         assert await take(second_queue, 1) == ["cancelled"]
         listener.unregister(second)
-        await client.publish(relay.SIGNAL_CHANNEL, json.dumps({"id": second, "event": "done"}))
+        await client.publish(delta_stream.SIGNAL_CHANNEL, json.dumps({"id": second, "event": "done"}))
         assert await stays_empty(second_queue, 0.3)
         assert listener.subscribed
     finally:
@@ -495,7 +495,7 @@ async def test_signals_are_dispatched_by_request_id() -> None:
 async def test_signal_listener_reconnects_after_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
     """A killed subscription is made again after SIGNAL_RETRY_SECONDS and signals flow again.
     ref: native-horde-chat.md, Signals (Redis pub/sub)"""
-    monkeypatch.setattr(relay, "SIGNAL_RETRY_SECONDS", 0.2)
+    monkeypatch.setattr(delta_stream, "SIGNAL_RETRY_SECONDS", 0.2)
     request, name = unique("sig-kill"), unique("signals")
     client = await shared_client()
     listener = SignalListener(SHARED_URL, client_name=name)
@@ -508,15 +508,15 @@ async def test_signal_listener_reconnects_after_a_failure(monkeypatch: pytest.Mo
         events: list[str] = []
         async with asyncio.timeout(5):
             while "processing" not in events:
-                await client.publish(relay.SIGNAL_CHANNEL, json.dumps({"id": request, "event": "processing"}))
+                await client.publish(delta_stream.SIGNAL_CHANNEL, json.dumps({"id": request, "event": "processing"}))
                 await asyncio.sleep(0.1)
                 while not queue.empty():
                     events.append(queue.get_nowait())
         assert await connection_id(client, name) != old
         # Subscribed again, the listener woke the waiter once, before any signal of the new subscription: signals
         # published meanwhile were lost, so the waiter re-reads at once.
-        assert events[0] == relay.RESUBSCRIBED_EVENT
-        assert events.count(relay.RESUBSCRIBED_EVENT) == 1
+        assert events[0] == delta_stream.RESUBSCRIBED_EVENT
+        assert events.count(delta_stream.RESUBSCRIBED_EVENT) == 1
     finally:
         await listener.aclose()
         await client.aclose()
@@ -528,9 +528,9 @@ async def test_signal_listener_reconnects_when_ping_goes_unanswered(
 ) -> None:
     """A quiet connection is checked with a pub/sub PING; answered, the subscription stays; unanswered (CLIENT
     PAUSE), the listener subscribes again on a fresh connection."""
-    monkeypatch.setattr(relay, "SIGNAL_POLL_SECONDS", 0.1)
-    monkeypatch.setattr(relay, "SIGNAL_PONG_TIMEOUT_SECONDS", 0.3)
-    monkeypatch.setattr(relay, "SIGNAL_RETRY_SECONDS", 0.1)
+    monkeypatch.setattr(delta_stream, "SIGNAL_POLL_SECONDS", 0.1)
+    monkeypatch.setattr(delta_stream, "SIGNAL_PONG_TIMEOUT_SECONDS", 0.3)
+    monkeypatch.setattr(delta_stream, "SIGNAL_RETRY_SECONDS", 0.1)
     request, name = unique("sig-ping"), unique("signals")
     client = redis.asyncio.Redis.from_url(throwaway_redis.url)
     listener = SignalListener(throwaway_redis.url, client_name=name, liveness_interval_seconds=0.2)
@@ -545,12 +545,12 @@ async def test_signal_listener_reconnects_when_ping_goes_unanswered(
         events: list[str] = []
         async with asyncio.timeout(5):
             while "done" not in events:
-                await client.publish(relay.SIGNAL_CHANNEL, json.dumps({"id": request, "event": "done"}))
+                await client.publish(delta_stream.SIGNAL_CHANNEL, json.dumps({"id": request, "event": "done"}))
                 await asyncio.sleep(0.1)
                 while not queue.empty():
                     events.append(queue.get_nowait())
         assert await connection_id(client, name) != first
-        assert events[0] == relay.RESUBSCRIBED_EVENT
+        assert events[0] == delta_stream.RESUBSCRIBED_EVENT
     finally:
         await listener.aclose()
         await client.aclose()

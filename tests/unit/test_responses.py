@@ -20,9 +20,10 @@ from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
 from chat.errors import OpenAIError
-from chat.horde_client import NativeStatus
-from chat.mapping import buffered_chunks, build_completion, build_native_payload
-from chat.responses import (
+from chat.horde.native import NativeStatus
+from chat.protocol.chat_request import ChatCompletionRequest
+from chat.protocol.responses_api import ResponseObject, ResponsesRequest
+from chat.reading.responses import (
     ResponseEventWriter,
     build_response,
     event_types,
@@ -30,9 +31,8 @@ from chat.responses import (
     read_responses_request,
     response_events,
 )
-from chat.responses_schema import ResponseObject, ResponsesRequest
-from chat.schema import ChatCompletionRequest
-from chat.streaming import KEEPALIVE_COMMENT, sse_event
+from chat.rendering.completion import buffered_chunks, build_completion, build_native_payload
+from chat.streaming.buffered import KEEPALIVE_COMMENT, sse_event
 
 CREATED = 1_700_000_000
 COMPLETED = 1_700_000_009
@@ -780,7 +780,7 @@ def test_tool_history_refusals_use_openais_responses_wording(items: list[dict[st
 def test_chat_params_map_back_to_responses_paths(chat_param: str | None, responses_path: str | None) -> None:
     """An error of the shared chat path (validation, the waiter's limit gaps, the Horde's refusals) names the
     Responses field the client sent."""
-    from chat.responses import responses_param
+    from chat.reading.responses import responses_param
 
     _, _, sources = read({"model": "org/m", "instructions": "Be brief.", "input": [{"role": "user", "content": "Hi"}]})
     assert sources == ["instructions", "input[0]"]

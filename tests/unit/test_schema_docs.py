@@ -25,11 +25,11 @@ from horde_sdk.generation_parameters.text.chat_limits import (
 )
 from pydantic import BaseModel
 
-from chat import errors, waiter
-from chat.horde_client import NativeStatus
+from chat import errors
+from chat.horde.native import NativeStatus
 from chat.limits import DEFAULT_CHAT_MAX_TOKENS, MAX_CHAT_MODEL_COUNT
-from chat.response_schema import OpenAIErrorBody, OpenAIErrorEnvelope
-from chat.schema import (
+from chat.protocol.chat_completion import OpenAIErrorBody, OpenAIErrorEnvelope
+from chat.protocol.chat_request import (
     ChatCompletionRequest,
     FunctionDefinition,
     ImageContentPart,
@@ -40,7 +40,8 @@ from chat.schema import (
     TextResponseFormat,
     ToolDefinition,
 )
-from chat.screening import read_chat_request
+from chat.reading.screening import read_chat_request
+from chat.waiting import waiter
 
 NUMBER = re.compile(r"-?\d+")
 

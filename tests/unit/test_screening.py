@@ -14,8 +14,7 @@ import pytest
 from loguru import logger
 
 from chat.errors import OpenAIError
-from chat.mapping import build_native_payload
-from chat.schema import (
+from chat.protocol.chat_request import (
     AssistantMessage,
     ChatCompletionRequest,
     DeveloperMessage,
@@ -34,7 +33,7 @@ from chat.schema import (
     ToolMessage,
     UserMessage,
 )
-from chat.screening import (
+from chat.reading.screening import (
     COMMON_NON_OPENAI_SAMPLER_PARAMETERS,
     CONTENT_PART_KEYS,
     DEFAULT_NO_OP_PARAMETERS,
@@ -54,6 +53,7 @@ from chat.screening import (
     read_chat_request,
     refusal_parameter_label,
 )
+from chat.rendering.completion import build_native_payload
 
 NOT_JSON = (
     "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library "

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from chat.horde_client import NativeStatus
+from chat.horde.native import NativeStatus
 from chat.limits import DEFAULT_CHAT_MAX_TOKENS
-from chat.mapping import (
+from chat.protocol.chat_request import ChatCompletionRequest, ChatCompletionResponse
+from chat.rendering.completion import (
     CHARACTERS_PER_TOKEN,
     build_completion,
     build_usage,
@@ -23,7 +24,6 @@ from chat.mapping import (
     estimate_prompt_tokens,
     estimate_tokens,
 )
-from chat.schema import ChatCompletionRequest, ChatCompletionResponse
 
 PROMPT = [{"role": "user", "content": "Tell me about tides."}]  # 20 characters: 5 estimated tokens
 CALL = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Oslo"}'}}

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from chat.errors import OpenAIError
-from chat.horde_client import HordeRefusal, HordeUnreachable, NativeStatus
-from chat.relay import RESUBSCRIBED_EVENT
-from chat.schema import ChatCompletionRequest
-from chat.waiter import POSITIONED_READ_WAIT_SECONDS, ChatWaiter
+from chat.horde.delta_stream import RESUBSCRIBED_EVENT
+from chat.horde.native import HordeRefusal, HordeUnreachable, NativeStatus
+from chat.protocol.chat_request import ChatCompletionRequest
+from chat.waiting.waiter import POSITIONED_READ_WAIT_SECONDS, ChatWaiter
 
 pytestmark = pytest.mark.asyncio
 

@@ -24,12 +24,12 @@ from collections.abc import Awaitable, Iterable
 from types import FrameType
 from typing import TypeVar
 
-from chat.cancels import CancelQueue
 from chat.errors import front_shutting_down
-from chat.horde_client import HordeClient
-from chat.relay import DeltaStreamReader, SignalListener
-from chat.text_api import TextHordeClient
-from oaifront.conf import FrontSettings, front_settings
+from chat.horde.cancels import CancelQueue
+from chat.horde.delta_stream import DeltaStreamReader, SignalListener
+from chat.horde.native import HordeClient
+from chat.serving.text_route import TextHordeClient
+from chat.settings import FrontSettings, front_settings
 
 T = TypeVar("T")
 
@@ -53,7 +53,7 @@ class FrontRuntime:
             retry_seconds=settings.cancel_retry_seconds,
             attempt_timeout=settings.horde_timeout_seconds,
         )
-        # The text generation API (chat.text_api): its own client and cancel queue, the same settings.
+        # The text generation API (chat.serving.text_route): its own client and cancel queue, the same settings.
         self.text_horde = TextHordeClient(
             settings.horde_url,
             settings.client_agent,

@@ -5,13 +5,13 @@ A ``POST /v1/responses`` body is read in three steps (:func:`read_responses_requ
 1. :func:`find_stateful_refusal`: unknown top-level keys, and every feature that needs state kept between requests
    (``previous_response_id``, ``conversation``, ``store: true``, ``background: true``, ``prompt``, ``include``
    values, built-in tools), are 400 ``UnsupportedChatParameter`` at their param, in OpenAI's wording;
-2. :class:`chat.responses_schema.ResponsesRequest` validation, errors worded as chat.screening words them;
-3. :func:`chat_body`: the validated request becomes a chat completions body, which chat.screening validates and
+2. :class:`chat.protocol.responses_api.ResponsesRequest` validation, errors worded as chat.reading.screening words them;
+3. :func:`chat_body`: the validated request becomes a chat completions body, which chat.reading.screening validates and
    checks against the same request rules as ``POST /v1/chat/completions``. An error's ``param`` is mapped back to
    the Responses path (:func:`responses_param`).
 
-From then on the request runs as a chat completion (chat.views ``serve_chat``: native payload, submit, waiter,
-cancels, availability errors, relay). Its results are rewritten:
+From then on the request runs as a chat completion (chat.views.chat_completions ``serve_chat``: native payload, submit,
+waiter, cancels, availability errors, relay). Its results are rewritten:
 
 - :func:`build_response`: a ``chat.completion`` becomes a ``response`` object: ``output`` holds a ``reasoning`` item
   (summary text) when the worker reasons, a ``message`` item with ``output_text``, and ``function_call`` items;
@@ -35,9 +35,9 @@ from horde_sdk.worker.chat_declaration import ChatFinishReason
 from pydantic import ValidationError
 
 from chat import errors
-from chat.contract import ORPHAN_TOOL_MESSAGE, UNANSWERED_TOOL_CALLS_MESSAGE, UNKNOWN_TOOL_CALL_ID_MESSAGE
 from chat.errors import OpenAIError, dumps
-from chat.responses_schema import (
+from chat.protocol.chat_request import ChatCompletionRequest
+from chat.protocol.responses_api import (
     RESPONSES_UNION_TAGS,
     FunctionCallItem,
     FunctionCallOutputItem,
@@ -46,8 +46,8 @@ from chat.responses_schema import (
     Refusal,
     ResponsesRequest,
 )
-from chat.schema import ChatCompletionRequest
-from chat.screening import (
+from chat.reading.request_rules import ORPHAN_TOOL_MESSAGE, UNANSWERED_TOOL_CALLS_MESSAGE, UNKNOWN_TOOL_CALL_ID_MESSAGE
+from chat.reading.screening import (
     check_chat_rules,
     json_type_name,
     openai_error_from_validation,
@@ -56,7 +56,7 @@ from chat.screening import (
     unsupported_chat_parameter,
     validate_chat_request,
 )
-from chat.streaming import KEEPALIVE_COMMENT
+from chat.streaming.buffered import KEEPALIVE_COMMENT
 
 REQUEST_KEYS: Final[frozenset[str]] = frozenset(
     field.alias or name for name, field in ResponsesRequest.model_fields.items()
@@ -165,7 +165,8 @@ def validate_responses_request(body: Mapping[str, Any]) -> ResponsesRequest:
     """Validate a screened body against :class:`ResponsesRequest`.
 
     Raises:
-        OpenAIError: 400 for the first failing field, worded by :func:`chat.screening.openai_error_from_validation`
+        OpenAIError: 400 for the first failing field, worded by
+        :func:`chat.reading.screening.openai_error_from_validation`
             at its Responses path (``input[2].content[0].text``).
     """
     try:
@@ -365,8 +366,8 @@ _UNKNOWN_CALL_PREFIX: Final[str] = UNKNOWN_TOOL_CALL_ID_MESSAGE.partition("{tool
 
 
 def tool_history_error(error: OpenAIError, messages: list[dict[str, Any]]) -> OpenAIError | None:
-    """The Responses form of a chat tool-history refusal (chat.contract) of the chat ``messages`` a request became,
-    or None when ``error`` is another refusal: OpenAI's :data:`NO_TOOL_CALL_MESSAGE` or
+    """The Responses form of a chat tool-history refusal (chat.reading.request_rules) of the chat ``messages`` a request
+    became, or None when ``error`` is another refusal: OpenAI's :data:`NO_TOOL_CALL_MESSAGE` or
     :data:`NO_TOOL_OUTPUT_MESSAGE` at ``input``, same status and code.
     """
     if error.message.startswith(_UNANSWERED_PREFIX):
@@ -385,7 +386,7 @@ def tool_history_error(error: OpenAIError, messages: list[dict[str, Any]]) -> Op
 
 def read_responses_request(raw: bytes) -> tuple[ResponsesRequest, ChatCompletionRequest, list[str]]:
     """Parse, screen and validate a ``POST /v1/responses`` body; return it, its chat completions request (validated
-    and checked by chat.screening) and the source param of each chat message.
+    and checked by chat.reading.screening) and the source param of each chat message.
 
     Raises:
         OpenAIError: 400 with OpenAI's message, the front's code and the Responses param.
@@ -535,7 +536,8 @@ def response_usage(usage: Mapping[str, Any]) -> dict[str, Any]:
 def build_response(
     request: ResponsesRequest, completion: Mapping[str, Any], request_id: str, created_at: int, completed_at: int
 ) -> dict[str, Any]:
-    """The ``response`` object of a completion (:func:`chat.mapping.build_completion`, or one a stream rebuilt).
+    """The ``response`` object of a completion (:func:`chat.rendering.completion.build_completion`, or one a stream
+    rebuilt).
 
     ``status`` is ``incomplete`` with ``incomplete_details.reason`` ``max_output_tokens`` for a ``length`` stop
     (``content_filter`` for a filtered one), else ``completed``; ``output`` is :func:`output_items`; ``usage`` is
@@ -865,7 +867,7 @@ async def response_events(
     sources: list[str],
     clock: Callable[[], float],
 ) -> AsyncIterator[bytes]:
-    """A Responses event stream from a chat completion event stream (buffered or relayed, chat.streaming).
+    """A Responses event stream from a chat completion event stream (buffered or relayed, chat.streaming.buffered).
 
     ``response.created`` and ``response.in_progress`` go out at once; keepalive comments pass through; each chunk's
     events follow it; after the last chunk come :meth:`ResponseEventWriter.finish`'s events. A chat stream error

@@ -1,7 +1,7 @@
 """Chat completions over the Horde's text generation API, for models with text workers but no chat worker.
 
 The public AI Horde today answers ``POST /v2/generate/text/async`` and lists text models without a ``chat`` entry.
-For such a model the front renders the messages into one prompt (chat.prompt_templates) and sends it to the text
+For such a model the front renders the messages into one prompt (chat.serving.prompt_templates) and sends it to the text
 API; the reply comes back as an ordinary chat completion, with ``x_horde.api: "text"``. The native chat route stays
 the path of every model that has an online chat worker.
 
@@ -56,13 +56,14 @@ from horde_sdk.ai_horde_api.endpoints import AI_HORDE_API_ENDPOINT_SUBPATH
 from horde_sdk.generation_parameters.text.chat_policy import ChatConformance
 from pydantic import ValidationError
 
-from chat import errors, refusals
+from chat import errors
 from chat.errors import OpenAIError
-from chat.horde_client import HordeClient, HordeRefusal, HordeUnreachable, NativeGeneration, NativeStatus, SubmitResult
+from chat.horde.native import HordeClient, HordeRefusal, HordeUnreachable, NativeGeneration, NativeStatus, SubmitResult
 from chat.limits import DEFAULT_CHAT_MAX_TOKENS
-from chat.mapping import completion_limit, estimate_tokens
-from chat.prompt_templates import PromptTooLong, render_within_context, template_for_model
-from chat.schema import ChatCompletionRequest
+from chat.protocol.chat_request import ChatCompletionRequest
+from chat.rendering.completion import completion_limit, estimate_tokens
+from chat.serving.prompt_templates import PromptTooLong, render_within_context, template_for_model
+from chat.waiting import refusals
 
 TextApiFallback = Literal["auto", "on", "off"]
 """The values of ``HORDE_OAI_TEXT_API_FALLBACK``."""
@@ -520,7 +521,7 @@ def native_status(body: Mapping[str, Any], prepared: PreparedTextRequest) -> Nat
 
 class TextRoutes:
     """One text request's view of the Horde with the native client's methods (``submit``, ``status``, ``cancel``,
-    ``text_models``), so chat.views and chat.waiter serve it as a native request.
+    ``text_models``), so chat.views.chat_completions and chat.waiting.waiter serve it as a native request.
     """
 
     def __init__(self, client: TextHordeClient, prepared: PreparedTextRequest) -> None:

@@ -16,7 +16,7 @@ refusals), "Fail-fast admission", "Queue position refresh", "Stream errors", "Co
 generation" and the statuses of "Error attributes".
 
 Every refusal raises :class:`chat.errors.OpenAIError`; the caller cancels the native request whenever it leaves
-before :attr:`ChatWaiter.terminal` is true (chat.views, chat.cancels).
+before :attr:`ChatWaiter.terminal` is true (chat.views.chat_completions, chat.horde.cancels).
 
 The rules, by status read:
 
@@ -47,12 +47,13 @@ from typing import Any, Final
 from horde_sdk.generation_parameters.text.chat_policy import ChatGuarantee, ChatLimitField, ChatServiceGapKind
 from horde_sdk.worker.chat_declaration import ChatFaultReason
 
-from chat import errors, refusals
+from chat import errors
 from chat.errors import OpenAIError
-from chat.horde_client import HordeRefusal, HordeUnreachable, NativeStatus
-from chat.schema import ChatCompletionRequest
-from chat.seams import HordeApi, WaitedRequest, WaiterRuntime
-from oaifront.conf import FrontSettings
+from chat.horde.native import HordeRefusal, HordeUnreachable, NativeStatus
+from chat.horde.ports import HordeApi, WaitedRequest, WaiterRuntime
+from chat.protocol.chat_request import ChatCompletionRequest
+from chat.settings import FrontSettings
+from chat.waiting import refusals
 
 MAX_CONSECUTIVE_READ_FAILURES: Final[int] = 3
 """Status reads that may fail in a row (unreachable Horde, 5xx) before the wait ends with ``HordeUnavailable``."""
@@ -346,7 +347,7 @@ async def submit_refusal_error(horde: HordeApi, refusal: HordeRefusal, request: 
 
     ``NoEligibleWorker`` with an ``impossible_reason`` of kind ``declaration_gap`` in the body is
     :func:`service_gap_error` without a request id (the Horde created no request); every other refusal is
-    :func:`chat.refusals.error_from_refusal` (a ``NoEligibleWorker`` without a known reason is 503
+    :func:`chat.waiting.refusals.error_from_refusal` (a ``NoEligibleWorker`` without a known reason is 503
     ``no_eligible_worker`` with ``Retry-After: 30`` and the Horde's message). ``request`` is the validated
     ``ChatCompletionRequest``.
     """
@@ -492,7 +493,8 @@ class ChatWaiter:
     """Waits for one native request.
 
     Args:
-        runtime: The process's chat.runtime.FrontRuntime, or any :class:`chat.seams.WaiterRuntime` (``horde``,
+        runtime: The process's chat.serving.runtime.FrontRuntime, or any :class:`chat.horde.ports.WaiterRuntime`
+        (``horde``,
             ``signals``, ``settings``).
         request_id: The native request id.
         apikey: The client's key, sent on every read.
@@ -502,7 +504,7 @@ class ChatWaiter:
         clock: ``time.monotonic``-like seconds, injectable for tests.
         sleep: ``asyncio.sleep``-like, injectable for tests (with ``clock``, time never passes for real).
         horde: The routes the status is read from (``status``, ``text_models``); default ``runtime.horde``, the
-            native chat route. The text API path passes chat.text_api's ``TextRoutes``.
+            native chat route. The text API path passes chat.serving.text_route's ``TextRoutes``.
     """
 
     def __init__(
@@ -614,7 +616,7 @@ class ChatWaiter:
     def _failed_read(self, detail: str, *, reached: bool) -> None:
         self._read_failures += 1
         if self._read_failures >= MAX_CONSECUTIVE_READ_FAILURES:
-            # The caller cancels the request when the wait ends here (chat.views).
+            # The caller cancels the request when the wait ends here (chat.views.chat_completions).
             raise errors.horde_unavailable(detail, reached=reached, request_id=self.request_id)
 
     async def _next_signal(self, seconds: float) -> str | None:

@@ -1,6 +1,6 @@
 """The request rules shared with the native route (reference: Value and contract validation).
 
-The front applies them after validating a request (chat.screening), so the client receives OpenAI's message and
+The front applies them after validating a request (chat.reading.screening), so the client receives OpenAI's message and
 param; the native route repeats them. Each ``find_*`` function reads plain JSON (a mapping as decoded) and returns
 the first :class:`ChatRuleViolation`, or None:
 
@@ -10,8 +10,9 @@ the first :class:`ChatRuleViolation`, or None:
 - :func:`find_json_guard_conflict`: under ``horde.openai_guards``, ``json_object`` without the word "json";
 - :func:`find_limit_violation`: horde-sdk's ``check_chat_request_limits``.
 
-Schema nesting deeper than horde-sdk's ``MAX_CHAT_SCHEMA_NESTING`` is refused earlier, by validation (chat.schema),
-at the schema's path. The native route also checks a forced function missing from ``tools`` and the tool call bounds.
+Schema nesting deeper than horde-sdk's ``MAX_CHAT_SCHEMA_NESTING`` is refused earlier, by validation
+(chat.protocol.chat_request), at the schema's path. The native route also checks a forced function missing from
+``tools`` and the tool call bounds.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 
 The views are thin; each step lives in its module (screening, mapping, text_api, waiter, streaming, cancels). Both
 wire formats go through :func:`serve_chat`, which picks the Horde path (native chat, or the text generation API for
-a model with text workers but no chat worker, chat.text_api); the legacy ``POST /v1/completions``
-(chat.legacy_completions) shares :func:`wait_and_respond`. A request the front abandons after submit (client
+a model with text workers but no chat worker, chat.serving.text_route); the legacy ``POST /v1/completions``
+(chat.views.completions) shares :func:`wait_and_respond`. A request the front abandons after submit (client
 disconnect, timeout, refusal) is cancelled at the Horde.
 """
 
@@ -19,27 +19,22 @@ from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
-from chat import errors, refusals, text_api
-from chat.cancels import CancelQueue
+from chat import errors
 from chat.errors import CORS_HEADERS, OpenAIError, json_response
-from chat.horde_client import HordeRefusal, HordeUnreachable, NativeStatus, SubmitResult
-from chat.logs import RequestRecord, record_refusal
-from chat.mapping import build_completion, build_native_payload, relays_deltas
+from chat.horde.cancels import CancelQueue
+from chat.horde.native import HordeRefusal, HordeUnreachable, NativeStatus, SubmitResult
+from chat.horde.ports import HordeApi, WaitedRequest
 from chat.metrics import STAGE_SUBMIT, front_metrics
-from chat.relayed_stream import relayed_stream
-from chat.responses import (
-    ResponseEventWriter,
-    as_responses_error,
-    build_response,
-    read_responses_request,
-    response_events,
-)
-from chat.runtime import FrontRuntime, get_runtime
-from chat.schema import ChatCompletionRequest
-from chat.screening import read_chat_request
-from chat.seams import HordeApi, WaitedRequest
-from chat.streaming import SSE_HEADERS, ChatEventStream, buffered_stream
-from chat.waiter import ChatWaiter, submit_refusal_error
+from chat.protocol.chat_request import ChatCompletionRequest
+from chat.reading.screening import read_chat_request
+from chat.rendering.completion import build_completion, build_native_payload, relays_deltas
+from chat.serving import text_route
+from chat.serving.request_record import RequestRecord, record_refusal
+from chat.serving.runtime import FrontRuntime, get_runtime
+from chat.streaming.buffered import SSE_HEADERS, ChatEventStream, buffered_stream
+from chat.streaming.relayed import relayed_stream
+from chat.waiting import refusals
+from chat.waiting.waiter import ChatWaiter, submit_refusal_error
 
 INVALID_API_KEY_MESSAGE = (
     "The API key in the Authorization header is not a valid Horde API key: a key is printable ASCII. "
@@ -107,7 +102,7 @@ async def submit_shielded(
 
 ChatEventsWrapper = Callable[[AsyncIterator[bytes], str, int], AsyncIterator[bytes]]
 """Rewrites a chat completion's event stream (its bytes, the native request id, ``created``) into another wire
-format's; chat.responses uses one for ``POST /v1/responses``."""
+format's; chat.reading.responses uses one for ``POST /v1/responses``."""
 
 CompletionRenderer = Callable[[dict[str, Any], str, int], Any]
 """Rewrites a ``chat.completion`` (with the native request id and ``created``) into another wire format's body."""
@@ -123,7 +118,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     Every refusal before the stream's headers is OpenAI's JSON error with its status, ``Retry-After`` and
     ``x-should-retry`` (reference: No eligible worker, Stream errors); a request abandoned after submit (refusal,
     timeout, client disconnect, the process stopping) is cancelled at the Horde. When the process stops
-    (chat.runtime), a request not yet answered gets 503 ``FrontShuttingDown`` with ``Retry-After``.
+    (chat.serving.runtime), a request not yet answered gets 503 ``FrontShuttingDown`` with ``Retry-After``.
     """
     if request.method != "POST":
         return method_not_allowed("POST")
@@ -151,12 +146,12 @@ async def serve_chat(
     """Submit a validated chat request, wait or stream, and answer: the one path every wire format shares.
 
     The Horde path is the native chat route, or the text generation API when every requested model has text workers
-    but no chat worker (chat.text_api, ``HORDE_OAI_TEXT_API_FALLBACK``). ``render`` rewrites the completion of a
-    non-streamed request, ``wrap_events`` the event stream of a streamed one and ``on_error`` an error before the
+    but no chat worker (chat.serving.text_route, ``HORDE_OAI_TEXT_API_FALLBACK``). ``render`` rewrites the completion of
+    a non-streamed request, ``wrap_events`` the event stream of a streamed one and ``on_error`` an error before the
     headers (``POST /v1/responses`` maps its param); without them the answer is a chat completion. A request
     abandoned after submit (refusal, timeout, client disconnect) is cancelled at the Horde. Every request is logged and
-    counted (chat.logs.RequestRecord) from ``started`` (``time.monotonic()`` when the view began), whatever its wire
-    format and Horde path; the record keeps the chat completions error, before ``on_error``.
+    counted (chat.serving.request_record.RequestRecord) from ``started`` (``time.monotonic()`` when the view began),
+    whatever its wire format and Horde path; the record keeps the chat completions error, before ``on_error``.
     """
 
     def error_response(error: OpenAIError) -> HttpResponse:
@@ -168,14 +163,14 @@ async def serve_chat(
     record = RequestRecord(chat_request, started=started)
     horde: HordeApi = runtime.horde
     cancels = runtime.cancels
-    text_route = await text_api.find_text_route(runtime, chat_request.requested_models)
-    if text_route:
-        # The model has text workers but no chat worker: the text generation API (chat.text_api).
+    on_text_route = await text_route.find_text_route(runtime, chat_request.requested_models)
+    if on_text_route:
+        # The model has text workers but no chat worker: the text generation API (chat.serving.text_route).
         try:
-            prepared = text_api.prepare_chat_request(chat_request)
+            prepared = text_route.prepare_chat_request(chat_request)
             max_kudos = chat_request.horde.max_kudos if chat_request.horde is not None else None
             if max_kudos is not None:
-                await text_api.check_max_kudos(runtime.text_horde, prepared.payload, apikey, max_kudos)
+                await text_route.check_max_kudos(runtime.text_horde, prepared.payload, apikey, max_kudos)
         except OpenAIError as error:
             record.failed(error)
             record.finish()
@@ -185,7 +180,7 @@ async def serve_chat(
             record.failed(unavailable)
             record.finish()
             return error_response(unavailable)
-        horde = text_api.TextRoutes(runtime.text_horde, prepared)
+        horde = text_route.TextRoutes(runtime.text_horde, prepared)
         cancels = runtime.text_cancels
         stream_progress = False
         payload = prepared.payload
@@ -200,7 +195,7 @@ async def serve_chat(
     except HordeRefusal as refusal:
         refused: OpenAIError = (
             refusals.error_from_refusal(refusal, request=chat_request)
-            if text_route
+            if on_text_route
             else await submit_refusal_error(runtime.horde, refusal, chat_request)
         )
         record.failed(refused, stage=STAGE_SUBMIT)
@@ -262,11 +257,11 @@ async def wait_and_respond(
     ``build_chunks``, by default the chat chunks), rewritten by ``wrap_events`` when given. Shared by both wire
     formats on both Horde paths (:func:`serve_chat`) and the legacy completions route.
 
-    ``request`` is the validated request (``is_stream``, and what chat.waiter.ChatWaiter reads); ``horde`` and
+    ``request`` is the validated request (``is_stream``, and what chat.waiting.waiter.ChatWaiter reads); ``horde`` and
     ``cancels`` are the routes the request was submitted to; ``on_error`` rewrites an error answered before the
     headers. A request left before it is terminal (refusal, timeout, client disconnect, the process stopping) is
-    cancelled there. ``record`` (chat.logs), when given, gets the waiter, the outcome and the delivered completion
-    (``build_body``'s), and is logged and counted when the request ends.
+    cancelled there. ``record`` (chat.serving.request_record), when given, gets the waiter, the outcome and the
+    delivered completion (``build_body``'s), and is logged and counted when the request ends.
     """
     submitted_at = time.time()
     settings = runtime.settings
@@ -333,40 +328,3 @@ async def wait_and_respond(
     finally:
         if not handed_to_stream:
             finish()
-
-
-@csrf_exempt
-async def responses(request: HttpRequest) -> HttpResponseBase:
-    """Serve one response, streamed or not (OpenAI's ``POST /v1/responses``, stateless; chat.responses).
-
-    The body becomes a chat completions request (same screening rules, Horde path choice, payload, waiter, cancels and
-    availability errors); the completion becomes a ``response`` object and the chunk stream OpenAI's typed Responses
-    events. Every error's ``param`` names the Responses request's path.
-    """
-    if request.method != "POST":
-        return method_not_allowed("POST")
-    started = time.monotonic()
-    body = request.body
-    front_metrics().body_size.record(len(body))
-    try:
-        apikey = bearer_key(request)
-        responses_request, chat_request, sources = read_responses_request(body)
-    except OpenAIError as error:
-        record_refusal(error)
-        return error.to_response()
-
-    def render(completion: dict[str, Any], request_id: str, created: int) -> dict[str, Any]:
-        return build_response(responses_request, completion, request_id, created, int(time.time()))
-
-    def wrap_events(events: AsyncIterator[bytes], request_id: str, created: int) -> AsyncIterator[bytes]:
-        writer = ResponseEventWriter(responses_request, request_id, created, responses_request.model)
-        return response_events(writer, events, sources, time.time)
-
-    return await serve_chat(
-        chat_request,
-        apikey,
-        started=started,
-        render=render,
-        wrap_events=wrap_events,
-        on_error=lambda error: as_responses_error(error, sources),
-    )

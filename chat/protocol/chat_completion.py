@@ -1,7 +1,7 @@
 """Pydantic models of the front's OpenAI chat completions responses: completion, chunk, error envelope.
 
-Field docstrings are public API text (they become ``/openapi.json`` descriptions). ``chat.schema`` re-exports
-these models, so ``chat.schema.ChatCompletionResponse`` names the same class.
+Field docstrings are public API text (they become ``/openapi.json`` descriptions). ``chat.protocol.chat_request``
+re-exports these models, so ``chat.protocol.chat_request.ChatCompletionResponse`` names the same class.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.typing import KeyT, StreamIdT
 
-from chat.pacing import stream_id_ms
+from chat.streaming.pacing import stream_id_ms
 
 STREAM_KEY_PREFIX: Final = "horde:chat:stream:"
 """The progress stream of a request is ``horde:chat:stream:<request id>`` (native contract, "Progress stream")."""

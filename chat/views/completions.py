@@ -1,7 +1,7 @@
 """``POST /v1/completions``: OpenAI's legacy completions, over the Horde's text generation API.
 
 The raw ``prompt`` goes to ``POST /v2/generate/text/async`` unchanged, for a model the front reaches through the text
-API (chat.text_api's detection, ``HORDE_OAI_TEXT_API_FALLBACK``). For any other model the answer is 404
+API (chat.serving.text_route's detection, ``HORDE_OAI_TEXT_API_FALLBACK``). For any other model the answer is 404
 ``model_not_found`` at ``model`` with a message that names ``POST /v1/chat/completions``: the native chat route
 takes messages, not a raw prompt.
 
@@ -13,7 +13,7 @@ front's default of 512, where OpenAI's is 16), ``temperature``, ``top_p``, ``sto
 ``finish_reason``, ``usage`` (estimated, as ``x_horde.estimated_usage`` says) and ``x_horde.api: "text"``. Streamed,
 it is ``text_completion`` chunks: the whole text, then the finish chunk (``text: ""`` with ``finish_reason``), then,
 with ``stream_options.include_usage``, a chunk with ``choices: []`` and ``usage``, then ``data: [DONE]``. Waiting,
-keepalives, cancels and availability errors are chat completions' own (chat.views.wait_and_respond).
+keepalives, cancels and availability errors are chat completions' own (chat.views.chat_completions.wait_and_respond).
 """
 
 from __future__ import annotations
@@ -31,18 +31,20 @@ from horde_sdk.generation_parameters.text.chat_limits import (
 )
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from chat import errors, refusals, text_api
+from chat import errors
 from chat.errors import OpenAIError
-from chat.horde_client import HordeRefusal, HordeUnreachable, NativeStatus
+from chat.horde.native import HordeRefusal, HordeUnreachable, NativeStatus
 from chat.limits import DEFAULT_CHAT_MAX_TOKENS
-from chat.logs import record_refusal
-from chat.mapping import build_system_fingerprint, estimate_tokens, reply_text
 from chat.metrics import front_metrics
-from chat.response_schema import HordeExtras, Usage
-from chat.runtime import get_runtime
-from chat.schema import Stop, StreamOptions
-from chat.screening import openai_error_from_validation, parse_json_body, show_value, unsupported_chat_parameter
-from chat.views import bearer_key, method_not_allowed, submit_shielded, wait_and_respond
+from chat.protocol.chat_completion import HordeExtras, Usage
+from chat.protocol.chat_request import Stop, StreamOptions
+from chat.reading.screening import openai_error_from_validation, parse_json_body, show_value, unsupported_chat_parameter
+from chat.rendering.completion import build_system_fingerprint, estimate_tokens, reply_text
+from chat.serving import text_route
+from chat.serving.request_record import record_refusal
+from chat.serving.runtime import get_runtime
+from chat.views.chat_completions import bearer_key, method_not_allowed, submit_shielded, wait_and_respond
+from chat.waiting import refusals
 
 NO_TEXT_ROUTE_MESSAGE: Final[str] = (
     "The model `{model}` is not served through the Horde's text generation API here, and POST /v1/completions takes "
@@ -217,13 +219,13 @@ def read_completion_request(raw: bytes) -> CompletionRequest:
         raise openai_error_from_validation(exc.errors(include_url=False)[0], body) from None
 
 
-def prepare_completion_request(request: CompletionRequest) -> text_api.PreparedTextRequest:
+def prepare_completion_request(request: CompletionRequest) -> text_route.PreparedTextRequest:
     """The text API request of a legacy completion: the prompt unchanged, the client's stops, ``max_length`` from
     ``max_tokens`` (default 512) and no context length (the text API's default applies).
     """
     max_length = request.max_tokens if request.max_tokens is not None else DEFAULT_CHAT_MAX_TOKENS
-    stops = text_api.merged_stops(request.stop, ())
-    payload = text_api.text_payload(
+    stops = text_route.merged_stops(request.stop, ())
+    payload = text_route.text_payload(
         request.prompt_text,
         [request.model],
         max_length=max_length,
@@ -233,19 +235,19 @@ def prepare_completion_request(request: CompletionRequest) -> text_api.PreparedT
         top_p=request.top_p,
         horde_options={},
     )
-    return text_api.PreparedTextRequest(
+    return text_route.PreparedTextRequest(
         payload=payload,
         stop_sequences=stops,
         max_length=max_length,
         estimated_prompt_tokens=estimate_tokens(request.prompt_text),
         strip_leading_whitespace=False,
-        x_horde={"api": text_api.TEXT_API},
+        x_horde={"api": text_route.TEXT_API},
     )
 
 
 def build_text_completion(
     request: CompletionRequest,
-    prepared: text_api.PreparedTextRequest,
+    prepared: text_route.PreparedTextRequest,
     status: NativeStatus,
     request_id: str,
     created: int,
@@ -295,7 +297,7 @@ async def completions(request: HttpRequest) -> HttpResponseBase:
     """Serve one legacy completion, streamed or not (OpenAI's ``POST /v1/completions``), through the text API.
 
     The body's size is recorded and a refused body, model or prompt is counted like chat completions' refusals
-    (chat.logs.record_refusal); the finished-request line and its metrics are chat requests' only.
+    (chat.serving.request_record.record_refusal); the finished-request line and its metrics are chat requests' only.
     """
     if request.method != "POST":
         return method_not_allowed("POST")
@@ -310,7 +312,7 @@ async def completions(request: HttpRequest) -> HttpResponseBase:
     runtime = get_runtime()
     if runtime.stopping.is_set():
         return errors.front_shutting_down(None).to_response()  # stopping: nothing is submitted any more
-    if not await text_api.find_text_route(runtime, legacy.requested_models):
+    if not await text_route.find_text_route(runtime, legacy.requested_models):
         not_found = OpenAIError(
             status=404,
             message=NO_TEXT_ROUTE_MESSAGE.format(model=legacy.model),
@@ -325,7 +327,7 @@ async def completions(request: HttpRequest) -> HttpResponseBase:
     except OpenAIError as error:
         record_refusal(error)
         return error.to_response()
-    routes = text_api.TextRoutes(runtime.text_horde, prepared)
+    routes = text_route.TextRoutes(runtime.text_horde, prepared)
     created = int(time.time())
     try:
         submitted = await submit_shielded(runtime, prepared.payload, apikey, horde=routes, cancels=runtime.text_cancels)

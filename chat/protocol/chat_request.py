@@ -3,14 +3,14 @@
 Field docstrings are public API text: they become the field descriptions of ``/openapi.json``. They say where the
 front differs from OpenAI's chat completions reference. Details only maintainers need are comments above the field.
 
-The request model validates a body that screening (chat.screening) has already cleaned (reference: Request keys,
+The request model validates a body that screening (chat.reading.screening) has already cleaned (reference: Request keys,
 Parameter screening): unknown top-level keys are refused there, unknown keys inside messages, tools and
 ``tool_choice`` are dropped there. Every other object, and the top level, refuses unknown keys.
 
 Validation is strict, as OpenAI's is: a string is never read as a number or a boolean, and a decimal is never read as
 an integer. A union is chosen by the JSON type or tag of the value (``role`` of a message, ``type`` of a content part
 or response format), so a failure names one path. The union tags below (``<user>``, ``<array>``, ...) are pydantic's
-bookkeeping, listed in :data:`UNION_TAGS` so chat.screening leaves them out of an error's ``param``.
+bookkeeping, listed in :data:`UNION_TAGS` so chat.reading.screening leaves them out of an error's ``param``.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from pydantic_core import PydanticCustomError
 from chat.limits import MAX_CHAT_MODEL_COUNT
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Validation vocabulary shared with chat.screening (which turns pydantic errors into OpenAI's wording)
+# Validation vocabulary shared with chat.reading.screening (which turns pydantic errors into OpenAI's wording)
 
 MESSAGE_ROLES: Final[tuple[str, ...]] = ("system", "developer", "user", "assistant", "tool")
 """The message roles the front serves (reference: Message roles); OpenAI's deprecated ``function`` is refused."""
@@ -123,7 +123,9 @@ def openai_value_list(values: Iterable[str]) -> str:
 
 
 def request_rule_error(param: str, message: str, code: str) -> PydanticCustomError:
-    """A pydantic error for a rule across fields; chat.screening reports ``message`` at ``param`` with ``code``."""
+    """A pydantic error for a rule across fields; chat.reading.screening reports ``message`` at ``param`` with
+    ``code``.
+    """
     return PydanticCustomError(REQUEST_RULE_ERROR, "{message}", {"param": param, "code": code, "message": message})
 
 
@@ -670,8 +672,8 @@ class ChatCompletionRequest(_Strict):
         return (self.horde.availability_mode if self.horde is not None else None) or "wait"
 
 
-# The response models live in chat.response_schema; they are part of this module's public names.
-from chat.response_schema import (  # noqa: E402
+# The response models live in chat.protocol.chat_completion; they are part of this module's public names.
+from chat.protocol.chat_completion import (  # noqa: E402
     ChatCompletionChunk,
     ChatCompletionResponse,
     ChunkChoice,

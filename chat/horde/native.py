@@ -1,7 +1,7 @@
 """The async httpx client of the Horde's native chat routes (native-horde-chat.md).
 
-One pooled ``httpx.AsyncClient`` per process (see chat.runtime). Every call sends the client's key as ``apikey`` and
-the front's ``Client-Agent``. A refusal (4xx/5xx with the native ``{"message", "rc"}`` body) raises
+One pooled ``httpx.AsyncClient`` per process (see chat.serving.runtime). Every call sends the client's key as ``apikey``
+and the front's ``Client-Agent``. A refusal (4xx/5xx with the native ``{"message", "rc"}`` body) raises
 :class:`HordeRefusal`; a transport failure or an unreadable answer raises :class:`HordeUnreachable`, and a 404 without
 the native body (``HORDE_URL`` is not the API root) raises :class:`HordeApiRootWrong`.
 """
@@ -86,8 +86,8 @@ class NativeStatus(NativeModel):
 
     @property
     def front_x_horde(self) -> dict[str, Any]:
-        """Keys the front adds to ``x_horde`` for this request (the text API path's, chat.text_api); never read from
-        the Horde's answer.
+        """Keys the front adds to ``x_horde`` for this request (the text API path's, chat.serving.text_route); never
+        read from the Horde's answer.
         """
         return self._front_x_horde
 

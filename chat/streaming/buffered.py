@@ -18,10 +18,10 @@ from django.http import StreamingHttpResponse
 
 from chat.asgi import REQUEST_END_HOOKS
 from chat.errors import OpenAIError, dumps
-from chat.horde_client import NativeStatus
-from chat.mapping import buffered_chunks
-from chat.schema import ChatCompletionRequest
-from chat.waiter import ChatWaiter
+from chat.horde.native import NativeStatus
+from chat.protocol.chat_request import ChatCompletionRequest
+from chat.rendering.completion import buffered_chunks
+from chat.waiting.waiter import ChatWaiter
 
 KEEPALIVE_COMMENT: Final[bytes] = b": keepalive\n\n"
 """An SSE comment line; OpenAI SDKs and browsers ignore it."""
@@ -59,7 +59,8 @@ class ChatEventStream(StreamingHttpResponse):
     front's own ASGI application and the documented host-project one), ``on_end`` then runs as soon as the request's
     ASGI call returns (``chat.asgi.REQUEST_END_HOOKS``); otherwise a finalizer runs it when the dropped response is
     collected, which may be a minute later (a gen-2 collection; seen in ``tests/integration/test_chaos.py``), so the
-    native request is still cancelled. ``on_end`` must therefore be idempotent (chat.views makes it so).
+    native request is still cancelled. ``on_end`` must therefore be idempotent (chat.views.chat_completions makes it
+    so).
     """
 
     def __init__(
@@ -84,8 +85,8 @@ class ChatEventStream(StreamingHttpResponse):
 
 async def unless_stopping[T](waiter: ChatWaiter, awaitable: Awaitable[T]) -> T:
     """Await ``awaitable``, unless the front's process starts stopping first: then 503 ``FrontShuttingDown`` is
-    raised (``chat.runtime.FrontRuntime.unless_stopping``), which a stream sends as its error event before ``data:
-    [DONE]``. A waiter whose runtime has no shutdown (a test's) just awaits.
+    raised (``chat.serving.runtime.FrontRuntime.unless_stopping``), which a stream sends as its error event before
+    ``data: [DONE]``. A waiter whose runtime has no shutdown (a test's) just awaits.
     """
     guard = getattr(getattr(waiter, "runtime", None), "unless_stopping", None)
     if guard is None:
@@ -124,9 +125,9 @@ async def buffered_stream(
 
     ``on_end`` runs when the stream ends for any reason (finished, error, client disconnect); the caller cancels the
     native request there when it is not terminal. ``build_chunks`` makes the chunks of the finished status; by
-    default the chat chunks (:func:`chat.mapping.buffered_chunks`); the legacy completions route passes its own.
-    ``request`` is the validated request; only chat chunks read it. ``on_error`` is told the error of an error event
-    (chat.logs).
+    default the chat chunks (:func:`chat.rendering.completion.buffered_chunks`); the legacy completions route passes its
+    own. ``request`` is the validated request; only chat chunks read it. ``on_error`` is told the error of an error
+    event (chat.serving.request_record).
     """
     wait_task = asyncio.ensure_future(unless_stopping(waiter, waiter.wait_done(first_status)))
     try:

@@ -24,9 +24,9 @@ from typing import Any, Final, Literal
 
 from horde_sdk.worker.chat_declaration import ChatFinishReason
 
-from chat.horde_client import NativeGeneration, NativeStatus
+from chat.horde.native import NativeGeneration, NativeStatus
 from chat.limits import DEFAULT_CHAT_MAX_TOKENS
-from chat.schema import ChatCompletionRequest
+from chat.protocol.chat_request import ChatCompletionRequest
 
 CHARACTERS_PER_TOKEN: Final[float] = 4.0
 """The characters-per-token ratio of every estimated count: OpenAI's rule of thumb for English text (about 4

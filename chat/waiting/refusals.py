@@ -2,8 +2,8 @@
 client's param (reference: Value and contract validation, Model selection, Kudos cap).
 
 This module sits above :mod:`chat.errors` (the envelope, codes and statuses, which imports nothing from ``chat``) and
-above :mod:`chat.mapping` and :mod:`chat.screening`, whose names (the forwarded ``horde`` options, the refused-parameter
-log line) it needs.
+above :mod:`chat.rendering.completion` and :mod:`chat.reading.screening`, whose names (the forwarded ``horde`` options,
+the refused-parameter log line) it needs.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from chat.errors import (
     no_eligible_worker,
     reason_phrase,
 )
-from chat.horde_client import HordeRefusal
-from chat.mapping import HORDE_OPTION_KEYS
-from chat.schema import ChatCompletionRequest
-from chat.screening import log_refused_parameter
+from chat.horde.native import HordeRefusal
+from chat.protocol.chat_request import ChatCompletionRequest
+from chat.reading.screening import log_refused_parameter
+from chat.rendering.completion import HORDE_OPTION_KEYS
 
 _MODELS_ENTRY_PATTERN: Final[re.Pattern[str]] = re.compile(r"^models\[(?P<index>\d+)\]$")
 
@@ -67,15 +67,15 @@ def native_param(native_path: str, *, requested_model_key: str | None = None) ->
 def error_from_refusal(
     refusal: HordeRefusal, *, requested_model_key: str | None = None, request: ChatCompletionRequest | None = None
 ) -> OpenAIError:
-    """Map a native refusal (:class:`~chat.horde_client.HordeRefusal`) at submit or status to the OpenAI envelope.
+    """Map a native refusal (:class:`~chat.horde.native.HordeRefusal`) at submit or status to the OpenAI envelope.
 
     The Horde's ``rc`` passes through as the code, with its message; a 429 without an rc is
     ``rate_limit_exceeded``; ``NoEligibleWorker`` is 503 ``no_eligible_worker`` (a submit refusal with a
-    declaration gap as ``impossible_reason`` is mapped before this by ``chat.waiter.submit_refusal_error``); other
-    5xx are ``HordeUnavailable``; ``ChatKudosCapExceeded`` is :func:`kudos_cap_error`. A payload validation failure
-    (400 without an rc) is ``BadRequest`` at the first failing field (:func:`native_param`); ``UnknownModel`` keeps
-    its status and rc, with the entry path its message begins with as param (:data:`NATIVE_REQUEST_PATH_PATTERN`), or
-    ``model`` when the client sent ``model``; its message names the id the client sent (``UNKNOWN_MODEL_MESSAGE``)
+    declaration gap as ``impossible_reason`` is mapped before this by ``chat.waiting.waiter.submit_refusal_error``);
+    other 5xx are ``HordeUnavailable``; ``ChatKudosCapExceeded`` is :func:`kudos_cap_error`. A payload validation
+    failure (400 without an rc) is ``BadRequest`` at the first failing field (:func:`native_param`); ``UnknownModel``
+    keeps its status and rc, with the entry path its message begins with as param (:data:`NATIVE_REQUEST_PATH_PATTERN`),
+    or ``model`` when the client sent ``model``; its message names the id the client sent (``UNKNOWN_MODEL_MESSAGE``)
     when ``request`` is given, else the native message with ``'model'`` in place of ``'models[0]'``. ``request``
     (the ``ChatCompletionRequest``) or ``requested_model_key`` (``model`` or ``models``) tells which key the client
     sent.

@@ -92,7 +92,7 @@ class FrontSettings(BaseSettings):
 
     horde_connections: int = Field(default=32, ge=1)
     """``HORDE_OAI_HORDE_CONNECTIONS``: native calls one process makes at once, and the keep-alive connections it
-    holds for them; more wait their turn (chat.horde_client.POOL_CONNECTIONS)."""
+    holds for them; more wait their turn (chat.horde.native.POOL_CONNECTIONS)."""
 
     cancel_retry_seconds: float = Field(default=10.0, gt=0)
     """``HORDE_OAI_CANCEL_RETRY_SECONDS``: the interval between retries of a failed cancel."""
@@ -108,8 +108,8 @@ class FrontSettings(BaseSettings):
 
     text_api_fallback: Literal["auto", "on", "off"] = "auto"
     """``HORDE_OAI_TEXT_API_FALLBACK``: when models with text workers but no chat worker are served through the
-    Horde's text generation API (chat.text_api). ``auto``: when the Horde's model list has no ``chat`` entry at all
-    (a Horde without the native chat routes, such as the public Horde today); ``on``: always; ``off``: never."""
+    Horde's text generation API (chat.serving.text_route). ``auto``: when the Horde's model list has no ``chat`` entry
+    at all (a Horde without the native chat routes, such as the public Horde today); ``on``: always; ``off``: never."""
 
     log_level: Literal["TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL"] = "INFO"
     """``HORDE_OAI_LOG_LEVEL``: the lowest Loguru level written to standard error (``DEBUG`` shows the relay's and the

@@ -2,7 +2,7 @@
 
 Reference sections: "Finished-request log line", "No-visible-text log line", "Error attributes", "Completion
 attributes", "Completion limit source", "Outcome class". (The "Refused parameter log line" is written where the
-refusal is made, chat.screening.log_refused_parameter.)
+refusal is made, chat.reading.screening.log_refused_parameter.)
 
 :class:`RequestRecord` is the one object the view fills in as a request goes (submit, first read, reply or error) and
 ends once (:meth:`RequestRecord.finish`): it writes the no-visible-text line (when it applies) and the finished line,
@@ -21,15 +21,7 @@ from loguru import logger
 
 from chat import errors
 from chat.errors import OpenAIError
-from chat.horde_client import NativeStatus
-from chat.mapping import (
-    WORKER_MAX_LENGTH_ADJUSTMENT,
-    completion_limit,
-    effective_completion_limit,
-    no_visible_text_content,
-    reply_reasoning,
-    reply_text,
-)
+from chat.horde.native import NativeStatus
 from chat.metrics import (
     CLIENT_DISCONNECTED,
     CLIENT_ERROR,
@@ -39,8 +31,16 @@ from chat.metrics import (
     max_tokens_bucket,
     outcome_class_for,
 )
-from chat.schema import ChatCompletionRequest
-from chat.screening import refusal_parameter_label
+from chat.protocol.chat_request import ChatCompletionRequest
+from chat.reading.screening import refusal_parameter_label
+from chat.rendering.completion import (
+    WORKER_MAX_LENGTH_ADJUSTMENT,
+    completion_limit,
+    effective_completion_limit,
+    no_visible_text_content,
+    reply_reasoning,
+    reply_text,
+)
 
 CLIENT_SOURCE: Final = "client"
 """``max_tokens_source`` when the client sent ``max_tokens`` or ``max_completion_tokens``."""
@@ -115,7 +115,7 @@ class RequestRecord:
         started: ``time.monotonic()`` when the request arrived (``horde.oai.request.duration``).
         submitted_at: Unix seconds of the submit (of the refused attempt for a request refused at submit).
         request_id: The native request id; None until (and unless) the Horde accepted the submit.
-        waiter: The request's chat.waiter.ChatWaiter once submitted (wakes, first and last status).
+        waiter: The request's chat.waiting.waiter.ChatWaiter once submitted (wakes, first and last status).
         error: The refusal the request ended with, if any.
         stage: ``submit`` or ``grace`` for a ``no_eligible_worker``, else empty.
         after_headers: The error went out as a stream's error event, after the 200 headers.
@@ -178,7 +178,7 @@ class RequestRecord:
 
     @property
     def max_tokens(self) -> int:
-        """The effective completion limit (chat.mapping.effective_completion_limit)."""
+        """The effective completion limit (chat.rendering.completion.effective_completion_limit)."""
         return effective_completion_limit(self.request, self.last_status)
 
     @property

@@ -3,24 +3,27 @@
 Reference sections: "Relayed deltas", "Redis reads and recovery", "Delta fields", "Pacing", "Final reply
 reconciliation", "Model and fingerprint"; native-horde-chat.md "Progress stream (Redis)".
 
-A request that :func:`chat.mapping.relays_deltas` selects, on a front with Redis, is submitted with ``stream: true``
-and the Horde appends the serving worker's progress posts to ``horde:chat:stream:<request id>``. The process's
-:class:`chat.relay.DeltaStreamReader` queues each entry on the request; :func:`relayed_stream` turns them into
-``chat.completion.chunk`` events while the status wait (:meth:`chat.waiter.ChatWaiter.wait_done`) runs beside it,
-and completes the stream from the final reply when the wait ends. :class:`DeltaRelay` holds the rules and does no I/O.
+A request that :func:`chat.rendering.completion.relays_deltas` selects, on a front with Redis, is submitted with
+``stream: true`` and the Horde appends the serving worker's progress posts to ``horde:chat:stream:<request id>``. The
+process's
+:class:`chat.horde.delta_stream.DeltaStreamReader` queues each entry on the request; :func:`relayed_stream` turns them
+into ``chat.completion.chunk`` events while the status wait (:meth:`chat.waiting.waiter.ChatWaiter.wait_done`) runs
+beside it, and completes the stream from the final reply when the wait ends. :class:`DeltaRelay` holds the rules and
+does no I/O.
 
 Rules, by the entry (one read batch is every entry the queue holds at once, in stream order):
 
 - The first delta with ``seq`` 1 pins its generation id (``gen``) (``delta-fields.1``). The first accepted delta
   with content to send (text, or reasoning unless ``horde.include_reasoning`` is false) emits the role chunk and
   exposes the stream (``delta-fields.2``); its fields are sent whole at once (``pacing.1``), later ones are paced by
-  :class:`chat.pacing.DeltaPacer` (``pacing.2``). Hidden reasoning is discarded, and its delta still advances the
-  sequence (``delta-fields.4``, ``delta-fields.5``).
+  :class:`chat.streaming.pacing.DeltaPacer` (``pacing.2``). Hidden reasoning is discarded, and its delta still advances
+  the sequence (``delta-fields.4``, ``delta-fields.5``).
 - Before exposure, an ended marker, and a delta read in the same batch as its generation's ended marker, are
   dropped; that marker, or a gap in the pinned gen (``seq`` not the previous one plus 1), unpins it, and the next
   attempt's first delta may pin again (``final-reply-reconciliation.6``, ``.7``). A delta of another gen that is
   not a first delta also unpins (the pinned attempt is gone). A stream never exposed is delivered whole, as the
-  buffered stream (:func:`chat.mapping.buffered_chunks`) (``relayed-deltas.4``, ``redis-reads-and-recovery.6``).
+  buffered stream (:func:`chat.rendering.completion.buffered_chunks`) (``relayed-deltas.4``,
+  ``redis-reads-and-recovery.6``).
 - After exposure, a restart is never appended (``final-reply-reconciliation.5``): a delta of a new gen, an ended
   marker of the pinned gen whose reason is ``restarted``, or a gap breaks the relay. Its pending pieces are sent at
   once (``pacing.16``) and later entries are ignored; the final reply completes the stream.
@@ -50,8 +53,11 @@ from typing import Any, Final
 
 from chat import errors
 from chat.errors import OpenAIError
-from chat.horde_client import NativeStatus
-from chat.mapping import (
+from chat.horde.delta_stream import DeltaEntry
+from chat.horde.native import NativeStatus
+from chat.horde.ports import RelayRuntime
+from chat.protocol.chat_request import ChatCompletionRequest
+from chat.rendering.completion import (
     ChunkFactory,
     buffered_chunks,
     build_completion,
@@ -59,12 +65,9 @@ from chat.mapping import (
     finish_chunk,
     usage_chunk,
 )
-from chat.pacing import CONTENT, DeltaPacer, Piece
-from chat.relay import DeltaEntry
-from chat.schema import ChatCompletionRequest
-from chat.seams import RelayRuntime
-from chat.streaming import DONE_EVENT, KEEPALIVE_COMMENT, sse_event, unless_stopping
-from chat.waiter import ChatWaiter
+from chat.streaming.buffered import DONE_EVENT, KEEPALIVE_COMMENT, sse_event, unless_stopping
+from chat.streaming.pacing import CONTENT, DeltaPacer, Piece
+from chat.waiting.waiter import ChatWaiter
 
 RESTART_REASONS: Final[frozenset[str]] = frozenset({"restarted"})
 """Ended-marker reasons that mean the attempt starts over (native contract: ``completed``, ``restarted``,
@@ -105,7 +108,7 @@ class DeltaRelay:
         clock: Seconds, the time base of every ``now`` (the event loop's ``time`` in :func:`relayed_stream`).
 
     Methods return chunk dicts (``chat.completion.chunk``); the caller frames them with
-    :func:`chat.streaming.sse_event`.
+    :func:`chat.streaming.buffered.sse_event`.
     """
 
     def __init__(
@@ -273,8 +276,8 @@ class DeltaRelay:
 
         Call after :meth:`flush`. The chunks are the rest of the reasoning (only when the final reasoning starts with
         the relayed one), the rest of the text, the finish chunk (``finish_reason``, ``native_finish_reason``,
-        ``x_horde`` of :func:`chat.mapping.build_completion`) and the usage chunk when ``include_usage``; the caller
-        sends ``data: [DONE]`` after them or after the error's event.
+        ``x_horde`` of :func:`chat.rendering.completion.build_completion`) and the usage chunk when ``include_usage``;
+        the caller sends ``data: [DONE]`` after them or after the error's event.
         """
         completion = build_completion(self.request, status, self.request_id, self.created)
         message = completion["choices"][0]["message"]
@@ -316,16 +319,17 @@ async def relayed_stream(
     """The whole event stream of a relayed request: keepalives, relayed deltas (paced), then the final reply.
 
     Args:
-        request: The validated request; :func:`chat.mapping.relays_deltas` selected it.
+        request: The validated request; :func:`chat.rendering.completion.relays_deltas` selected it.
         waiter: Its waiter; ``waiter.wait_done(first_status)`` runs concurrently, ``waiter.settings`` gives
             ``keepalive_seconds`` and the ``delta_pacing_*`` settings, ``waiter.request_id`` the stream to read.
         first_status: The first status read, which admitted the stream.
         created: The chunks' ``created`` (Unix seconds).
         on_end: Runs once when the stream ends for any reason (finished, error, client disconnect); the caller
             cancels the native request there when it is not terminal.
-        on_error: Told the error of the stream's error event, if it ends with one (chat.logs).
-        runtime: The process's :class:`chat.runtime.FrontRuntime`; ``runtime.deltas`` is its
-            :class:`chat.relay.DeltaStreamReader` (the request is registered at start and unregistered at the end).
+        on_error: Told the error of the stream's error event, if it ends with one (chat.serving.request_record).
+        runtime: The process's :class:`chat.serving.runtime.FrontRuntime`; ``runtime.deltas`` is its
+            :class:`chat.horde.delta_stream.DeltaStreamReader` (the request is registered at start and unregistered at
+            the end).
 
     Yields ``: keepalive`` comments after every ``keepalive_seconds`` without an event, while waiting and between
     deltas (``delta-fields.8``); the chunks of the module docstring's rules; then either the buffered chunks (never

@@ -1,8 +1,9 @@
 """Reading, screening and validating a chat completions body (reference: Request keys, Parameter screening, Model
 selection, Value and contract validation, Message roles, Refused parameter log line).
 
-:func:`read_chat_request` is the one entry point: bytes in, a validated :class:`chat.schema.ChatCompletionRequest`
-out, or :class:`chat.errors.OpenAIError` raised with OpenAI's envelope (always a 400). The steps, in order:
+:func:`read_chat_request` is the one entry point: bytes in, a validated
+:class:`chat.protocol.chat_request.ChatCompletionRequest` out, or :class:`chat.errors.OpenAIError` raised with OpenAI's
+envelope (always a 400). The steps, in order:
 
 1. :func:`parse_json_body`: a body that is not JSON, or holds NaN, Infinity or -Infinity (or a number too large for a
    double, or a lone UTF-16 surrogate) is 400 ``BadRequest`` with OpenAI's not-JSON sentence; valid JSON that is not
@@ -14,7 +15,7 @@ out, or :class:`chat.errors.OpenAIError` raised with OpenAI's envelope (always a
 4. :func:`drop_unknown_nested_keys`: unknown keys inside messages, tool definitions and ``tool_choice`` are removed.
 5. :func:`validate_chat_request`: pydantic validation; the first failure becomes OpenAI's message at the failing
    field's request path (never a pydantic union tag).
-6. chat.contract's request rules, shared with the native route.
+6. chat.reading.request_rules's request rules, shared with the native route.
 
 Every ``UnsupportedChatParameter`` refusal logs the reference's "Refused parameter log line"
 (:func:`log_refused_parameter`); :func:`refusal_parameter_label` is the ``horde.parameter`` attribute of the refusal
@@ -43,9 +44,8 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from chat import errors
-from chat.contract import find_chat_rule_violation
 from chat.errors import OpenAIError
-from chat.schema import (
+from chat.protocol.chat_request import (
     ASSISTANT_CONTENT_PART_TYPES,
     INVALID_JSON_TYPE_ERROR,
     INVALID_TAG_ERROR,
@@ -57,6 +57,7 @@ from chat.schema import (
     ChatCompletionRequest,
     openai_value_list,
 )
+from chat.reading.request_rules import find_chat_rule_violation
 
 NOT_JSON_MESSAGE: Final[str] = (
     "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library "
@@ -133,8 +134,8 @@ unknown key's refusal (``Unrecognized request argument supplied: logit_bias``) a
 
 The identifiers that never change a reply (``user``, ``safety_identifier``, ``prompt_cache_key``, ``metadata``) are
 request fields accepted with any valid value, because real clients always send them; they are validated and not
-forwarded or logged (see their field descriptions in chat.schema). oaifront.openapi documents the table's keys that
-are not request fields from it (``NO_OP_PARAMETER_SCHEMAS``)."""
+forwarded or logged (see their field descriptions in chat.protocol.chat_request). oaifront.openapi documents the table's
+keys that are not request fields from it (``NO_OP_PARAMETER_SCHEMAS``)."""
 
 UNDEFINED_OPENAI_PARAMETERS: Final[frozenset[str]] = frozenset(
     {
@@ -203,7 +204,7 @@ so the ``label=other`` log lines show which keys this list misses (reference: Re
 REQUEST_KEYS: Final[frozenset[str]] = frozenset(
     field.alias or name for name, field in ChatCompletionRequest.model_fields.items()
 )
-"""The top-level keys of :class:`chat.schema.ChatCompletionRequest`."""
+"""The top-level keys of :class:`chat.protocol.chat_request.ChatCompletionRequest`."""
 
 LABELLED_PARAMETERS: Final[frozenset[str]] = (
     REQUEST_KEYS
@@ -599,9 +600,9 @@ def drop_unknown_nested_keys(body: Mapping[str, Any]) -> dict[str, Any]:
 def error_path(location: tuple[int | str, ...], body: object = None) -> str:
     """Render a pydantic error location as a request path, ``messages[0].content``.
 
-    The union tags (:data:`chat.schema.UNION_TAGS`) and pydantic's ``[key]`` marker of a dict key are left out. With
-    the validated ``body``, a location part that is a key of the object at that point is always kept, so a client
-    key spelled like a tag (``{"<string>": 1}``) still appears in the path.
+    The union tags (:data:`chat.protocol.chat_request.UNION_TAGS`) and pydantic's ``[key]`` marker of a dict key are
+    left out. With the validated ``body``, a location part that is a key of the object at that point is always kept, so
+    a client key spelled like a tag (``{"<string>": 1}``) still appears in the path.
     """
     path = ""
     node = body
@@ -792,7 +793,7 @@ def validate_chat_request(body: Mapping[str, Any]) -> ChatCompletionRequest:
 
 
 def check_chat_rules(body: Mapping[str, Any]) -> None:
-    """Apply chat.contract's request rules to a screened, validated body.
+    """Apply chat.reading.request_rules's request rules to a screened, validated body.
 
     Raises:
         OpenAIError: 400 ``UnsupportedChatParameter`` (logged) or ``ChatRequestConflict`` with OpenAI's message and

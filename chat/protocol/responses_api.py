@@ -6,13 +6,13 @@ front differs from OpenAI's Responses reference.
 The front serves the Responses API statelessly: every request carries the whole conversation in ``input`` (earlier
 ``function_call`` and ``function_call_output`` items included), and nothing is stored. Features that need state kept
 between requests (``previous_response_id``, ``conversation``, ``store: true``, ``background: true``, stored prompts,
-built-in tools, ``include`` values) are refused by chat.responses before this model validates the body. A validated
-request is mapped onto a chat completions request (chat.responses), so screening rules, the native payload, the
-waiter, cancels and availability errors are those of ``POST /v1/chat/completions``.
+built-in tools, ``include`` values) are refused by chat.reading.responses before this model validates the body. A
+validated request is mapped onto a chat completions request (chat.reading.responses), so screening rules, the native
+payload, the waiter, cancels and availability errors are those of ``POST /v1/chat/completions``.
 
-Validation is strict, as in chat.schema. The top level, ``text``, ``text.format``, ``reasoning`` and the tools refuse
-unknown keys; input items and their content parts drop them, because the OpenAI SDKs replay their own output items
-(with ``id``, ``status``, ``annotations``, ``logprobs`` ...) as input.
+Validation is strict, as in chat.protocol.chat_request. The top level, ``text``, ``text.format``, ``reasoning`` and the
+tools refuse unknown keys; input items and their content parts drop them, because the OpenAI SDKs replay their own
+output items (with ``id``, ``status``, ``annotations``, ``logprobs`` ...) as input.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from horde_sdk.generation_parameters.text.chat_limits import (
 from horde_sdk.generation_parameters.text.chat_policy import ChatReasoningEffort
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag
 
-from chat.response_schema import HordeExtras
-from chat.schema import (
+from chat.protocol.chat_completion import HordeExtras
+from chat.protocol.chat_request import (
     INVALID_TAG_ERROR,
     HordeOptions,
     JsonSchemaObject,

@@ -23,10 +23,10 @@ from typing import Any, Final, Literal
 
 from loguru import logger
 
-from chat.horde_client import HordeRefusal, HordeUnreachable
+from chat.horde.native import HordeRefusal, HordeUnreachable
+from chat.horde.ports import HordeCanceller
 from chat.limits import HORDE_CHAT_REQUEST_EXPIRY_SECONDS
 from chat.metrics import front_metrics
-from chat.seams import HordeCanceller
 
 MAX_FAILED_CANCELS: Final[int] = 1000
 """The most requests whose cancel is waiting for a retry; beyond it the oldest are dropped (Cancel outcomes)."""
@@ -61,7 +61,7 @@ class CancelQueue:
     """Cancels abandoned native requests and retries failed cancels.
 
     Args:
-        horde: The native client (``cancel(request_id, apikey)``, chat.horde_client.HordeClient).
+        horde: The native client (``cancel(request_id, apikey)``, chat.horde.native.HordeClient).
         retry_seconds: The retry interval (``HORDE_OAI_CANCEL_RETRY_SECONDS``).
         attempt_timeout: Seconds one attempt may take before it counts as ``timed_out``.
         max_failed: The retry queue's bound (:data:`MAX_FAILED_CANCELS`).

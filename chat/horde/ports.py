@@ -1,9 +1,9 @@
 """The seams between the front's parts: what a view, the waiter, the relayed stream and the cancel queue may call.
 
-The process's :class:`chat.runtime.FrontRuntime` satisfies these protocols with the real Horde client
-(:class:`chat.horde_client.HordeClient`) and Redis readers (:mod:`chat.relay`); a test passes a smaller object with
-the same methods instead of patching. Attributes are read-only properties, so a runtime holding a concrete
-``HordeClient`` is a ``WaiterRuntime`` whose ``horde`` is a :class:`HordeApi`.
+The process's :class:`chat.serving.runtime.FrontRuntime` satisfies these protocols with the real Horde client
+(:class:`chat.horde.native.HordeClient`) and Redis readers (:mod:`chat.horde.delta_stream`); a test passes a
+smaller object with the same methods instead of patching. Attributes are read-only properties, so a runtime
+holding a concrete ``HordeClient`` is a ``WaiterRuntime`` whose ``horde`` is a :class:`HordeApi`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from chat.horde_client import NativeStatus, SubmitResult
-from chat.relay import DeltaEntry
-from oaifront.conf import FrontSettings
+from chat.horde.delta_stream import DeltaEntry
+from chat.horde.native import NativeStatus, SubmitResult
+from chat.settings import FrontSettings
 
 
 class HordeCanceller(Protocol):
@@ -28,8 +28,8 @@ class HordeCanceller(Protocol):
 class HordeApi(HordeCanceller, Protocol):
     """The native chat routes the views and the waiter call (native-horde-chat.md).
 
-    Every call raises :class:`chat.horde_client.HordeRefusal` for a native refusal and
-    :class:`chat.horde_client.HordeUnreachable` when the Horde cannot be reached or answers outside its contract.
+    Every call raises :class:`chat.horde.native.HordeRefusal` for a native refusal and
+    :class:`chat.horde.native.HordeUnreachable` when the Horde cannot be reached or answers outside its contract.
     """
 
     async def submit(self, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
@@ -46,7 +46,9 @@ class HordeApi(HordeCanceller, Protocol):
 
 
 class SignalSource(Protocol):
-    """The Redis signal listener (:class:`chat.relay.SignalListener`): per-request queues of signal events."""
+    """The Redis signal listener (:class:`chat.horde.delta_stream.SignalListener`): per-request queues of signal
+    events.
+    """
 
     def register(self, request_id: str) -> asyncio.Queue[str]:
         """Start queueing the request's signal events (``progress``, ``done``, ...)."""
@@ -63,12 +65,14 @@ class SignalSource(Protocol):
 
     @property
     def registered(self) -> int:
-        """How many requests are registered now (the waiters' re-read budget, chat.waiter)."""
+        """How many requests are registered now (the waiters' re-read budget, chat.waiting.waiter)."""
         ...
 
 
 class DeltaSource(Protocol):
-    """The progress stream reader (:class:`chat.relay.DeltaStreamReader`): per-request queues of relayed deltas."""
+    """The progress stream reader (:class:`chat.horde.delta_stream.DeltaStreamReader`): per-request queues of relayed
+    deltas.
+    """
 
     def register(self, request_id: str) -> asyncio.Queue[DeltaEntry]:
         """Start reading the request's progress stream; ``ValueError`` if it is already registered."""
@@ -81,7 +85,7 @@ class DeltaSource(Protocol):
 
 class WaitedRequest(Protocol):
     """What the waiter and the view's wait read from a validated request: a chat completions request
-    (:class:`chat.schema.ChatCompletionRequest`) or a legacy completions one (chat.legacy_completions).
+    (:class:`chat.protocol.chat_request.ChatCompletionRequest`) or a legacy completions one (chat.views.completions).
     """
 
     @property
@@ -106,7 +110,7 @@ class WaitedRequest(Protocol):
 
 
 class WaiterRuntime(Protocol):
-    """What a :class:`chat.waiter.ChatWaiter` reads from the process: settings, the Horde, the signals."""
+    """What a :class:`chat.waiting.waiter.ChatWaiter` reads from the process: settings, the Horde, the signals."""
 
     @property
     def settings(self) -> FrontSettings:
