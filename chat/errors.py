@@ -130,7 +130,7 @@ class OpenAIError(Exception):
         """Return the JSON error response with its status and headers."""
         return json_response(self.envelope(), status=self.status, headers=self.headers())
 
-    def sse_event(self) -> bytes:
+    def stream_event(self) -> bytes:
         """Return the mid-stream form: ``data: {"error": ...}`` (the caller sends ``data: [DONE]`` after it).
 
         ``metadata.retry_after`` carries the interval a ``Retry-After`` header would have (reference: Stream errors),

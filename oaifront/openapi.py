@@ -74,8 +74,8 @@ from chat.protocol.chat_request import (
     UserMessage,
 )
 from chat.protocol.responses_api import ResponseObject, ResponsesRequest
+from chat.reading.parameters import CHAT_REQUEST_KEYS, DEFAULT_NO_OP_PARAMETERS
 from chat.reading.responses import STATE_FLAGS, STATEFUL_PARAMETERS
-from chat.reading.screening import DEFAULT_NO_OP_PARAMETERS, REQUEST_KEYS
 from chat.views.completions import CompletionRequest, TextCompletion
 from chat.waiting.waiter import QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS
 from models_list.schema import ModelCard, ModelList
@@ -147,11 +147,11 @@ NO_OP_PARAMETER_SCHEMAS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyTy
     {
         key: _no_op_parameter_schema(parameter.default, parameter.description)
         for key, parameter in DEFAULT_NO_OP_PARAMETERS.items()
-        if key not in REQUEST_KEYS
+        if key not in CHAT_REQUEST_KEYS
     }
 )
 """The request-schema property of each ``DEFAULT_NO_OP_PARAMETERS`` key that is not a ``ChatCompletionRequest``
-key (``chat.reading.screening.REQUEST_KEYS``; reference: Schema generation): its default or null, the only values
+key (``chat.reading.parameters.CHAT_REQUEST_KEYS``; reference: Schema generation): its default or null, the only values
 screening accepts (and then drops), with the table's description."""
 
 
@@ -628,7 +628,7 @@ RESPONSE_EVENT_TYPES: Final[tuple[str, ...]] = (
     "response.incomplete",
     "error",
 )
-"""Every event type a streamed response sends (chat.reading.responses.ResponseEventWriter)."""
+"""Every event type a streamed response sends (chat.rendering.responses_events.ResponseEventWriter)."""
 
 
 def response_stream_event_schema() -> dict[str, Any]:

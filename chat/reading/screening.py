@@ -5,217 +5,44 @@ selection, Value and contract validation, Message roles, Refused parameter log l
 :class:`chat.protocol.chat_request.ChatCompletionRequest` out, or :class:`chat.errors.OpenAIError` raised with OpenAI's
 envelope (always a 400). The steps, in order:
 
-1. :func:`parse_json_body`: a body that is not JSON, or holds NaN, Infinity or -Infinity (or a number too large for a
-   double, or a lone UTF-16 surrogate) is 400 ``BadRequest`` with OpenAI's not-JSON sentence; valid JSON that is not
-   an object is 400 ``BadRequest`` saying the body must be a JSON object.
-2. :func:`find_refused_parameter`: unknown top-level keys, non-default values of :data:`DEFAULT_NO_OP_PARAMETERS`,
+1. :func:`chat.reading.body.parse_json_body`: a body that is not JSON, or holds NaN, Infinity or -Infinity (or a number
+   too large for a double, or a lone UTF-16 surrogate) is 400 ``BadRequest`` with OpenAI's not-JSON sentence; valid JSON
+   that is not an object is 400 ``BadRequest`` saying the body must be a JSON object.
+2. :func:`find_refused_parameter`: unknown top-level keys, non-default values of
+   :data:`chat.reading.parameters.DEFAULT_NO_OP_PARAMETERS`,
    unsupported roles, ``tool_calls`` on a message other than an assistant message, and unsupported content part
    types are 400 ``UnsupportedChatParameter`` at their path.
 3. :func:`drop_default_no_ops`: the keys of :data:`DEFAULT_NO_OP_PARAMETERS` at their default are removed.
 4. :func:`drop_unknown_nested_keys`: unknown keys inside messages, tool definitions and ``tool_choice`` are removed.
 5. :func:`validate_chat_request`: pydantic validation; the first failure becomes OpenAI's message at the failing
-   field's request path (never a pydantic union tag).
+   field's request path (chat.reading.validation_wording: never a pydantic union tag).
 6. chat.reading.request_rules's request rules, shared with the native route.
 
 Every ``UnsupportedChatParameter`` refusal logs the reference's "Refused parameter log line"
-(:func:`log_refused_parameter`); :func:`refusal_parameter_label` is the ``horde.parameter`` attribute of the refusal
-counter (reference: Refusal attributes).
+(chat.reading.parameters).
 """
 
 from __future__ import annotations
 
-import json
-import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from horde_sdk.generation_parameters.text.chat_limits import (
-    MAX_CHAT_MAX_TOKENS,
-    MAX_CHAT_SCHEMA_NESTING,
-    MIN_CHAT_MAX_TOKENS,
-    OPENAI_MIN_MAX_TOKENS,
-    OPENAI_SAMPLING_RANGES,
-    SUPPORTED_CHAT_CHOICE_COUNT,
-)
-from loguru import logger
 from pydantic import ValidationError
-from pydantic_core import ErrorDetails
 
 from chat import errors
 from chat.errors import OpenAIError
 from chat.protocol.chat_request import (
     ASSISTANT_CONTENT_PART_TYPES,
-    INVALID_JSON_TYPE_ERROR,
-    INVALID_TAG_ERROR,
     MESSAGE_ROLES,
-    REQUEST_RULE_ERROR,
-    SCHEMA_NESTING_ERROR,
-    UNION_TAGS,
     USER_CONTENT_PART_TYPES,
     ChatCompletionRequest,
     openai_value_list,
 )
+from chat.reading.body import parse_json_body, show_value
+from chat.reading.parameters import CHAT_REQUEST_KEYS, DEFAULT_NO_OP_PARAMETERS, unsupported_chat_parameter
 from chat.reading.request_rules import find_chat_rule_violation
-
-NOT_JSON_MESSAGE: Final[str] = (
-    "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library "
-    "correctly. This API expects a JSON object as the request body, but what was sent was not valid JSON. NaN, "
-    "Infinity, numbers too large for a double and lone UTF-16 surrogates are not accepted either.)"
-)
-"""The message of a body that is not JSON: OpenAI's first sentence (openai-errors.md), then a hint that fits this
-front (OpenAI's own hint sends people to OpenAI's help center)."""
-
-NOT_AN_OBJECT_MESSAGE: Final[str] = "The request body must be a JSON object, but got {got} instead."
-"""The message of a body that is valid JSON but not an object (``[...]``, ``null``, ``5``); ``{got}`` is OpenAI's
-name of its JSON type (:func:`json_type_name`), such as ``an array``."""
-
-REFUSED_PARAMETER_LOG_LENGTH: Final[int] = 64
-"""The most characters of a refused path written to the "Refused parameter log line", before its repr."""
-
-SHOWN_VALUE_LENGTH: Final[int] = 64
-"""The most characters of a client's value quoted back in an error message."""
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Tables (reference: Parameter screening, Message roles, Refusal attributes)
-
-
-@dataclass(frozen=True, slots=True)
-class NoOpParameter:
-    """An OpenAI parameter the front accepts only at its default, where it changes nothing.
-
-    Attributes:
-        default: OpenAI's default, as JSON. ``null`` is also accepted: OpenAI reads an explicit null as the default.
-        description: What the parameter asks of OpenAI and why the Horde serves only its default (OpenAPI text).
-        unrecognized_otherwise: Any other value is refused as an unknown key (OpenAI's ``Unrecognized request
-            argument supplied: <key>``, in the unknown keys' pass) instead of with the unsupported-value message:
-            the key is one the front does not define, accepted at its default only because clients send it there.
-    """
-
-    default: object
-    description: str
-    unrecognized_otherwise: bool = False
-
-
-DEFAULT_NO_OP_PARAMETERS: Final[Mapping[str, NoOpParameter]] = {
-    "audio": NoOpParameter(None, "Audio output settings. The Horde's workers reply with text only; only null."),
-    "logit_bias": NoOpParameter(
-        {},
-        "Token biases. Workers take none, so any bias is refused as an unrecognized argument; the empty map (OpenAI's "
-        "default) and null change nothing and are accepted and dropped. A deliberate deviation from the reference, "
-        "which refuses logit_bias whatever its value: SillyTavern's Custom (OpenAI-compatible) source sends {} by "
-        "default.",
-        unrecognized_otherwise=True,
-    ),
-    "logprobs": NoOpParameter(False, "Log probabilities of the output tokens. Workers do not return them; only false."),
-    "modalities": NoOpParameter(["text"], 'Output types. Workers reply with text only; only ["text"].'),
-    "prediction": NoOpParameter(None, "Predicted output. Workers do not use one; only null."),
-    "service_tier": NoOpParameter("auto", 'OpenAI\'s processing tier. The Horde has one queue; only "auto".'),
-    "store": NoOpParameter(False, "Store the completion at OpenAI. The front stores none; only false."),
-    "top_logprobs": NoOpParameter(0, "Most likely tokens per position with log probabilities. Not returned; only 0."),
-    "verbosity": NoOpParameter(
-        "medium", 'Reply verbosity of OpenAI\'s GPT-5 models. Workers have no such control; only "medium".'
-    ),
-    "web_search_options": NoOpParameter(None, "OpenAI's web search tool. Workers do not search the web; only null."),
-}
-"""OpenAI chat completions parameters (API reference, "Create chat completion") that the front accepts only at their
-default, where they change nothing, and then drops (:func:`drop_default_no_ops`); any other value is 400
-``UnsupportedChatParameter`` at the key. Defaults, from OpenAI's reference: ``audio`` null, ``logit_bias`` ``{}``
-(OpenAI: null, no bias; see below), ``logprobs`` false, ``modalities`` ``["text"]``, ``prediction`` null,
-``service_tier`` ``"auto"``, ``store`` false (for chat completions), ``top_logprobs`` 0 (no alternatives; OpenAI
-states no default), ``verbosity`` ``"medium"``, ``web_search_options`` null (absent). ``n``, ``stream`` and
-``parallel_tool_calls`` are request fields.
-
-``logit_bias`` is a deliberate deviation from the reference, which lists it among the parameters the front does not
-define (:data:`UNDEFINED_OPENAI_PARAMETERS`): SillyTavern's Custom (OpenAI-compatible) source sends ``{}`` by default,
-which biases nothing, so the empty map and null are dropped like the other defaults; any other value keeps the
-unknown key's refusal (``Unrecognized request argument supplied: logit_bias``) and its ``logit_bias`` label.
-
-The identifiers that never change a reply (``user``, ``safety_identifier``, ``prompt_cache_key``, ``metadata``) are
-request fields accepted with any valid value, because real clients always send them; they are validated and not
-forwarded or logged (see their field descriptions in chat.protocol.chat_request). oaifront.openapi documents the table's
-keys that are not request fields from it (``NO_OP_PARAMETER_SCHEMAS``)."""
-
-UNDEFINED_OPENAI_PARAMETERS: Final[frozenset[str]] = frozenset(
-    {
-        "logit_bias",
-        "functions",
-        "function_call",
-        "moderation",
-        "prompt_cache_options",
-        "prompt_cache_retention",
-        "best_of",
-        "echo",
-        "suffix",
-    }
-)
-"""OpenAI parameters the front does not define: refused like any unknown key, whatever their value (even null),
-and named in the refusal counter's label (reference: Refusal attributes). The one exception, a deliberate deviation,
-is ``logit_bias`` at its no-op default (``{}`` or null), accepted and dropped (:data:`DEFAULT_NO_OP_PARAMETERS`).
-``functions`` and ``function_call`` are OpenAI's deprecated forms of ``tools`` and ``tool_choice``; ``best_of``,
-``echo`` and ``suffix`` are parameters of OpenAI's legacy completions route that clients send to chat."""
-
-COMMON_NON_OPENAI_SAMPLER_PARAMETERS: Final[frozenset[str]] = frozenset(
-    {
-        "top_k",
-        "min_p",
-        "top_a",
-        "typical",
-        "typical_p",
-        "tfs",
-        "tfs_z",
-        "rep_pen",
-        "rep_pen_range",
-        "rep_pen_slope",
-        "repetition_penalty",
-        "repetition_penalty_range",
-        "mirostat",
-        "mirostat_mode",
-        "mirostat_tau",
-        "mirostat_eta",
-        "smoothing_factor",
-        "smoothing_curve",
-        "dynatemp_range",
-        "dynatemp_exponent",
-        "dynatemp_low",
-        "dynatemp_high",
-        "dry_multiplier",
-        "dry_base",
-        "dry_allowed_length",
-        "dry_sequence_breakers",
-        "dry_penalty_last_n",
-        "xtc_threshold",
-        "xtc_probability",
-        "top_n_sigma",
-        "epsilon_cutoff",
-        "eta_cutoff",
-        "sampler_order",
-        "min_tokens",
-        "ignore_eos",
-        "length_penalty",
-        "no_repeat_ngram_size",
-    }
-)
-"""Sampler keys of KoboldAI, SillyTavern, text-generation-webui, llama.cpp and vLLM that clients send to OpenAI
-routes. OpenAI defines none of them: they are refused like any unknown key and named in the refusal counter's label,
-so the ``label=other`` log lines show which keys this list misses (reference: Refused parameter log line)."""
-
-REQUEST_KEYS: Final[frozenset[str]] = frozenset(
-    field.alias or name for name, field in ChatCompletionRequest.model_fields.items()
-)
-"""The top-level keys of :class:`chat.protocol.chat_request.ChatCompletionRequest`."""
-
-LABELLED_PARAMETERS: Final[frozenset[str]] = (
-    REQUEST_KEYS
-    | frozenset(DEFAULT_NO_OP_PARAMETERS)
-    | UNDEFINED_OPENAI_PARAMETERS
-    | COMMON_NON_OPENAI_SAMPLER_PARAMETERS
-)
-"""The top-level keys that name themselves in the refusal counter's ``horde.parameter``; any other is ``other``."""
-
-OTHER_PARAMETER_LABEL: Final[str] = "other"
-"""The ``horde.parameter`` of a refusal whose top-level key is not in :data:`LABELLED_PARAMETERS`."""
+from chat.reading.validation_wording import openai_error_from_validation
 
 SUPPORTED_MESSAGE_KEYS: Final[Mapping[str, frozenset[str]]] = {
     "system": frozenset({"role", "content", "name"}),
@@ -263,160 +90,12 @@ TOOL_CHOICE_KEYS: Final[frozenset[str]] = frozenset({"type", "function"})
 TOOL_CHOICE_FUNCTION_KEYS: Final[frozenset[str]] = frozenset({"name"})
 """The keys a ``tool_choice`` object's function retains."""
 
-RANGED_PARAMETERS: Final[frozenset[str]] = frozenset(
-    {*OPENAI_SAMPLING_RANGES, "n", "max_tokens", "max_completion_tokens"}
-)
-"""Top-level keys whose out-of-range value is ``UnsupportedChatParameter`` (reference: Value and contract
-validation); a bound broken elsewhere (``horde.max_kudos``, ...) is ``BadRequest``."""
-
-TOKEN_LIMIT_PARAMETERS: Final[frozenset[str]] = frozenset({"max_tokens", "max_completion_tokens"})
-"""The request keys holding a completion limit."""
-
-DECIMAL_PARAMETERS: Final[frozenset[str]] = frozenset({*OPENAI_SAMPLING_RANGES, "horde.max_kudos"})
-"""Request paths of numbers (OpenAI's "decimal"); every other bounded value is an integer."""
-
-_TYPE_NAMES: Final[Mapping[str, str]] = {
-    "string_type": "a string",
-    "int_type": "an integer",
-    "int_from_float": "an integer",
-    "float_type": "a decimal",
-    "bool_type": "a boolean",
-    "dict_type": "an object",
-    "model_type": "an object",
-    "model_attributes_type": "an object",
-    "list_type": "an array",
-}
-"""OpenAI's name for the type each pydantic type error expected."""
-
 # ---------------------------------------------------------------------------------------------------------------------
 # Body parsing (reference: Request keys)
-
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} overflows a double")
-    return value
-
-
-def _holds_lone_surrogate(value: object) -> bool:
-    pending = [value]
-    while pending:
-        current = pending.pop()
-        if isinstance(current, str):
-            try:
-                current.encode()
-            except UnicodeEncodeError:
-                return True
-        elif isinstance(current, dict):
-            pending.extend(current.keys())
-            pending.extend(current.values())
-        elif isinstance(current, list):
-            pending.extend(current)
-    return False
-
-
-def parse_json_body(raw: bytes) -> dict[str, Any]:
-    r"""Parse a body as a JSON object.
-
-    NaN, Infinity and -Infinity, a number that overflows a double (``1e400``) and an escaped lone UTF-16 surrogate
-    (``"\ud800"``, which no UTF-8 text can carry on to the Horde) are refused like any invalid JSON.
-
-    Raises:
-        OpenAIError: 400 ``BadRequest``, param null: :data:`NOT_JSON_MESSAGE` for a body that is not JSON,
-            :data:`NOT_AN_OBJECT_MESSAGE` for valid JSON that is not an object.
-    """
-    try:
-        body = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        raise OpenAIError(status=400, message=NOT_JSON_MESSAGE, code=errors.BAD_REQUEST) from None
-    if not isinstance(body, dict):
-        message = NOT_AN_OBJECT_MESSAGE.format(got=json_type_name(body))
-        raise OpenAIError(status=400, message=message, code=errors.BAD_REQUEST)
-    if _SURROGATE_ESCAPE.search(raw) and _holds_lone_surrogate(body):
-        raise OpenAIError(status=400, message=NOT_JSON_MESSAGE, code=errors.BAD_REQUEST)
-    return body
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Refusal label and log line (reference: Refusal attributes, Refused parameter log line)
-
-
-def refusal_parameter_label(path: str) -> str:
-    """The ``horde.parameter`` attribute of an ``UnsupportedChatParameter`` refusal at ``path``.
-
-    The top-level key of the path (before the first ``.``, ``[`` or ``=``) when it is a request field, a
-    :data:`DEFAULT_NO_OP_PARAMETERS` key, or in :data:`UNDEFINED_OPENAI_PARAMETERS` or
-    :data:`COMMON_NON_OPENAI_SAMPLER_PARAMETERS`; otherwise ``other``, so client keys never become metric labels.
-    ``messages[0].role`` is ``messages``, ``horde.foo`` is ``horde``, ``top_k`` is ``top_k``, ``foo`` is ``other``.
-    """
-    key = re.split(r"[.\[=]", path, maxsplit=1)[0]
-    return key if key in LABELLED_PARAMETERS else OTHER_PARAMETER_LABEL
-
-
-def log_refused_parameter(path: str) -> None:
-    """Log the reference's INFO line ``Refused unsupported chat parameter: path=<repr> label=<label>``.
-
-    The path is cut to :data:`REFUSED_PARAMETER_LOG_LENGTH` characters, then written in Python repr form, so a
-    client-chosen key cannot make the line long or split it. ``path`` and ``label`` are also bound to the record.
-    """
-    shown = repr(path[:REFUSED_PARAMETER_LOG_LENGTH])
-    label = refusal_parameter_label(path)
-    logger.bind(path=shown, label=label).info("Refused unsupported chat parameter: path={} label={}", shown, label)
-
-
-def unsupported_chat_parameter(param: str, message: str, *, path: str | None = None) -> OpenAIError:
-    """400 ``UnsupportedChatParameter`` at ``param``, logged with :func:`log_refused_parameter`.
-
-    Args:
-        param: The error's ``param``.
-        message: The whole message (it names the parameter itself; the front adds no prefix).
-        path: The refused request path when it differs from ``param`` (a content part type's ``param`` carries
-            ``=<type>``; its logged path does not).
-    """
-    log_refused_parameter(path if path is not None else param)
-    return OpenAIError(status=400, message=message, code=errors.UNSUPPORTED_CHAT_PARAMETER, param=param)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Screening (reference: Parameter screening, Message roles)
-
-
-def show_value(value: object) -> str:
-    """A client's value as an error message quotes it: ``'text'`` for a string, else compact JSON; cut to
-    :data:`SHOWN_VALUE_LENGTH` characters with ``…``.
-    """
-    if isinstance(value, str):
-        text = f"'{value}'"
-    else:
-        try:
-            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-        except (ValueError, TypeError, RecursionError):
-            text = json_type_name(value)
-    return text if len(text) <= SHOWN_VALUE_LENGTH else text[:SHOWN_VALUE_LENGTH] + "…"
-
-
-def json_type_name(value: object) -> str:
-    """OpenAI's name for a value's JSON type: ``a string``, ``an integer``, ``a decimal``, ``null``, ..."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a decimal"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
 
 
 def _json_equal(value: object, default: object) -> bool:
@@ -467,7 +146,7 @@ def find_refused_parameter(body: Mapping[str, Any]) -> RefusedParameter | None:
     """
     for key, value in body.items():
         no_op = DEFAULT_NO_OP_PARAMETERS.get(key)
-        if key not in REQUEST_KEYS and (
+        if key not in CHAT_REQUEST_KEYS and (
             no_op is None or (no_op.unrecognized_otherwise and not is_default_no_op(key, value))
         ):
             return RefusedParameter(path=key, param=key, message=f"Unrecognized request argument supplied: {key}")
@@ -595,184 +274,6 @@ def drop_unknown_nested_keys(body: Mapping[str, Any]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Validation (reference: Model selection, Value and contract validation)
-
-
-def error_path(location: tuple[int | str, ...], body: object = None) -> str:
-    """Render a pydantic error location as a request path, ``messages[0].content``.
-
-    The union tags (:data:`chat.protocol.chat_request.UNION_TAGS`) and pydantic's ``[key]`` marker of a dict key are
-    left out. With the validated ``body``, a location part that is a key of the object at that point is always kept, so
-    a client key spelled like a tag (``{"<string>": 1}``) still appears in the path.
-    """
-    path = ""
-    node = body
-    for part in location:
-        if isinstance(part, int):
-            path += f"[{part}]"
-            node = node[part] if isinstance(node, list) and -len(node) <= part < len(node) else None
-        elif isinstance(node, dict) and part in node:
-            path += ("." if path else "") + part
-            node = node[part]
-        elif part not in UNION_TAGS and part != "[key]":
-            path += ("." if path else "") + part
-            node = None
-    return path
-
-
-def _number(value: object) -> str:
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return show_value(value)
-
-
-def _quoted_values(expected: str) -> str:
-    """Pydantic's ``'a', 'b' or 'c'`` as OpenAI's ``'a', 'b', and 'c'``; unquoted values (a ``Literal[0]``'s ``0``)
-    stay unquoted: ``0``, ``0 and 1``.
-    """
-    quoted = re.findall(r"'((?:[^'\\]|\\.)*)'", expected)
-    if quoted:
-        return openai_value_list(quoted)
-    values = [value for value in re.split(r", | or ", expected) if value]
-    if len(values) <= 2:
-        return " and ".join(values)
-    return ", ".join(values[:-1]) + ", and " + values[-1]
-
-
-_RANGE_BOUND_KEYS: Final[Mapping[str, str]] = {
-    "greater_than_equal": "ge",
-    "greater_than": "gt",
-    "less_than_equal": "le",
-    "less_than": "lt",
-}
-_RANGE_RELATIONS: Final[Mapping[str, str]] = {
-    "greater_than_equal": ">=",
-    "greater_than": ">",
-    "less_than_equal": "<=",
-    "less_than": "<",
-}
-
-
-def _type_message(path: str, expected: str, value: object) -> str:
-    return f"Invalid type for '{path}': expected {expected}, but got {json_type_name(value)} instead."
-
-
-def _range_message(path: str, kind: str, value: object, ctx: Mapping[str, Any]) -> str:
-    below = kind in ("greater_than_equal", "greater_than")
-    bound = ctx.get(_RANGE_BOUND_KEYS[kind])
-    relation = _RANGE_RELATIONS[kind]
-    number = "decimal" if path in DECIMAL_PARAMETERS else "integer"
-    problem = f"{number} {'below minimum' if below else 'above maximum'} value"
-    expected = f"Expected a value {relation} {_number(bound)}"
-    if path in TOKEN_LIMIT_PARAMETERS:
-        if below and isinstance(value, int) and value >= OPENAI_MIN_MAX_TOKENS:
-            expected = f"Expected a value >= {MIN_CHAT_MAX_TOKENS}, the smallest completion limit the AI Horde serves"
-        elif not below:
-            expected = f"Expected a value <= {MAX_CHAT_MAX_TOKENS}, the largest completion limit the AI Horde serves"
-        elif below:
-            expected = f"Expected a value >= {OPENAI_MIN_MAX_TOKENS}"
-    elif path == "n" and not below:
-        expected = (
-            f"Expected a value <= {SUPPORTED_CHAT_CHOICE_COUNT}, since the AI Horde serves one choice per request"
-        )
-    return f"Invalid '{path}': {problem}. {expected}, but got {_number(value)} instead."
-
-
-def _length_message(path: str, kind: str, value: object, ctx: Mapping[str, Any]) -> str:
-    if kind in ("string_too_short", "string_too_long"):
-        short = kind == "string_too_short"
-        limit = ctx.get("min_length" if short else "max_length")
-        length = len(value) if isinstance(value, str) else ctx.get("actual_length")
-        got = "an empty string" if value == "" else f"a string with length {length}"
-        return (
-            f"Invalid '{path}': string too {'short' if short else 'long'}. Expected a string with "
-            f"{'minimum' if short else 'maximum'} length {limit}, but got {got} instead."
-        )
-    short = kind == "too_short"
-    limit = ctx.get("min_length" if short else "max_length")
-    size = len(value) if isinstance(value, list | dict) else ctx.get("actual_length")
-    if isinstance(value, dict):
-        return (
-            f"Invalid '{path}': too {'few' if short else 'many'} properties. Expected an object with at "
-            f"{'least' if short else 'most'} {limit} properties, but got an object with {size} properties instead."
-        )
-    if short and size == 0:
-        return (
-            f"Invalid '{path}': empty array. Expected an array with minimum length {limit}, but got an empty array "
-            "instead."
-        )
-    return (
-        f"Invalid '{path}': array too {'short' if short else 'long'}. Expected an array with "
-        f"{'minimum' if short else 'maximum'} length {limit}, but got an array with length {size} instead."
-    )
-
-
-def openai_error_from_validation(error: ErrorDetails, body: object = None) -> OpenAIError:
-    """Turn one pydantic error of :class:`ChatCompletionRequest` into OpenAI's error, at the request path.
-
-    ``UnsupportedChatParameter`` (logged) for a sampling value, ``n`` or a token limit out of range, more than four
-    stop sequences, an unknown key inside an object that refuses them, and a JSON Schema nested too deeply;
-    ``BadRequest`` otherwise (an empty ``messages``, a missing field, a wrong type or value). A rule across fields
-    carries its own param, code and message. ``body`` is the validated body (see :func:`error_path`).
-    """
-    kind = error["type"]
-    ctx: Mapping[str, Any] = error.get("ctx") or {}
-    value = error.get("input")
-    path = error_path(error["loc"], body)
-    top = re.split(r"[.\[]", path, maxsplit=1)[0]
-    if kind == REQUEST_RULE_ERROR:
-        if ctx["code"] == errors.UNSUPPORTED_CHAT_PARAMETER:
-            return unsupported_chat_parameter(ctx["param"], ctx["message"])
-        return OpenAIError(status=400, message=ctx["message"], code=ctx["code"], param=ctx["param"])
-    if kind == "extra_forbidden":
-        return unsupported_chat_parameter(path, f"Unrecognized request argument supplied: {path}")
-    if kind == SCHEMA_NESTING_ERROR:
-        return unsupported_chat_parameter(
-            path,
-            f"Invalid '{path}': a JSON Schema may nest at most {MAX_CHAT_SCHEMA_NESTING} levels below its root.",
-        )
-    if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
-        message = _range_message(path, kind, value, ctx)
-        if top in RANGED_PARAMETERS:
-            return unsupported_chat_parameter(path, message)
-        return OpenAIError(status=400, message=message, code=errors.BAD_REQUEST, param=path)
-    if kind == "string_pattern_mismatch":
-        message = (
-            f"Invalid '{path}': string does not match pattern. Expected a string that matches the pattern "
-            f"'{ctx.get('pattern', '')}'."
-        )
-        return OpenAIError(status=400, message=message, code=errors.BAD_REQUEST, param=path)
-    if kind in ("too_short", "too_long", "string_too_short", "string_too_long"):
-        message = _length_message(path, kind, value, ctx)
-        if path == "stop" and kind == "too_long":
-            return unsupported_chat_parameter(path, message)
-        return OpenAIError(status=400, message=message, code=errors.BAD_REQUEST, param=path)
-    param: str | None = path or None
-    if kind == "missing":
-        message = f"Missing required parameter: '{path}'."
-    elif kind == INVALID_JSON_TYPE_ERROR:
-        message = _type_message(path, ctx.get("expected", "another type"), value)
-    elif kind == INVALID_TAG_ERROR:
-        key = ctx.get("key", "type")
-        tag = value.get(key) if isinstance(value, dict) else None
-        if not isinstance(value, dict):
-            message = _type_message(path, "an object", value)
-        elif key not in value:
-            param = f"{path}.{key}"
-            message = f"Missing required parameter: '{param}'."
-        elif not isinstance(tag, str):
-            param = f"{path}.{key}"
-            message = _type_message(param, "a string", tag)
-        else:
-            param = f"{path}.{key}"
-            message = f"Invalid value: {show_value(tag)}. Supported values are: {ctx.get('supported', '')}."
-    elif kind in _TYPE_NAMES:
-        message = _type_message(path, _TYPE_NAMES[kind], value)
-    elif kind in ("literal_error", "enum"):
-        supported = _quoted_values(ctx.get("expected", ""))
-        message = f"Invalid value: {show_value(value)}. Supported values are: {supported}."
-    else:
-        message = f"Invalid '{path}': {error['msg']}." if path else f"{error['msg']}."
-    return OpenAIError(status=400, message=message, code=errors.BAD_REQUEST, param=param)
 
 
 def validate_chat_request(body: Mapping[str, Any]) -> ChatCompletionRequest:

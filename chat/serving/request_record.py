@@ -2,7 +2,7 @@
 
 Reference sections: "Finished-request log line", "No-visible-text log line", "Error attributes", "Completion
 attributes", "Completion limit source", "Outcome class". (The "Refused parameter log line" is written where the
-refusal is made, chat.reading.screening.log_refused_parameter.)
+refusal is made, chat.reading.parameters.log_refused_parameter.)
 
 :class:`RequestRecord` is the one object the view fills in as a request goes (submit, first read, reply or error) and
 ends once (:meth:`RequestRecord.finish`): it writes the no-visible-text line (when it applies) and the finished line,
@@ -32,7 +32,7 @@ from chat.metrics import (
     outcome_class_for,
 )
 from chat.protocol.chat_request import ChatCompletionRequest
-from chat.reading.screening import refusal_parameter_label
+from chat.reading.parameters import refusal_parameter_label
 from chat.rendering.completion import (
     WORKER_MAX_LENGTH_ADJUSTMENT,
     completion_limit,

@@ -12,33 +12,17 @@ import asyncio
 import contextlib
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Final
+from typing import Any
 
 from django.http import StreamingHttpResponse
 
 from chat.asgi import REQUEST_END_HOOKS
-from chat.errors import OpenAIError, dumps
+from chat.errors import OpenAIError
 from chat.horde.native import NativeStatus
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.rendering.completion import buffered_chunks
+from chat.rendering.sse import DONE_EVENT, KEEPALIVE_COMMENT, data_event
 from chat.waiting.waiter import ChatWaiter
-
-KEEPALIVE_COMMENT: Final[bytes] = b": keepalive\n\n"
-"""An SSE comment line; OpenAI SDKs and browsers ignore it."""
-
-DONE_EVENT: Final[bytes] = b"data: [DONE]\n\n"
-"""The last event of every stream."""
-
-SSE_HEADERS: Final[dict[str, str]] = {
-    "Cache-Control": "no-cache",
-    "X-Accel-Buffering": "no",
-}
-"""Headers of a streamed response: no caching, no proxy buffering."""
-
-
-def sse_event(value: Any) -> bytes:
-    """``data: <json>`` followed by the blank line that ends an event."""
-    return b"data: " + dumps(value) + b"\n\n"
 
 
 def _run_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
@@ -100,7 +84,7 @@ def error_events(error: OpenAIError) -> list[bytes]:
     (reference: Stream errors). The error's ``metadata.retry_after`` holds the interval its ``Retry-After`` header
     would have had (``no_eligible_worker`` after the grace: 30); its HTTP status is never sent.
     """
-    return [error.sse_event(), DONE_EVENT]
+    return [error.stream_event(), DONE_EVENT]
 
 
 async def with_keepalives(task: asyncio.Future[Any], interval: float) -> AsyncIterator[bytes]:
@@ -146,7 +130,7 @@ async def buffered_stream(
         else:
             chunks = build_chunks(status)
         for chunk in chunks:
-            yield sse_event(chunk)
+            yield data_event(chunk)
         yield DONE_EVENT
     finally:
         if not wait_task.done():

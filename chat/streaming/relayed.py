@@ -65,7 +65,8 @@ from chat.rendering.completion import (
     finish_chunk,
     usage_chunk,
 )
-from chat.streaming.buffered import DONE_EVENT, KEEPALIVE_COMMENT, sse_event, unless_stopping
+from chat.rendering.sse import DONE_EVENT, KEEPALIVE_COMMENT, data_event
+from chat.streaming.buffered import unless_stopping
 from chat.streaming.pacing import CONTENT, DeltaPacer, Piece
 from chat.waiting.waiter import ChatWaiter
 
@@ -84,7 +85,7 @@ STREAM_DIVERGED_MESSAGE: Final[str] = (
 def stream_diverged_error(request_id: str) -> OpenAIError:
     """The ``ChatStreamDiverged`` error of a relayed stream whose final reply does not start with the relayed text.
 
-    Its SSE form (:meth:`chat.errors.OpenAIError.sse_event`) is ``{"error": {"message", "type": "api_error",
+    Its SSE form (:meth:`chat.errors.OpenAIError.stream_event`) is ``{"error": {"message", "type": "api_error",
     "param": null, "code": "ChatStreamDiverged", "metadata": {"request_id"}}}`` (``final-reply-reconciliation.8``).
     The status (502) is never sent: the stream's 200 headers went out long before.
     """
@@ -108,7 +109,7 @@ class DeltaRelay:
         clock: Seconds, the time base of every ``now`` (the event loop's ``time`` in :func:`relayed_stream`).
 
     Methods return chunk dicts (``chat.completion.chunk``); the caller frames them with
-    :func:`chat.streaming.buffered.sse_event`.
+    :func:`chat.rendering.sse.data_event`.
     """
 
     def __init__(
@@ -363,7 +364,7 @@ async def relayed_stream(
             chunks = relay.take_due(loop.time())
             if chunks:
                 for chunk in chunks:
-                    yield sse_event(chunk)
+                    yield data_event(chunk)
                 last_sent = loop.time()
                 continue
             if not relay.listening and registered:
@@ -386,7 +387,7 @@ async def relayed_stream(
                 get_task = None
                 chunks = relay.add_batch(batch, loop.time())
                 for chunk in chunks:
-                    yield sse_event(chunk)
+                    yield data_event(chunk)
                 if chunks:
                     last_sent = loop.time()
             elif not done and loop.time() - last_sent >= keepalive:
@@ -405,25 +406,25 @@ async def relayed_stream(
             if on_error is not None:
                 on_error(error)
             for chunk in relay.flush():
-                yield sse_event(chunk)
-            yield error.sse_event()
+                yield data_event(chunk)
+            yield error.stream_event()
             yield DONE_EVENT
             return
         if not relay.exposed:
             for chunk in buffered_chunks(request, status, request_id, created):
-                yield sse_event(chunk)
+                yield data_event(chunk)
             yield DONE_EVENT
             return
         for chunk in relay.flush():
-            yield sse_event(chunk)
+            yield data_event(chunk)
         outcome = relay.reconcile(status)
         if isinstance(outcome, OpenAIError):
             if on_error is not None:
                 on_error(outcome)
-            yield outcome.sse_event()
+            yield outcome.stream_event()
         else:
             for chunk in outcome:
-                yield sse_event(chunk)
+                yield data_event(chunk)
         yield DONE_EVENT
     except asyncio.CancelledError:
         relay.drop()

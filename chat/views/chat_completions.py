@@ -28,10 +28,11 @@ from chat.metrics import STAGE_SUBMIT, front_metrics
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.reading.screening import read_chat_request
 from chat.rendering.completion import build_completion, build_native_payload, relays_deltas
+from chat.rendering.sse import SSE_HEADERS
 from chat.serving import text_route
 from chat.serving.request_record import RequestRecord, record_refusal
 from chat.serving.runtime import FrontRuntime, get_runtime
-from chat.streaming.buffered import SSE_HEADERS, ChatEventStream, buffered_stream
+from chat.streaming.buffered import ChatEventStream, buffered_stream
 from chat.streaming.relayed import relayed_stream
 from chat.waiting import refusals
 from chat.waiting.waiter import ChatWaiter, submit_refusal_error

@@ -38,7 +38,9 @@ from chat.limits import DEFAULT_CHAT_MAX_TOKENS
 from chat.metrics import front_metrics
 from chat.protocol.chat_completion import HordeExtras, Usage
 from chat.protocol.chat_request import Stop, StreamOptions
-from chat.reading.screening import openai_error_from_validation, parse_json_body, show_value, unsupported_chat_parameter
+from chat.reading.body import parse_json_body, show_value
+from chat.reading.parameters import unsupported_chat_parameter
+from chat.reading.validation_wording import openai_error_from_validation
 from chat.rendering.completion import build_system_fingerprint, estimate_tokens, reply_text
 from chat.serving import text_route
 from chat.serving.request_record import record_refusal

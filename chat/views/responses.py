@@ -12,13 +12,8 @@ from django.views.decorators.csrf import csrf_exempt
 
 from chat.errors import OpenAIError
 from chat.metrics import front_metrics
-from chat.reading.responses import (
-    ResponseEventWriter,
-    as_responses_error,
-    build_response,
-    read_responses_request,
-    response_events,
-)
+from chat.reading.responses import as_responses_error, read_responses_request
+from chat.rendering.responses_events import ResponseEventWriter, build_response, response_events
 from chat.serving.request_record import record_refusal
 from chat.views.chat_completions import bearer_key, method_not_allowed, serve_chat
 

@@ -29,7 +29,7 @@ from chat.errors import (
 )
 from chat.horde.native import HordeRefusal
 from chat.protocol.chat_request import ChatCompletionRequest
-from chat.reading.screening import log_refused_parameter
+from chat.reading.parameters import log_refused_parameter
 from chat.rendering.completion import HORDE_OPTION_KEYS
 
 _MODELS_ENTRY_PATTERN: Final[re.Pattern[str]] = re.compile(r"^models\[(?P<index>\d+)\]$")

@@ -448,7 +448,7 @@ def test_grace_error_has_retry_after_30_and_should_retry_false() -> None:
         "metadata": {"request_id": REQUEST_ID},
     }
     assert (headers["Retry-After"], headers["x-should-retry"]) == ("30", "false")
-    event = grace_error(1.5, REQUEST_ID).sse_event()
+    event = grace_error(1.5, REQUEST_ID).stream_event()
     assert event.startswith(b"data: ") and event.endswith(b"\n\n")
     assert json.loads(event[len(b"data: ") :])["error"]["metadata"] == {
         "request_id": REQUEST_ID,

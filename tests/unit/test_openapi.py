@@ -32,7 +32,8 @@ import chat.protocol.responses_api
 import models_list.schema
 from chat.errors import OpenAIError
 from chat.protocol.chat_request import ChatCompletionRequest
-from chat.reading.screening import DEFAULT_NO_OP_PARAMETERS, read_chat_request
+from chat.reading.parameters import DEFAULT_NO_OP_PARAMETERS
+from chat.reading.screening import read_chat_request
 from models_list.cards import model_list
 from models_list.schema import ModelCard, ModelList
 from oaifront import openapi

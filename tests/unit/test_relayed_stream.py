@@ -21,7 +21,7 @@ from chat.horde.delta_stream import DeltaEntry
 from chat.horde.native import NativeStatus
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.rendering.completion import buffered_chunks, build_system_fingerprint
-from chat.streaming.buffered import DONE_EVENT, KEEPALIVE_COMMENT
+from chat.rendering.sse import DONE_EVENT, KEEPALIVE_COMMENT
 from chat.streaming.pacing import plan_pieces
 from chat.streaming.relayed import STREAM_DIVERGED_MESSAGE, relayed_stream
 

@@ -22,13 +22,13 @@ from loguru import logger
 
 from chat.errors import OpenAIError, dumps
 from chat.protocol.chat_request import UNION_TAGS, OpenAIErrorEnvelope
-from chat.reading.screening import (
+from chat.reading.parameters import (
+    CHAT_REQUEST_KEYS,
     COMMON_NON_OPENAI_SAMPLER_PARAMETERS,
     DEFAULT_NO_OP_PARAMETERS,
-    REQUEST_KEYS,
     UNDEFINED_OPENAI_PARAMETERS,
-    read_chat_request,
 )
+from chat.reading.screening import read_chat_request
 from chat.rendering.completion import build_native_payload
 
 PROPERTY_SETTINGS = settings(
@@ -126,7 +126,10 @@ def base_body() -> dict[str, Any]:
 
 # Where a value can go: (the object's path in the base body, the keys tried there).
 TOP_LEVEL_KEYS = sorted(
-    REQUEST_KEYS | set(DEFAULT_NO_OP_PARAMETERS) | UNDEFINED_OPENAI_PARAMETERS | COMMON_NON_OPENAI_SAMPLER_PARAMETERS
+    CHAT_REQUEST_KEYS
+    | set(DEFAULT_NO_OP_PARAMETERS)
+    | UNDEFINED_OPENAI_PARAMETERS
+    | COMMON_NON_OPENAI_SAMPLER_PARAMETERS
 )
 SLOTS: list[tuple[tuple[Any, ...], list[str]]] = [
     ((), TOP_LEVEL_KEYS),

@@ -198,7 +198,7 @@ def sent_metadata_keys() -> set[str]:
     status = NativeStatus(eligible_worker_threads=0, wait_time=0, faulted=True, fault_reason="backend crashed")
     queue = waiter.queue_unavailable_error(waiter.NO_ELIGIBLE_THREADS, status, remaining_seconds=12.5, request_id="r1")
     faulted = waiter.faulted_error(status, "r1")
-    stream_error = json.loads(errors.no_eligible_worker("No worker.").sse_event().removeprefix(b"data: "))
+    stream_error = json.loads(errors.no_eligible_worker("No worker.").stream_event().removeprefix(b"data: "))
     keys: set[str] = set()
     for error in (kudos, queue, faulted, waiter.no_generation_error("r1"), waiter.grace_error(60, "r1")):
         keys |= set(error.metadata or {})

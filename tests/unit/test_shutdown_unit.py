@@ -64,7 +64,7 @@ async def test_a_wait_in_progress_ends_with_503_front_shutting_down(runtime: Fro
     )
     assert error.metadata == {"request_id": "req-1"}
     assert error.headers() == {"Retry-After": "5"}
-    event = json.loads(error.sse_event().removeprefix(b"data: "))
+    event = json.loads(error.stream_event().removeprefix(b"data: "))
     assert event == {
         "error": {
             "message": MESSAGE,

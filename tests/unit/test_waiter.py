@@ -441,7 +441,7 @@ async def test_a_prompt_overflow_fault_is_not_retried(fault_reason: str | None, 
         {"request_id": REQUEST_ID, "fault_reason": fault_reason},
     )
     assert error.headers() == headers
-    event = json.loads(error.sse_event().removeprefix(b"data: "))
+    event = json.loads(error.stream_event().removeprefix(b"data: "))
     expected_metadata = {"request_id": REQUEST_ID, "fault_reason": fault_reason}
     if headers:
         expected_metadata["should_retry"] = False
