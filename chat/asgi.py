@@ -22,10 +22,11 @@ A host project's ``asgi.py``::
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from contextvars import ContextVar
 from typing import Any
 
 from loguru import logger
+
+from chat.views.event_stream import REQUEST_END_HOOKS
 
 Scope = dict[str, Any]
 """An ASGI connection scope (a JSON-like dict, as Django's ``ASGIHandler`` takes it)."""
@@ -35,15 +36,6 @@ Send = Callable[[Mapping[str, Any]], Awaitable[None]]
 """The ASGI ``send`` callable."""
 ASGIApplication = Callable[[Scope, Receive, Send], Awaitable[None]]
 """An ASGI 3 application, such as ``django.core.asgi.get_asgi_application()``."""
-
-
-REQUEST_END_HOOKS: ContextVar[list[Callable[[], object]] | None] = ContextVar("chat_request_end_hooks", default=None)
-"""The hooks to run when the ASGI call of the current HTTP request returns, set by :func:`with_front_lifespan`.
-
-Django runs the view in tasks that copy this context, so a view can register work that must happen however the
-request ends: ``chat.streaming.buffered.ChatEventStream`` registers its end (the native request's cancel), because a
-client that leaves while the response is still on its way back through the middleware cancels that await and Django then
-never closes the response. The hooks are idempotent; for a stream that ended normally they do nothing."""
 
 
 def with_front_lifespan(application: ASGIApplication) -> ASGIApplication:

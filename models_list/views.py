@@ -8,11 +8,11 @@ from django.http import HttpRequest, HttpResponse
 
 from chat import errors
 from chat.errors import OpenAIError, json_response
+from chat.horde import refusals
 from chat.horde.native import HordeRefusal, HordeUnreachable
 from chat.serving import text_route
 from chat.serving.runtime import get_runtime
 from chat.views.chat_completions import method_not_allowed
-from chat.waiting import refusals
 from models_list.cards import model_list
 
 MODELS_CACHE_KEY = text_route.MODELS_CACHE_KEY
@@ -31,7 +31,7 @@ async def served_model_list() -> dict[str, Any]:
     """The model list (``{"object": "list", "data": [card, ...]}``) built from :func:`native_text_models`.
 
     Raises:
-        OpenAIError: The Horde's refusal mapped by ``chat.waiting.refusals.error_from_refusal`` (429
+        OpenAIError: The Horde's refusal mapped by ``chat.horde.refusals.error_from_refusal`` (429
         ``rate_limit_exceeded``
             or its rc, 503 ``MaintenanceMode``, ...), or 502 ``HordeUnavailable`` when it cannot be reached.
     """

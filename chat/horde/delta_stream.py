@@ -31,8 +31,6 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.typing import KeyT, StreamIdT
 
-from chat.streaming.pacing import stream_id_ms
-
 STREAM_KEY_PREFIX: Final = "horde:chat:stream:"
 """The progress stream of a request is ``horde:chat:stream:<request id>`` (native contract, "Progress stream")."""
 
@@ -526,3 +524,11 @@ class SignalListener:
 
 def _text(value: str | bytes) -> str:
     return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def stream_id_ms(stream_id: str | bytes) -> int:
+    """Return the millisecond time of a Redis stream id ``"<ms>-<n>"`` (``pacing.5``); ``ValueError`` if malformed."""
+    if isinstance(stream_id, bytes):
+        stream_id = stream_id.decode("ascii")
+    milliseconds, _, _ = stream_id.partition("-")
+    return int(milliseconds)

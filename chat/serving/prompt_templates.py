@@ -48,7 +48,7 @@ from horde_model_reference.text_guidance_store import TextGuidanceStore
 from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from chat.rendering.completion import estimate_tokens
+from chat.horde.native_payload import estimate_tokens
 
 SYSTEM_ROLES: Final[frozenset[str]] = frozenset({"system", "developer"})
 """Roles rendered as the template's ``system`` role."""

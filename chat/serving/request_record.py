@@ -22,6 +22,7 @@ from loguru import logger
 from chat import errors
 from chat.errors import OpenAIError
 from chat.horde.native import NativeStatus
+from chat.horde.native_payload import completion_limit
 from chat.metrics import (
     CLIENT_DISCONNECTED,
     CLIENT_ERROR,
@@ -35,7 +36,6 @@ from chat.protocol.chat_request import ChatCompletionRequest
 from chat.reading.parameters import refusal_parameter_label
 from chat.rendering.completion import (
     WORKER_MAX_LENGTH_ADJUSTMENT,
-    completion_limit,
     effective_completion_limit,
     no_visible_text_content,
     reply_reasoning,

@@ -28,7 +28,7 @@ from chat.errors import front_shutting_down
 from chat.horde.cancels import CancelQueue
 from chat.horde.delta_stream import DeltaStreamReader, SignalListener
 from chat.horde.native import HordeClient
-from chat.serving.text_route import TextHordeClient
+from chat.horde.text import TextHordeClient
 from chat.settings import FrontSettings, front_settings
 
 T = TypeVar("T")

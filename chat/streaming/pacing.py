@@ -148,14 +148,6 @@ def plan_pieces(reasoning: str, content: str, window: float, max_chunks_per_seco
     ]
 
 
-def stream_id_ms(stream_id: str | bytes) -> int:
-    """Return the millisecond time of a Redis stream id ``"<ms>-<n>"`` (``pacing.5``); ``ValueError`` if malformed."""
-    if isinstance(stream_id, bytes):
-        stream_id = stream_id.decode("ascii")
-    milliseconds, _, _ = stream_id.partition("-")
-    return int(milliseconds)
-
-
 class PostGapEstimator:
     """The pacing window: the estimated interval between a generation's posts, in seconds.
 

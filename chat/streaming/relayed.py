@@ -3,7 +3,7 @@
 Reference sections: "Relayed deltas", "Redis reads and recovery", "Delta fields", "Pacing", "Final reply
 reconciliation", "Model and fingerprint"; native-horde-chat.md "Progress stream (Redis)".
 
-A request that :func:`chat.rendering.completion.relays_deltas` selects, on a front with Redis, is submitted with
+A request that :func:`chat.horde.native_payload.relays_deltas` selects, on a front with Redis, is submitted with
 ``stream: true`` and the Horde appends the serving worker's progress posts to ``horde:chat:stream:<request id>``. The
 process's
 :class:`chat.horde.delta_stream.DeltaStreamReader` queues each entry on the request; :func:`relayed_stream` turns them
@@ -320,7 +320,7 @@ async def relayed_stream(
     """The whole event stream of a relayed request: keepalives, relayed deltas (paced), then the final reply.
 
     Args:
-        request: The validated request; :func:`chat.rendering.completion.relays_deltas` selected it.
+        request: The validated request; :func:`chat.horde.native_payload.relays_deltas` selected it.
         waiter: Its waiter; ``waiter.wait_done(first_status)`` runs concurrently, ``waiter.settings`` gives
             ``keepalive_seconds`` and the ``delta_pacing_*`` settings, ``waiter.request_id`` the stream to read.
         first_status: The first status read, which admitted the stream.

@@ -21,21 +21,25 @@ from django.views.decorators.csrf import csrf_exempt
 
 from chat import errors
 from chat.errors import CORS_HEADERS, OpenAIError, json_response
+from chat.horde import refusals
 from chat.horde.cancels import CancelQueue
 from chat.horde.native import HordeRefusal, HordeUnreachable, NativeStatus, SubmitResult
+from chat.horde.native_payload import build_native_payload, relays_deltas
 from chat.horde.ports import HordeApi, WaitedRequest
+from chat.horde.text import TextRoutes, check_max_kudos
 from chat.metrics import STAGE_SUBMIT, front_metrics
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.reading.screening import read_chat_request
-from chat.rendering.completion import build_completion, build_native_payload, relays_deltas
+from chat.rendering.completion import build_completion
 from chat.rendering.sse import SSE_HEADERS
 from chat.serving import text_route
 from chat.serving.request_record import RequestRecord, record_refusal
 from chat.serving.runtime import FrontRuntime, get_runtime
-from chat.streaming.buffered import ChatEventStream, buffered_stream
+from chat.streaming.buffered import buffered_stream
 from chat.streaming.relayed import relayed_stream
-from chat.waiting import refusals
-from chat.waiting.waiter import ChatWaiter, submit_refusal_error
+from chat.views.event_stream import ChatEventStream
+from chat.waiting.availability import submit_refusal_error
+from chat.waiting.waiter import ChatWaiter
 
 INVALID_API_KEY_MESSAGE = (
     "The API key in the Authorization header is not a valid Horde API key: a key is printable ASCII. "
@@ -171,7 +175,7 @@ async def serve_chat(
             prepared = text_route.prepare_chat_request(chat_request)
             max_kudos = chat_request.horde.max_kudos if chat_request.horde is not None else None
             if max_kudos is not None:
-                await text_route.check_max_kudos(runtime.text_horde, prepared.payload, apikey, max_kudos)
+                await check_max_kudos(runtime.text_horde, prepared.payload, apikey, max_kudos)
         except OpenAIError as error:
             record.failed(error)
             record.finish()
@@ -181,7 +185,7 @@ async def serve_chat(
             record.failed(unavailable)
             record.finish()
             return error_response(unavailable)
-        horde = text_route.TextRoutes(runtime.text_horde, prepared)
+        horde = TextRoutes(runtime.text_horde, prepared)
         cancels = runtime.text_cancels
         stream_progress = False
         payload = prepared.payload

@@ -33,7 +33,10 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from chat import errors
 from chat.errors import OpenAIError
+from chat.horde import refusals
 from chat.horde.native import HordeRefusal, HordeUnreachable, NativeStatus
+from chat.horde.native_payload import estimate_tokens
+from chat.horde.text import PreparedTextRequest, TextRoutes
 from chat.limits import DEFAULT_CHAT_MAX_TOKENS
 from chat.metrics import front_metrics
 from chat.protocol.chat_completion import HordeExtras, Usage
@@ -41,12 +44,11 @@ from chat.protocol.chat_request import Stop, StreamOptions
 from chat.reading.body import parse_json_body, show_value
 from chat.reading.parameters import unsupported_chat_parameter
 from chat.reading.validation_wording import openai_error_from_validation
-from chat.rendering.completion import build_system_fingerprint, estimate_tokens, reply_text
+from chat.rendering.completion import build_system_fingerprint, reply_text
 from chat.serving import text_route
 from chat.serving.request_record import record_refusal
 from chat.serving.runtime import get_runtime
 from chat.views.chat_completions import bearer_key, method_not_allowed, submit_shielded, wait_and_respond
-from chat.waiting import refusals
 
 NO_TEXT_ROUTE_MESSAGE: Final[str] = (
     "The model `{model}` is not served through the Horde's text generation API here, and POST /v1/completions takes "
@@ -221,7 +223,7 @@ def read_completion_request(raw: bytes) -> CompletionRequest:
         raise openai_error_from_validation(exc.errors(include_url=False)[0], body) from None
 
 
-def prepare_completion_request(request: CompletionRequest) -> text_route.PreparedTextRequest:
+def prepare_completion_request(request: CompletionRequest) -> PreparedTextRequest:
     """The text API request of a legacy completion: the prompt unchanged, the client's stops, ``max_length`` from
     ``max_tokens`` (default 512) and no context length (the text API's default applies).
     """
@@ -237,7 +239,7 @@ def prepare_completion_request(request: CompletionRequest) -> text_route.Prepare
         top_p=request.top_p,
         horde_options={},
     )
-    return text_route.PreparedTextRequest(
+    return PreparedTextRequest(
         payload=payload,
         stop_sequences=stops,
         max_length=max_length,
@@ -249,7 +251,7 @@ def prepare_completion_request(request: CompletionRequest) -> text_route.Prepare
 
 def build_text_completion(
     request: CompletionRequest,
-    prepared: text_route.PreparedTextRequest,
+    prepared: PreparedTextRequest,
     status: NativeStatus,
     request_id: str,
     created: int,
@@ -329,7 +331,7 @@ async def completions(request: HttpRequest) -> HttpResponseBase:
     except OpenAIError as error:
         record_refusal(error)
         return error.to_response()
-    routes = text_route.TextRoutes(runtime.text_horde, prepared)
+    routes = TextRoutes(runtime.text_horde, prepared)
     created = int(time.time())
     try:
         submitted = await submit_shielded(runtime, prepared.payload, apikey, horde=routes, cancels=runtime.text_cancels)

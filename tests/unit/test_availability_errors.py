@@ -14,13 +14,12 @@ import pytest
 from chat import errors
 from chat.horde.native import HordeRefusal, HordeUnreachable, NativeStatus
 from chat.protocol.chat_request import ChatCompletionRequest
-from chat.waiting.waiter import (
+from chat.waiting.availability import (
     NO_ELIGIBLE_THREADS,
     QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS,
     WAIT_EXCEEDS_BUDGET,
     declaration_gap_message,
     grace_error,
-    has_queue_information,
     is_size_limit_gap,
     join_names,
     largest_declared_limit,
@@ -32,6 +31,7 @@ from chat.waiting.waiter import (
     size_limit_gap_message,
     submit_refusal_error,
 )
+from chat.waiting.status import has_queue_information
 
 REQUEST_ID = "req-1"
 REFERENCE_EXAMPLE = (

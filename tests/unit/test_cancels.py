@@ -237,8 +237,8 @@ async def test_a_client_leaving_during_the_submit_still_gets_the_request_cancell
 
 
 async def test_a_stream_never_started_still_ends_when_django_closes_it() -> None:
-    """ref: cancel-outcomes.1 (chat.streaming.buffered.ChatEventStream)"""
-    from chat.streaming.buffered import ChatEventStream
+    """ref: cancel-outcomes.1 (chat.views.event_stream.ChatEventStream)"""
+    from chat.views.event_stream import ChatEventStream
 
     ended: list[str] = []
     started: list[bool] = []

@@ -9,7 +9,7 @@ from django.test import AsyncClient
 
 from chat.errors import OpenAIError
 from chat.horde.native import HordeRefusal
-from chat.waiting.refusals import error_from_refusal
+from chat.horde.refusals import error_from_refusal
 
 
 def test_envelope_has_message_type_param_code() -> None:

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from chat.streaming.buffered import ChatEventStream
+from chat.views.event_stream import ChatEventStream
 
 
 async def events() -> AsyncIterator[bytes]:

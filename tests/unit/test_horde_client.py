@@ -10,7 +10,7 @@ import pytest
 
 from chat.errors import horde_unavailable
 from chat.horde.native import HordeClient, HordeRefusal, HordeUnreachable
-from chat.waiting.refusals import error_from_refusal
+from chat.horde.refusals import error_from_refusal
 
 
 def client_answering(status: int, content: bytes, headers: dict[str, str] | None = None) -> HordeClient:

@@ -16,6 +16,7 @@ import pytest
 
 from chat.errors import KUDOS_CAP_EXCESS_PATTERN, kudos_cap_error
 from chat.horde.native import HordeRefusal, NativeStatus
+from chat.horde.refusals import error_from_refusal
 from chat.protocol.chat_request import ChatCompletionChunk, ChatCompletionRequest, ChatCompletionResponse
 from chat.rendering.completion import (
     EMPTY_REPLY_NOTICE,
@@ -27,7 +28,6 @@ from chat.rendering.completion import (
     finish_chunk,
     no_visible_text_content,
 )
-from chat.waiting.refusals import error_from_refusal
 
 WORKER = "6f1c2b1e-0d8a-4c3e-9a55-3e0f7d2c9b10"
 CREATED = 1_700_000_000

@@ -749,7 +749,7 @@ def test_info_description_links_to_the_guide_per_client_which_the_front_serves(d
             "The effective limit.",
         ),
         (
-            "Relayed when [`relays_deltas`][chat.rendering.completion.relays_deltas] selects the request.",
+            "Relayed when [`relays_deltas`][chat.horde.native_payload.relays_deltas] selects the request.",
             "Relayed when `relays_deltas` selects the request.",
         ),
         ("An autorefs shorthand: [`ChatConformance`][].", "An autorefs shorthand: `ChatConformance`."),

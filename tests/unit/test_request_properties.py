@@ -2,7 +2,7 @@
 screening, Value and contract validation).
 
 Driven in process: :func:`chat.reading.screening.read_chat_request` reads the body, and an accepted request goes through
-:func:`chat.rendering.completion.build_native_payload` and the JSON encoder that sends it. The front must answer either
+:func:`chat.horde.native_payload.build_native_payload` and the JSON encoder that sends it. The front must answer either
 a native payload or an :class:`~chat.errors.OpenAIError` with a 4xx status whose envelope validates against
 :class:`chat.protocol.chat_request.OpenAIErrorEnvelope`, and whose ``param`` is a request path, never a pydantic union
 tag.
@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from loguru import logger
 
 from chat.errors import OpenAIError, dumps
+from chat.horde.native_payload import build_native_payload
 from chat.protocol.chat_request import UNION_TAGS, OpenAIErrorEnvelope
 from chat.reading.parameters import (
     CHAT_REQUEST_KEYS,
@@ -29,7 +30,6 @@ from chat.reading.parameters import (
     UNDEFINED_OPENAI_PARAMETERS,
 )
 from chat.reading.screening import read_chat_request
-from chat.rendering.completion import build_native_payload
 
 PROPERTY_SETTINGS = settings(
     max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]

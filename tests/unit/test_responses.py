@@ -21,10 +21,11 @@ from pydantic import TypeAdapter
 
 from chat.errors import OpenAIError
 from chat.horde.native import NativeStatus
+from chat.horde.native_payload import build_native_payload
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.protocol.responses_api import ResponseObject, ResponsesRequest
 from chat.reading.responses import read_responses_request
-from chat.rendering.completion import buffered_chunks, build_completion, build_native_payload
+from chat.rendering.completion import buffered_chunks, build_completion
 from chat.rendering.responses_events import (
     ResponseEventWriter,
     build_response,

@@ -14,6 +14,7 @@ import pytest
 from loguru import logger
 
 from chat.errors import OpenAIError
+from chat.horde.native_payload import build_native_payload
 from chat.protocol.chat_request import (
     AssistantMessage,
     ChatCompletionRequest,
@@ -55,7 +56,6 @@ from chat.reading.screening import (
     find_refused_parameter,
     read_chat_request,
 )
-from chat.rendering.completion import build_native_payload
 
 NOT_JSON = (
     "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library "

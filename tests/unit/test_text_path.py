@@ -8,15 +8,9 @@ from typing import Any
 import pytest
 
 from chat.errors import OpenAIError
+from chat.horde.text import PreparedTextRequest, native_status
 from chat.protocol.chat_request import ChatCompletionRequest
-from chat.serving.text_route import (
-    PreparedTextRequest,
-    merged_stops,
-    native_status,
-    prepare_chat_request,
-    text_api_enabled,
-    text_path_models,
-)
+from chat.serving.text_route import merged_stops, prepare_chat_request, text_api_enabled, text_path_models
 from models_list.cards import model_list
 from models_list.schema import ModelList
 

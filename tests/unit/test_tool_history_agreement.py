@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from chat.errors import OpenAIError
+from chat.horde.native_payload import build_native_payload
 from chat.reading.request_rules import find_tool_history_violation
 from chat.reading.screening import read_chat_request
-from chat.rendering.completion import build_native_payload
 from devhorde.payload import request_rule_refusal, tool_history_refusal, validate_payload
 
 MODEL = "m/tools-7b"

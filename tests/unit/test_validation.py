@@ -23,6 +23,8 @@ from horde_sdk.generation_parameters.text.chat_limits import (
 
 from chat.errors import NATIVE_FIELD_PARAMETERS, OpenAIError
 from chat.horde.native import HordeRefusal
+from chat.horde.native_payload import build_native_payload
+from chat.horde.refusals import error_from_refusal
 from chat.limits import MAX_CHAT_MODEL_COUNT
 from chat.protocol.chat_request import ChatCompletionRequest, OpenAIErrorEnvelope
 from chat.reading.request_rules import (
@@ -32,8 +34,6 @@ from chat.reading.request_rules import (
     find_tool_history_violation,
 )
 from chat.reading.screening import read_chat_request
-from chat.rendering.completion import build_native_payload
-from chat.waiting.refusals import error_from_refusal
 
 USER = {"role": "user", "content": "Hi"}
 BASE: dict[str, Any] = {"model": "example/model-7b", "messages": [USER]}

@@ -28,9 +28,9 @@ from chat.errors import (
     reason_phrase,
 )
 from chat.horde.native import HordeRefusal
+from chat.horde.native_payload import HORDE_OPTION_KEYS
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.reading.parameters import log_refused_parameter
-from chat.rendering.completion import HORDE_OPTION_KEYS
 
 _MODELS_ENTRY_PATTERN: Final[re.Pattern[str]] = re.compile(r"^models\[(?P<index>\d+)\]$")
 
@@ -69,16 +69,15 @@ def error_from_refusal(
 ) -> OpenAIError:
     """Map a native refusal (:class:`~chat.horde.native.HordeRefusal`) at submit or status to the OpenAI envelope.
 
-    The Horde's ``rc`` passes through as the code, with its message; a 429 without an rc is
-    ``rate_limit_exceeded``; ``NoEligibleWorker`` is 503 ``no_eligible_worker`` (a submit refusal with a
-    declaration gap as ``impossible_reason`` is mapped before this by ``chat.waiting.waiter.submit_refusal_error``);
-    other 5xx are ``HordeUnavailable``; ``ChatKudosCapExceeded`` is :func:`kudos_cap_error`. A payload validation
-    failure (400 without an rc) is ``BadRequest`` at the first failing field (:func:`native_param`); ``UnknownModel``
-    keeps its status and rc, with the entry path its message begins with as param (:data:`NATIVE_REQUEST_PATH_PATTERN`),
-    or ``model`` when the client sent ``model``; its message names the id the client sent (``UNKNOWN_MODEL_MESSAGE``)
-    when ``request`` is given, else the native message with ``'model'`` in place of ``'models[0]'``. ``request``
-    (the ``ChatCompletionRequest``) or ``requested_model_key`` (``model`` or ``models``) tells which key the client
-    sent.
+    The Horde's ``rc`` passes through as the code, with its message; a 429 without an rc is ``rate_limit_exceeded``;
+    ``NoEligibleWorker`` is 503 ``no_eligible_worker`` (a submit refusal with a declaration gap as ``impossible_reason``
+    is mapped before this by ``chat.waiting.availability.submit_refusal_error``); other 5xx are ``HordeUnavailable``;
+    ``ChatKudosCapExceeded`` is :func:`kudos_cap_error`. A payload validation failure (400 without an rc) is
+    ``BadRequest`` at the first failing field (:func:`native_param`); ``UnknownModel`` keeps its status and rc, with the
+    entry path its message begins with as param (:data:`NATIVE_REQUEST_PATH_PATTERN`), or ``model`` when the client sent
+    ``model``; its message names the id the client sent (``UNKNOWN_MODEL_MESSAGE``) when ``request`` is given, else the
+    native message with ``'model'`` in place of ``'models[0]'``. ``request`` (the ``ChatCompletionRequest``) or
+    ``requested_model_key`` (``model`` or ``models``) tells which key the client sent.
     """
     if request is not None:
         requested_model_key = "model" if request.model is not None else "models"
