@@ -55,6 +55,7 @@ MAX_KUDOS_EXCEEDED: Final = "max_kudos_exceeded"
 CHAT_KUDOS_CAP_EXCEEDED: Final = "ChatKudosCapExceeded"
 """The native rc of a submit refused because its kudos estimate exceeds ``max_kudos`` (reference: Kudos cap)."""
 INVALID_API_KEY: Final = "InvalidAPIKey"
+METHOD_NOT_ALLOWED: Final = "method_not_allowed"
 NO_ELIGIBLE_WORKER_RC: Final = "NoEligibleWorker"
 """The native rc of a submit no online worker can serve (503, or 403 with an optional ``impossible_reason``)."""
 
@@ -155,6 +156,16 @@ def json_response(value: object, *, status: int = 200, headers: Mapping[str, str
     for name, header_value in {**CORS_HEADERS, **(headers or {})}.items():
         response[name] = header_value
     return response
+
+
+def method_not_allowed(allowed: str) -> HttpResponse:
+    """405 in OpenAI's envelope, with ``Allow``: every view's answer to another method."""
+    return OpenAIError(
+        status=405,
+        message=f"Method not allowed. Use {allowed}.",
+        code=METHOD_NOT_ALLOWED,
+        extra_headers={"Allow": allowed},
+    ).to_response()
 
 
 def reason_phrase(status: int) -> str:

@@ -7,12 +7,11 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from chat import errors
-from chat.errors import OpenAIError, json_response
+from chat.errors import OpenAIError, json_response, method_not_allowed
 from chat.horde import refusals
 from chat.horde.native import HordeRefusal, HordeUnreachable
 from chat.serving import text_route
 from chat.serving.runtime import get_runtime
-from chat.views.chat_completions import method_not_allowed
 from models_list.cards import model_list
 
 MODELS_CACHE_KEY = text_route.MODELS_CACHE_KEY

@@ -73,10 +73,10 @@ from chat.protocol.chat_request import (
     ToolMessage,
     UserMessage,
 )
+from chat.protocol.legacy_completion import CompletionRequest, TextCompletion
 from chat.protocol.responses_api import ResponseObject, ResponsesRequest
 from chat.reading.parameters import CHAT_REQUEST_KEYS, DEFAULT_NO_OP_PARAMETERS
 from chat.reading.responses import STATE_FLAGS, STATEFUL_PARAMETERS
-from chat.views.completions import CompletionRequest, TextCompletion
 from chat.waiting.availability import QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS
 from models_list.schema import ModelCard, ModelList
 from models_list.views import served_model_list

@@ -150,7 +150,7 @@ def native_status(body: Mapping[str, Any], prepared: PreparedTextRequest) -> Nat
 
 class TextRoutes:
     """One text request's view of the Horde with the native client's methods (``submit``, ``status``, ``cancel``,
-    ``text_models``), so chat.views.chat_completions and chat.waiting.waiter serve it as a native request.
+    ``text_models``), so chat.serving.service and chat.waiting.waiter serve it as a native request.
     """
 
     def __init__(self, client: TextHordeClient, prepared: PreparedTextRequest) -> None:

@@ -10,7 +10,7 @@ A ``POST /v1/responses`` body is read in three steps (:func:`read_responses_requ
    checks against the same request rules as ``POST /v1/chat/completions``. An error's ``param`` is mapped back to
    the Responses path (:func:`responses_param`).
 
-From then on the request runs as a chat completion (chat.views.chat_completions ``serve_chat``: native payload, submit,
+From then on the request runs as a chat completion (chat.serving.service.serve_chat: native payload, submit,
 waiter, cancels, availability errors, relay); chat.rendering.responses_events rewrites its results.
 """
 

@@ -55,10 +55,11 @@ from horde_sdk.generation_parameters.text.chat_policy import ChatConformance
 from chat import errors
 from chat.errors import OpenAIError
 from chat.horde.native import HordeRefusal, HordeUnreachable
-from chat.horde.native_payload import completion_limit
+from chat.horde.native_payload import completion_limit, estimate_tokens
 from chat.horde.text import PreparedTextRequest
 from chat.limits import DEFAULT_CHAT_MAX_TOKENS
 from chat.protocol.chat_request import ChatCompletionRequest
+from chat.protocol.legacy_completion import CompletionRequest
 from chat.serving.prompt_templates import PromptTooLong, render_within_context, template_for_model
 
 TextApiFallback = Literal["auto", "on", "off"]
@@ -390,3 +391,29 @@ def prepare_chat_request(request: ChatCompletionRequest) -> PreparedTextRequest:
 
 
 # --- the routes --------------------------------------------------------------------------------------------------
+
+
+def prepare_completion_request(request: CompletionRequest) -> PreparedTextRequest:
+    """The text API request of a legacy completion: the prompt unchanged, the client's stops, ``max_length`` from
+    ``max_tokens`` (default 512) and no context length (the text API's default applies).
+    """
+    max_length = request.max_tokens if request.max_tokens is not None else DEFAULT_CHAT_MAX_TOKENS
+    stops = merged_stops(request.stop, ())
+    payload = text_payload(
+        request.prompt_text,
+        [request.model],
+        max_length=max_length,
+        max_context_length=None,
+        stop_sequences=stops,
+        temperature=request.temperature,
+        top_p=request.top_p,
+        horde_options={},
+    )
+    return PreparedTextRequest(
+        payload=payload,
+        stop_sequences=stops,
+        max_length=max_length,
+        estimated_prompt_tokens=estimate_tokens(request.prompt_text),
+        strip_leading_whitespace=False,
+        x_horde={"api": TEXT_API},
+    )

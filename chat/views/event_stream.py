@@ -42,7 +42,7 @@ class ChatEventStream(StreamingHttpResponse):
     front's own ASGI application and the documented host-project one), ``on_end`` then runs as soon as the request's
     ASGI call returns (``chat.asgi.REQUEST_END_HOOKS``); otherwise a finalizer runs it when the dropped response is
     collected, which may be a minute later (a gen-2 collection; seen in ``tests/integration/test_chaos.py``), so the
-    native request is still cancelled. ``on_end`` must therefore be idempotent (chat.views.chat_completions makes it
+    native request is still cancelled. ``on_end`` must therefore be idempotent (chat.serving.service makes it
     so).
     """
 

@@ -16,7 +16,7 @@ refusals), "Fail-fast admission", "Queue position refresh", "Stream errors", "Co
 generation" and the statuses of "Error attributes".
 
 Every refusal raises :class:`chat.errors.OpenAIError`; the caller cancels the native request whenever it leaves
-before :attr:`ChatWaiter.terminal` is true (chat.views.chat_completions, chat.horde.cancels).
+before :attr:`ChatWaiter.terminal` is true (chat.serving.service, chat.horde.cancels).
 
 The rules, by status read:
 
@@ -229,7 +229,7 @@ class ChatWaiter:
     def _failed_read(self, detail: str, *, reached: bool) -> None:
         self._read_failures += 1
         if self._read_failures >= MAX_CONSECUTIVE_READ_FAILURES:
-            # The caller cancels the request when the wait ends here (chat.views.chat_completions).
+            # The caller cancels the request when the wait ends here (chat.serving.service).
             raise errors.horde_unavailable(detail, reached=reached, request_id=self.request_id)
 
     async def _next_signal(self, seconds: float) -> str | None:

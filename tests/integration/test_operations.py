@@ -342,7 +342,7 @@ def test_metrics_after_real_requests(ops: Front) -> None:
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_responses_route_logs_and_counts_like_chat_completions(ops: Front, stream: bool) -> None:
-    """``POST /v1/responses`` goes through the same path as chat completions (chat.views.chat_completions.serve_chat),
+    """``POST /v1/responses`` goes through the same path as chat completions (chat.serving.service.serve_chat),
     so it writes the same finished-request line and counts the same completion and request duration.
 
     ref: finished-request-log-line.1, metrics.4"""

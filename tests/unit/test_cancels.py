@@ -206,11 +206,11 @@ async def test_a_pending_entry_keeps_its_key_and_submit_time() -> None:
 
 
 async def test_a_client_leaving_during_the_submit_still_gets_the_request_cancelled() -> None:
-    """ref: cancel-outcomes.1 (chat.views.chat_completions.submit_shielded)"""
+    """ref: cancel-outcomes.1 (chat.serving.service.submit_shielded)"""
     from types import SimpleNamespace
 
     from chat.horde.native import SubmitResult
-    from chat.views.chat_completions import submit_shielded
+    from chat.serving.service import submit_shielded
 
     answer: asyncio.Future[SubmitResult] = asyncio.get_running_loop().create_future()
     cancels: list[tuple[str, str | None]] = []
