@@ -310,7 +310,7 @@ class DocumentedError:
     """When the front returns it (public text, Markdown)."""
 
 
-INVALID_API_KEY: Final = "InvalidAPIKey"
+INVALID_API_KEY: Final = errors.INVALID_API_KEY
 """The Horde's rc for a key it does not know, passed through."""
 KUDOS_UPFRONT: Final = "KudosUpfront"
 """The Horde's rc for a request over the free output allowance without the kudos to hold upfront, passed through."""

@@ -70,7 +70,7 @@ class CancelQueue:
         expiry_seconds: Seconds after submit when retries stop (``HORDE_CHAT_REQUEST_EXPIRY_SECONDS``).
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913, PLR0917 - the Horde and its two timings, then the limits and test seams, each defaulted
         self,
         horde: HordeCanceller,
         retry_seconds: float,

@@ -1,4 +1,4 @@
-"""The seams between the front's parts: what a view, the waiter, the relayed stream and the cancel queue may call.
+"""The ports between the front's parts: what a view, the waiter, the relayed stream and the cancel queue may call.
 
 The process's :class:`chat.serving.runtime.FrontRuntime` satisfies these protocols with the real Horde client
 (:class:`chat.horde.native.HordeClient`) and Redis readers (:mod:`chat.horde.delta_stream`); a test passes a

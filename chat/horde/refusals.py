@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+from chat import errors
 from chat.errors import (
     BAD_REQUEST,
     CHAT_KUDOS_CAP_EXCEEDED,
@@ -98,7 +99,7 @@ def error_from_refusal(
         field_errors = body.get("errors")
         first = next(iter(field_errors), None) if isinstance(field_errors, dict) else None
         param = native_param(first, requested_model_key=requested_model_key) if isinstance(first, str) else None
-        return OpenAIError(status=400, message=message, code=BAD_REQUEST, param=param)
+        return errors.failure(BAD_REQUEST, message, param=param)
     if rc == UNKNOWN_MODEL:
         match = NATIVE_REQUEST_PATH_PATTERN.match(message)
         param = "model" if requested_model_key == "model" else (match["path"] if match else None)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from django.http import HttpRequest
 
 from chat import errors
-from chat.errors import OpenAIError
 
 INVALID_API_KEY_MESSAGE = (
     "The API key in the Authorization header is not a valid Horde API key: a key is printable ASCII. "
@@ -27,5 +26,5 @@ def bearer_key(request: HttpRequest) -> str | None:
     if scheme.lower() != "bearer" or not key:
         return None
     if not (key.isascii() and key.isprintable()):
-        raise OpenAIError(status=401, message=INVALID_API_KEY_MESSAGE, code=errors.INVALID_API_KEY)
+        raise errors.failure(errors.INVALID_API_KEY, INVALID_API_KEY_MESSAGE)
     return key

@@ -13,7 +13,6 @@ import re
 from typing import Any, Final
 
 from chat import errors
-from chat.errors import OpenAIError
 
 NOT_JSON_MESSAGE: Final[str] = (
     "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library "
@@ -79,12 +78,12 @@ def parse_json_body(raw: bytes) -> dict[str, Any]:
     try:
         body = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
     except (ValueError, UnicodeDecodeError, RecursionError):
-        raise OpenAIError(status=400, message=NOT_JSON_MESSAGE, code=errors.BAD_REQUEST) from None
+        raise errors.failure(errors.BAD_REQUEST, NOT_JSON_MESSAGE) from None
     if not isinstance(body, dict):
         message = NOT_AN_OBJECT_MESSAGE.format(got=json_type_name(body))
-        raise OpenAIError(status=400, message=message, code=errors.BAD_REQUEST)
+        raise errors.failure(errors.BAD_REQUEST, message)
     if _SURROGATE_ESCAPE.search(raw) and _holds_lone_surrogate(body):
-        raise OpenAIError(status=400, message=NOT_JSON_MESSAGE, code=errors.BAD_REQUEST)
+        raise errors.failure(errors.BAD_REQUEST, NOT_JSON_MESSAGE)
     return body
 
 

@@ -12,7 +12,6 @@ from typing import Final
 from pydantic import ValidationError
 
 from chat import errors
-from chat.errors import OpenAIError
 from chat.protocol.legacy_completion import CompletionRequest
 from chat.reading.body import parse_json_body, show_value
 from chat.reading.parameters import unsupported_chat_parameter
@@ -52,7 +51,7 @@ def read_completion_request(raw: bytes) -> CompletionRequest:
     if prompt is not None and not (
         isinstance(prompt, str) or (isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str))
     ):
-        raise OpenAIError(status=400, message=PROMPT_SHAPE_MESSAGE, code=errors.BAD_REQUEST, param="prompt")
+        raise errors.failure(errors.BAD_REQUEST, PROMPT_SHAPE_MESSAGE, param="prompt")
     try:
         return CompletionRequest.model_validate(body)
     except ValidationError as exc:

@@ -196,4 +196,4 @@ def unsupported_chat_parameter(param: str, message: str, *, path: str | None = N
             ``=<type>``; its logged path does not).
     """
     log_refused_parameter(path if path is not None else param)
-    return OpenAIError(status=400, message=message, code=errors.UNSUPPORTED_CHAT_PARAMETER, param=param)
+    return errors.failure(errors.UNSUPPORTED_CHAT_PARAMETER, message, param=param)

@@ -119,12 +119,9 @@ def find_stateful_refusal(body: Mapping[str, Any]) -> OpenAIError | None:
             f"{INCLUDE_REASON}.",
         )
     if include is not None and not isinstance(include, list):
-        return OpenAIError(
-            status=400,
-            message=(
-                f"Invalid type for 'include': expected an array of strings, but got {json_type_name(include)} instead."
-            ),
-            code=errors.BAD_REQUEST,
+        return errors.failure(
+            errors.BAD_REQUEST,
+            f"Invalid type for 'include': expected an array of strings, but got {json_type_name(include)} instead.",
             param="include",
         )
     tools = body.get("tools")

@@ -197,18 +197,18 @@ def openai_error_from_validation(error: ErrorDetails, body: object = None) -> Op
         message = _range_message(path, kind, value, ctx)
         if top in RANGED_PARAMETERS:
             return unsupported_chat_parameter(path, message)
-        return OpenAIError(status=400, message=message, code=errors.BAD_REQUEST, param=path)
+        return errors.failure(errors.BAD_REQUEST, message, param=path)
     if kind == "string_pattern_mismatch":
         message = (
             f"Invalid '{path}': string does not match pattern. Expected a string that matches the pattern "
             f"'{ctx.get('pattern', '')}'."
         )
-        return OpenAIError(status=400, message=message, code=errors.BAD_REQUEST, param=path)
+        return errors.failure(errors.BAD_REQUEST, message, param=path)
     if kind in ("too_short", "too_long", "string_too_short", "string_too_long"):
         message = _length_message(path, kind, value, ctx)
         if path == "stop" and kind == "too_long":
             return unsupported_chat_parameter(path, message)
-        return OpenAIError(status=400, message=message, code=errors.BAD_REQUEST, param=path)
+        return errors.failure(errors.BAD_REQUEST, message, param=path)
     param: str | None = path or None
     if kind == "missing":
         message = f"Missing required parameter: '{path}'."
@@ -235,4 +235,4 @@ def openai_error_from_validation(error: ErrorDetails, body: object = None) -> Op
         message = f"Invalid value: {show_value(value)}. Supported values are: {supported}."
     else:
         message = f"Invalid '{path}': {error['msg']}." if path else f"{error['msg']}."
-    return OpenAIError(status=400, message=message, code=errors.BAD_REQUEST, param=param)
+    return errors.failure(errors.BAD_REQUEST, message, param=param)

@@ -59,7 +59,7 @@ PART_SEPARATOR: Final[str] = "\n"
 _ENVIRONMENT: Final = ImmutableSandboxedEnvironment(autoescape=False, keep_trailing_newline=True)
 
 
-def _contract(
+def _contract(  # noqa: PLR0913, PLR0917 - one built-in template's fields, in its table's column order
     profile_id: str, name: str, aliases: list[str], template: str, stops: list[str], markers: dict[str, str]
 ) -> TextPromptContract:
     return TextPromptContract(

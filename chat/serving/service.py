@@ -224,12 +224,8 @@ async def serve_text_completion(legacy: CompletionRequest, apikey: str | None) -
     if runtime.stopping.is_set():
         return Refused(errors.front_shutting_down(None))  # stopping: nothing is submitted any more
     if not await text_route.find_text_route(runtime, legacy.requested_models):
-        not_found = OpenAIError(
-            status=404,
-            message=NO_TEXT_ROUTE_MESSAGE.format(model=legacy.model),
-            code=errors.MODEL_NOT_FOUND,
-            param="model",
-            type="not_found_error",
+        not_found = errors.failure(
+            errors.MODEL_NOT_FOUND, NO_TEXT_ROUTE_MESSAGE.format(model=legacy.model), param="model"
         )
         record_refusal(not_found)
         return Refused(not_found)

@@ -101,7 +101,7 @@ WORKER_OPTION_KEYS: Final[tuple[str, ...]] = ("trusted_workers", "slow_workers",
 REFUSED_SAMPLING_KEYS: Final[tuple[str, ...]] = ("seed", "frequency_penalty", "presence_penalty", "reasoning_effort")
 """Parameters the text API has no equivalent for; a request that sets one is refused on the text path."""
 
-CONTEXT_LENGTH_EXCEEDED: Final[str] = "context_length_exceeded"
+CONTEXT_LENGTH_EXCEEDED: Final[str] = errors.CONTEXT_LENGTH_EXCEEDED
 """OpenAI's code for a prompt that does not fit the model's context."""
 
 # --- detection ---------------------------------------------------------------------------------------------------
@@ -199,16 +199,12 @@ def _subject(request: ChatCompletionRequest) -> str:
 
 
 def _gap(request: ChatCompletionRequest, param: str, what: str) -> OpenAIError:
-    return OpenAIError(
-        status=404,
-        message=(
-            f"No worker can serve this request: {_subject(request)} served through the Horde's text generation API, "
-            f"which cannot honour {what}. Leave it out, or use a model with a chat worker (GET /v1/models: "
-            'x_horde.api is "text" for these models).'
-        ),
-        code=errors.NO_WORKER_SUPPORTS_FEATURES,
+    return errors.failure(
+        errors.NO_WORKER_SUPPORTS_FEATURES,
+        f"No worker can serve this request: {_subject(request)} served through the Horde's text generation API, "
+        f"which cannot honour {what}. Leave it out, or use a model with a chat worker (GET /v1/models: "
+        'x_horde.api is "text" for these models).',
         param=param,
-        type="not_found_error",
     )
 
 
@@ -238,15 +234,11 @@ def text_api_refusal(request: ChatCompletionRequest) -> OpenAIError | None:
     limit = completion_limit(request)
     if limit is not None and not MIN_TEXT_MAX_LENGTH <= limit <= MAX_TEXT_MAX_LENGTH:
         param = "max_completion_tokens" if request.max_completion_tokens is not None else "max_tokens"
-        return OpenAIError(
-            status=400,
-            message=(
-                f"No worker eligible for this request accepts a completion limit of {limit} tokens: the Horde's text "
-                f"generation API generates between {MIN_TEXT_MAX_LENGTH} and {MAX_TEXT_MAX_LENGTH} tokens."
-            ),
-            code=errors.NO_WORKER_SUPPORTS_LIMIT,
+        return errors.failure(
+            errors.NO_WORKER_SUPPORTS_LIMIT,
+            f"No worker eligible for this request accepts a completion limit of {limit} tokens: the Horde's text "
+            f"generation API generates between {MIN_TEXT_MAX_LENGTH} and {MAX_TEXT_MAX_LENGTH} tokens.",
             param=param,
-            type="invalid_request_error",
         )
     return None
 
@@ -255,23 +247,19 @@ def context_length_error(max_context_length: int, prompt_tokens: int, max_length
     """400 ``context_length_exceeded`` at ``messages``, in OpenAI's wording, for a prompt that cannot fit even with
     every droppable message dropped (token counts are the front's estimates).
     """
-    return OpenAIError(
-        status=400,
-        message=(
-            f"This model's maximum context length is {max_context_length} tokens. However, your messages resulted in "
-            f"{prompt_tokens + max_length} tokens ({prompt_tokens} in the messages, {max_length} in the completion). "
-            "Please reduce the length of the messages or completion."
-        ),
-        code=CONTEXT_LENGTH_EXCEEDED,
+    return errors.failure(
+        CONTEXT_LENGTH_EXCEEDED,
+        f"This model's maximum context length is {max_context_length} tokens. However, your messages resulted in "
+        f"{prompt_tokens + max_length} tokens ({prompt_tokens} in the messages, {max_length} in the completion). "
+        "Please reduce the length of the messages or completion.",
         param="messages",
-        type="invalid_request_error",
     )
 
 
 # --- the request -------------------------------------------------------------------------------------------------
 
 
-def text_payload(
+def text_payload(  # noqa: PLR0913 - keyword-only, one per text API field, so each caller names what it sends
     prompt: str,
     models: Sequence[str],
     *,
@@ -290,15 +278,11 @@ def text_payload(
     params: dict[str, Any] = {"max_length": max_length}
     if max_context_length is not None:
         if not MIN_TEXT_CONTEXT_LENGTH <= max_context_length <= MAX_TEXT_CONTEXT_LENGTH:
-            raise OpenAIError(
-                status=400,
-                message=(
-                    f"The Horde's text generation API takes a max_context_length between {MIN_TEXT_CONTEXT_LENGTH} "
-                    f"and {MAX_TEXT_CONTEXT_LENGTH} tokens; this request asked for {max_context_length}."
-                ),
-                code=errors.NO_WORKER_SUPPORTS_LIMIT,
+            raise errors.failure(
+                errors.NO_WORKER_SUPPORTS_LIMIT,
+                f"The Horde's text generation API takes a max_context_length between {MIN_TEXT_CONTEXT_LENGTH} "
+                f"and {MAX_TEXT_CONTEXT_LENGTH} tokens; this request asked for {max_context_length}.",
                 param="horde.max_context_length",
-                type="invalid_request_error",
             )
         params["max_context_length"] = max_context_length
     if stop_sequences:
@@ -340,13 +324,10 @@ def prepare_chat_request(request: ChatCompletionRequest) -> PreparedTextRequest:
     templates = [template_for_model(model) for model in models]
     if len({template.profile_id for template in templates}) > 1:
         names = ", ".join(f"{model} ({template.profile_id})" for model, template in zip(models, templates, strict=True))
-        raise OpenAIError(
-            status=400,
-            message=(
-                "The listed models are served through the Horde's text generation API and use different prompt "
-                f"formats: {names}. List models of one format."
-            ),
-            code=errors.CHAT_REQUEST_CONFLICT,
+        raise errors.failure(
+            errors.CHAT_REQUEST_CONFLICT,
+            "The listed models are served through the Horde's text generation API and use different prompt "
+            f"formats: {names}. List models of one format.",
             param="models",
         )
     template = templates[0]

@@ -49,7 +49,7 @@ async def with_keepalives(task: asyncio.Future[Any], interval: float) -> AsyncIt
         yield KEEPALIVE_COMMENT
 
 
-async def buffered_stream(
+async def buffered_stream(  # noqa: PLR0913, PLR0917 - the parts wait_for_outcome hands a stream: request, waiter, status, hooks
     request: ChatCompletionRequest | Any,
     waiter: ChatWaiter,
     first_status: NativeStatus,

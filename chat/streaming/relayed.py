@@ -89,12 +89,7 @@ def stream_diverged_error(request_id: str) -> OpenAIError:
     "param": null, "code": "ChatStreamDiverged", "metadata": {"request_id"}}}`` (``final-reply-reconciliation.8``).
     The status (502) is never sent: the stream's 200 headers went out long before.
     """
-    return OpenAIError(
-        status=502,
-        message=STREAM_DIVERGED_MESSAGE,
-        code=errors.CHAT_STREAM_DIVERGED,
-        metadata={"request_id": request_id},
-    )
+    return errors.failure(errors.CHAT_STREAM_DIVERGED, STREAM_DIVERGED_MESSAGE, metadata={"request_id": request_id})
 
 
 class DeltaRelay:
@@ -112,7 +107,7 @@ class DeltaRelay:
     :func:`chat.rendering.sse.data_event`.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - keyword-only pacing settings and the test clock
         self,
         request: ChatCompletionRequest,
         request_id: str,
@@ -308,7 +303,7 @@ def _drain(queue: asyncio.Queue[DeltaEntry], first: DeltaEntry) -> list[DeltaEnt
             return batch
 
 
-async def relayed_stream(
+async def relayed_stream(  # noqa: PLR0913, PLR0917 - the parts wait_for_outcome hands a stream, and the Redis runtime
     request: ChatCompletionRequest,
     waiter: ChatWaiter,
     first_status: NativeStatus,

@@ -183,20 +183,16 @@ def service_gap_error(
         exceeded = _names(reason.get("exceeded_limits"))
         entries = list(model_entries or [])
         largest = {limit: largest_declared_limit(entries, requested_models, limit) for limit in exceeded}
-        return OpenAIError(
-            status=400,
-            message=size_limit_gap_message(exceeded, largest, listed_models=listed_models, cancelled=cancelled),
-            code=errors.NO_WORKER_SUPPORTS_LIMIT,
+        return errors.failure(
+            errors.NO_WORKER_SUPPORTS_LIMIT,
+            size_limit_gap_message(exceeded, largest, listed_models=listed_models, cancelled=cancelled),
             param=size_limit_parameter(exceeded),
-            type="invalid_request_error",
             metadata=metadata,
         )
-    return OpenAIError(
-        status=404,
-        message=declaration_gap_message(reason, listed_models=listed_models, cancelled=cancelled),
-        code=errors.NO_WORKER_SUPPORTS_FEATURES,
+    return errors.failure(
+        errors.NO_WORKER_SUPPORTS_FEATURES,
+        declaration_gap_message(reason, listed_models=listed_models, cancelled=cancelled),
         param=None,
-        type="not_found_error",
         metadata=metadata,
     )
 
@@ -316,15 +312,14 @@ def queue_unavailable_error(
     (reference: Fail-fast admission). ``metadata`` holds ``request_id``, ``reason``, ``eligible_worker_threads``,
     ``wait_time`` and ``remaining_budget_seconds``.
     """
-    return OpenAIError(
-        status=503,
-        message=queue_unavailable_message(
+    return errors.failure(
+        errors.QUEUE_UNAVAILABLE,
+        queue_unavailable_message(
             reason,
             threads=status.eligible_worker_threads,
             wait_time=status.wait_time,
             remaining_seconds=remaining_seconds,
         ),
-        code=errors.QUEUE_UNAVAILABLE,
         param="horde.availability_mode",
         metadata={
             "request_id": request_id,
@@ -354,10 +349,9 @@ def faulted_error(status: NativeStatus, request_id: str) -> OpenAIError:
     A fault in :data:`UNRETRIABLE_FAULT_REASONS` (``prompt_overflow``) sets ``x-should-retry: false``; any other
     sets no header, so the SDK's default (retry a 5xx) applies.
     """
-    return OpenAIError(
-        status=502,
-        message=f"The worker faulted the request ({status.fault_reason or 'no reason given'}).",
-        code=errors.CHAT_REQUEST_FAULTED,
+    return errors.failure(
+        errors.CHAT_REQUEST_FAULTED,
+        f"The worker faulted the request ({status.fault_reason or 'no reason given'}).",
         metadata={"request_id": request_id, "fault_reason": status.fault_reason},
         should_retry=False if status.fault_reason in UNRETRIABLE_FAULT_REASONS else None,
     )
@@ -365,10 +359,9 @@ def faulted_error(status: NativeStatus, request_id: str) -> OpenAIError:
 
 def no_generation_error(request_id: str) -> OpenAIError:
     """502 ``ChatRequestNoGeneration`` (reference: Completion without a generation)."""
-    return OpenAIError(
-        status=502,
-        message="The Horde finished the request without a generation." + CANCELLED_SENTENCE,
-        code=errors.CHAT_REQUEST_NO_GENERATION,
+    return errors.failure(
+        errors.CHAT_REQUEST_NO_GENERATION,
+        "The Horde finished the request without a generation." + CANCELLED_SENTENCE,
         metadata={"request_id": request_id},
     )
 

@@ -120,7 +120,7 @@ class ChatWaiter:
             native chat route. The text API path passes chat.serving.text_route's ``TextRoutes``.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - keyword-only: the budget, the request, the routes and the test seams (clock, sleep)
         self,
         runtime: WaiterRuntime,
         request_id: str,
@@ -181,12 +181,10 @@ class ChatWaiter:
         """408 ``ChatRequestTimeout`` with ``x-should-retry: false``: the request already waited its whole budget, and
         a silent SDK retry (two by default) would triple the client's wait.
         """
-        return OpenAIError(
-            status=408,
-            message=f"No worker finished the request within {self.timeout_seconds:g} seconds." + CANCELLED_SENTENCE,
-            code=errors.CHAT_REQUEST_TIMEOUT,
+        return errors.failure(
+            errors.CHAT_REQUEST_TIMEOUT,
+            f"No worker finished the request within {self.timeout_seconds:g} seconds." + CANCELLED_SENTENCE,
             metadata={"request_id": self.request_id},
-            should_retry=False,
         )
 
     # --- reads and sleeps ----------------------------------------------------------------------------------------

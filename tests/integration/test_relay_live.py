@@ -6,8 +6,8 @@ reconciliation", "Model and fingerprint". The shared stack (``stack``: the devho
 read with the final reply of the native status and, where it matters, with the entries the devhorde wrote to
 ``horde:chat:stream:<id>``.
 
-(The file is not named ``test_relay.py``: ``tests/unit/test_relay.py`` has that basename, and without package
-``__init__`` files pytest refuses two test modules with one basename.)
+(The in-process tests of the Redis side are ``tests/unit/test_delta_stream.py``; without package ``__init__`` files
+pytest refuses two test modules with one basename, so each keeps its own.)
 """
 
 from __future__ import annotations

@@ -156,39 +156,35 @@ def test_the_apps_have_no_import_cycle() -> None:
     assert import_cycles(graph) == PENDING_CYCLES
 
 
+def edges(graph: Mapping[str, set[str]]) -> list[tuple[str, str]]:
+    """Every import of the graph as ``(module, imported module)``, sorted."""
+    return sorted((module, target) for module, targets in graph.items() for target in targets)
+
+
+def app_of(module: str) -> str:
+    return module.split(".", maxsplit=1)[0]
+
+
 def test_chat_imports_run_down_its_layers_only() -> None:
-    graph = import_graph(ROOT, APPS)
     upward = [
         f"{module} ({CHAT_LAYERS[chat_layer(module)][0]}) -> {target} ({CHAT_LAYERS[chat_layer(target)][0]})"
-        for module, targets in sorted(graph.items())
-        if module.split(".")[0] == "chat"
-        for target in sorted(targets)
-        if target.split(".")[0] == "chat" and chat_layer(target) > chat_layer(module)
+        for module, target in edges(import_graph(ROOT, APPS))
+        if app_of(module) == app_of(target) == "chat" and chat_layer(target) > chat_layer(module)
     ]
     assert upward == []
 
 
 def test_chat_imports_no_other_app() -> None:
     graph = import_graph(ROOT, APPS)
-    outside = sorted(
-        f"{module} -> {target}"
-        for module, targets in graph.items()
-        if module.split(".")[0] == "chat"
-        for target in targets
-        if target.split(".")[0] != "chat"
-    )
-    assert outside == []
+    assert [(module, target) for module, target in edges(graph) if app_of(module) == "chat" != app_of(target)] == []
 
 
 def test_no_view_module_imports_another_and_models_list_imports_none() -> None:
-    graph = import_graph(ROOT, APPS)
-    crossing = sorted(
-        f"{module} -> {target}"
-        for module, targets in graph.items()
-        if module in VIEW_MODULES or module.split(".")[0] == "models_list"
-        for target in targets
-        if target in VIEW_MODULES and target != module
-    )
+    crossing = [
+        (module, target)
+        for module, target in edges(import_graph(ROOT, APPS))
+        if (module in VIEW_MODULES or app_of(module) == "models_list") and target in VIEW_MODULES
+    ]
     assert crossing == []
 
 
