@@ -32,12 +32,10 @@ markers), ``temperature`` and ``top_p`` (a ``top_p`` of 0 is sent as the text AP
 options ``trusted_workers``, ``slow_workers``, ``workers`` and ``worker_blacklist``. When the prompt does not fit
 ``max_context_length - max_length`` estimated tokens, the oldest non-system messages are dropped; when it cannot fit
 at all, 400 ``context_length_exceeded`` at ``messages`` in OpenAI's wording. ``horde.max_kudos`` is checked with
-the text API's dry run before submit (400 ``max_kudos_exceeded`` as on the native path).
+the text API's dry run before submit (chat.horde.text.check_max_kudos).
 
-The text status becomes a native status (:class:`TextRoutes`) so the waiter, the buffered stream, the cancels and
-every availability rule are the native path's own: the generation's ``text`` is cut at the first stop sequence and,
-for chat, stripped of leading whitespace; ``finish_reason`` is ``stop`` when a stop sequence ended it or its
-estimated tokens are under ``max_length``, else ``length``; ``prompt_tokens`` is the rendered prompt's estimate.
+The text status becomes a native status (chat.horde.text.TextRoutes), so the waiter, the buffered stream, the
+cancels and every availability rule are the native path's own.
 """
 
 from __future__ import annotations

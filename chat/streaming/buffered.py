@@ -2,8 +2,8 @@
 
 Reference sections: "Buffered stream events" (the chunk order), "Stream errors" (an error after the 200 headers is
 ``data: {"error": ...}`` then ``data: [DONE]``; so is the process stopping, ``FrontShuttingDown``). While the request
-waits, a keepalive comment goes out every
-``HORDE_OAI_KEEPALIVE_SECONDS`` so proxies and clients keep the connection open.
+waits, a keepalive comment goes out every ``HORDE_OAI_KEEPALIVE_SECONDS`` so proxies and clients keep the connection
+open. The frames are chat.rendering.sse's; the HTTP response that carries them is chat.views.event_stream's.
 """
 
 from __future__ import annotations

@@ -134,9 +134,9 @@ VIEW_MODULES: tuple[str, ...] = ("chat.views.chat_completions", "chat.views.resp
 """One module per API; the shared adapter modules of ``chat.views`` (the prelude, the event stream) are not here."""
 
 PENDING_CYCLES: list[list[str]] = [["devhorde.horde", "devhorde.text_api"]]
-"""Cycles known and being removed elsewhere: the devhorde's text API simulation calls private members of ``DevHorde``
-(its split into routing, queue and jobs, with a protocol for what the text API needs, is another branch). Empty this
-when that lands."""
+"""The one cycle allowed, known and removed on another branch: the devhorde's text API simulation calls private
+members of ``DevHorde`` (its split into routing, queue and jobs, with a protocol for what the text API needs, removes
+the circle). Empty this once both branches are merged."""
 
 
 def chat_layer(module: str) -> int:
@@ -153,7 +153,7 @@ def chat_layer(module: str) -> int:
 def test_the_apps_have_no_import_cycle() -> None:
     graph = import_graph(ROOT, APPS)
     assert len(graph) > 40  # every module was read
-    assert import_cycles(graph) == PENDING_CYCLES
+    assert [cycle for cycle in import_cycles(graph) if cycle not in PENDING_CYCLES] == []
 
 
 def edges(graph: Mapping[str, set[str]]) -> list[tuple[str, str]]:
