@@ -16,7 +16,7 @@ from typing import Final
 
 from loguru import logger
 
-from oaifront.conf import FrontSettings
+from chat.settings import FrontSettings
 from oaifront.error_pages import strip_traceback
 
 TEXT_FORMAT: Final[str] = "{time:YYYY-MM-DD HH:mm:ss.SSSZ} | {level: <8} | {name}:{function}:{line} - {message}"

@@ -3,8 +3,8 @@
 drf-spectacular serves the document at ``/openapi.json``, Swagger UI at ``/docs`` and ReDoc at ``/redoc`` (their assets
 come from drf-spectacular-sidecar through :class:`StaticAssetsMiddleware`, so the pages work with no internet). It
 documents only DRF views, and the front's views are plain async Django views that read and validate the body by hand
-(chat.screening), so nothing is derived from them: :func:`add_front_paths`, a drf-spectacular postprocessing hook
-(``SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]``), adds every path and every component schema itself.
+(chat.reading.screening), so nothing is derived from them: :func:`add_front_paths`, a drf-spectacular postprocessing
+hook (``SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]``), adds every path and every component schema itself.
 
 The component schemas are generated from the pydantic models: ``ChatCompletionRequest`` as validated, and
 ``ChatCompletionResponse``, ``ChatCompletionChunk``, ``OpenAIErrorEnvelope``, ``ModelList`` and ``ModelCard`` as
@@ -52,10 +52,7 @@ from whitenoise.middleware import WhiteNoiseMiddleware
 
 from chat import errors
 from chat.errors import OpenAIError, reason_phrase
-from chat.legacy_completions import CompletionRequest, TextCompletion
-from chat.responses import STATE_FLAGS, STATEFUL_PARAMETERS
-from chat.responses_schema import ResponseObject, ResponsesRequest
-from chat.schema import (
+from chat.protocol.chat_request import (
     AssistantMessage,
     ChatCompletionChunk,
     ChatCompletionRequest,
@@ -76,8 +73,11 @@ from chat.schema import (
     ToolMessage,
     UserMessage,
 )
-from chat.screening import DEFAULT_NO_OP_PARAMETERS, REQUEST_KEYS
-from chat.waiter import QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS
+from chat.protocol.legacy_completion import CompletionRequest, TextCompletion
+from chat.protocol.responses_api import ResponseObject, ResponsesRequest
+from chat.reading.parameters import CHAT_REQUEST_KEYS, DEFAULT_NO_OP_PARAMETERS
+from chat.reading.responses import STATE_FLAGS, STATEFUL_PARAMETERS
+from chat.waiting.availability import QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS
 from models_list.schema import ModelCard, ModelList
 from models_list.views import served_model_list
 
@@ -147,12 +147,12 @@ NO_OP_PARAMETER_SCHEMAS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyTy
     {
         key: _no_op_parameter_schema(parameter.default, parameter.description)
         for key, parameter in DEFAULT_NO_OP_PARAMETERS.items()
-        if key not in REQUEST_KEYS
+        if key not in CHAT_REQUEST_KEYS
     }
 )
 """The request-schema property of each ``DEFAULT_NO_OP_PARAMETERS`` key that is not a ``ChatCompletionRequest``
-key (``chat.screening.REQUEST_KEYS``; reference: Schema generation): its default or null, the only values screening
-accepts (and then drops), with the table's description."""
+key (``chat.reading.parameters.CHAT_REQUEST_KEYS``; reference: Schema generation): its default or null, the only values
+screening accepts (and then drops), with the table's description."""
 
 
 RESPONSES_STATE_PARAMETER_SCHEMAS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType(
@@ -174,8 +174,8 @@ RESPONSES_STATE_PARAMETER_SCHEMAS: Final[Mapping[str, Mapping[str, Any]]] = Mapp
     }
 )
 """The ``POST /v1/responses`` parameters that need state stored between requests, documented as the only values the
-front accepts (``chat.responses.find_stateful_refusal`` refuses every other one before validation). ``store`` and
-``background`` (:data:`chat.responses.STATE_FLAGS`) are request fields that take only false."""
+front accepts (``chat.reading.responses.find_stateful_refusal`` refuses every other one before validation). ``store``
+and ``background`` (:data:`chat.reading.responses.STATE_FLAGS`) are request fields that take only false."""
 
 assert set(STATE_FLAGS) <= set(ResponsesRequest.model_fields)
 
@@ -310,7 +310,7 @@ class DocumentedError:
     """When the front returns it (public text, Markdown)."""
 
 
-INVALID_API_KEY: Final = "InvalidAPIKey"
+INVALID_API_KEY: Final = errors.INVALID_API_KEY
 """The Horde's rc for a key it does not know, passed through."""
 KUDOS_UPFRONT: Final = "KudosUpfront"
 """The Horde's rc for a request over the free output allowance without the kudos to hold upfront, passed through."""
@@ -628,7 +628,7 @@ RESPONSE_EVENT_TYPES: Final[tuple[str, ...]] = (
     "response.incomplete",
     "error",
 )
-"""Every event type a streamed response sends (chat.responses.ResponseEventWriter)."""
+"""Every event type a streamed response sends (chat.rendering.responses_events.ResponseEventWriter)."""
 
 
 def response_stream_event_schema() -> dict[str, Any]:

@@ -15,8 +15,8 @@ from typing import Final
 from django.http import HttpRequest, JsonResponse
 from redis.asyncio import Redis
 
-from chat.horde_client import HordeRefusal, HordeUnreachable
-from chat.runtime import get_runtime
+from chat.horde.native import HordeRefusal, HordeUnreachable
+from chat.serving.runtime import get_runtime
 
 CHECK_TIMEOUT_SECONDS: Final[float] = 2.0
 """The longest one check may take before it counts as failed."""

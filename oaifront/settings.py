@@ -1,4 +1,4 @@
-"""Django settings of the chat front. No database; every front knob comes from the environment (oaifront.conf)."""
+"""Django settings of the chat front. No database; every front knob comes from the environment (chat.settings)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from django.core.management.utils import get_random_secret_key
 from pydantic import ValidationError
 
 from chat.cors_settings import *  # noqa: F403 - CORS_ALLOW_ALL_ORIGINS, CORS_ALLOW_HEADERS, ... (documented there)
-from oaifront.conf import FrontSettings, describe_invalid_settings
+from chat.settings import FrontSettings, describe_invalid_settings
 from oaifront.middleware import MiddlewareSetting
 
 DEBUG = os.environ.get("DJANGO_DEBUG", "").lower() in {"1", "true", "yes"}
@@ -115,7 +115,7 @@ try:
     HORDE_OAI = FrontSettings()
 except ValidationError as invalid:
     raise ImproperlyConfigured(describe_invalid_settings(invalid)) from None
-"""The front's namespaced settings (see oaifront.conf.FrontSettings for each variable)."""
+"""The front's namespaced settings (see chat.settings.FrontSettings for each variable)."""
 
 if HORDE_OAI.redis_url:
     # Shared by every worker process (the model list cache, models_list.views); a Redis that cannot be reached is

@@ -27,7 +27,7 @@ from loguru import logger
 from opentelemetry import metrics
 
 from chat.metrics import configure_metrics, histogram_views
-from oaifront.conf import FrontSettings
+from chat.settings import FrontSettings
 
 DEFAULT_SERVICE_NAME: Final[str] = "horde-oai"
 """The service name unless ``OTEL_SERVICE_NAME`` sets another."""

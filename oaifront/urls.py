@@ -7,7 +7,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from oaifront.conf import front_settings
+from chat.settings import front_settings
 from oaifront.openapi import (
     FrontSchemaView,
     OfflineRedocView,

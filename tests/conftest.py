@@ -194,7 +194,7 @@ def in_process_horde_url() -> Iterator[None]:
     a ``HORDE_URL``: Django's settings are read before this file, so the settings object is replaced here."""
     from django.conf import settings
 
-    from oaifront.conf import front_settings
+    from chat.settings import front_settings
 
     configured = settings.HORDE_OAI
     if "HORDE_URL" not in os.environ:

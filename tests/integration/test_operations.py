@@ -342,8 +342,8 @@ def test_metrics_after_real_requests(ops: Front) -> None:
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_responses_route_logs_and_counts_like_chat_completions(ops: Front, stream: bool) -> None:
-    """``POST /v1/responses`` goes through the same path as chat completions (chat.views.serve_chat), so it writes the
-    same finished-request line and counts the same completion and request duration.
+    """``POST /v1/responses`` goes through the same path as chat completions (chat.serving.service.serve_chat),
+    so it writes the same finished-request line and counts the same completion and request duration.
 
     ref: finished-request-log-line.1, metrics.4"""
     completions = "horde_oai_completions_total"

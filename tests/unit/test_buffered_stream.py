@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 from chat.errors import OpenAIError
-from chat.horde_client import NativeStatus
-from chat.mapping import buffered_chunks
-from chat.schema import ChatCompletionRequest
-from chat.streaming import DONE_EVENT, KEEPALIVE_COMMENT, sse_event
+from chat.horde.native import NativeStatus
+from chat.protocol.chat_request import ChatCompletionRequest
+from chat.rendering.completion import buffered_chunks
+from chat.rendering.sse import DONE_EVENT, KEEPALIVE_COMMENT, data_event
 
 
 def request(**extra: object) -> ChatCompletionRequest:
@@ -105,11 +105,11 @@ def test_sse_framing_and_error_event() -> None:
     """ref: buffered-stream-events.13, stream-errors.2, stream-errors.3"""
     assert DONE_EVENT == b"data: [DONE]\n\n"
     assert KEEPALIVE_COMMENT.startswith(b":")
-    assert sse_event({"a": "é"}) == 'data: {"a":"é"}\n\n'.encode()
+    assert data_event({"a": "é"}) == 'data: {"a":"é"}\n\n'.encode()
     error = OpenAIError(
         status=503, message="m", code="no_eligible_worker", retry_after=30, metadata={"request_id": "r"}
     )
-    event = error.sse_event()
+    event = error.stream_event()
     assert event.startswith(b"data: ") and event.endswith(b"\n\n")
     assert json.loads(event[6:]) == {
         "error": {

@@ -1,4 +1,4 @@
-"""chat.metrics and the metrics of chat.logs.RequestRecord, read from an ``InMemoryMetricReader``.
+"""chat.metrics and the metrics of chat.serving.request_record.RequestRecord, read from an ``InMemoryMetricReader``.
 
 Reference: Metrics, Refusal attributes, Error attributes, Completion limit source, Histogram buckets, Outcome class.
 """
@@ -16,7 +16,6 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 import chat.metrics
 from chat import errors
 from chat.errors import OpenAIError
-from chat.logs import RequestRecord, record_refusal
 from chat.metrics import (
     BUCKETS_MAX_TOKENS,
     BUCKETS_PIECES_PER_POST,
@@ -28,8 +27,9 @@ from chat.metrics import (
     max_tokens_bucket,
     outcome_class_for,
 )
-from chat.pacing import DeltaPacer, Piece
-from chat.screening import read_chat_request
+from chat.reading.screening import read_chat_request
+from chat.serving.request_record import RequestRecord, record_refusal
+from chat.streaming.pacing import DeltaPacer, Piece
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 import oaifront.telemetry
-from oaifront.conf import FrontSettings
+from chat.settings import FrontSettings
 from oaifront.telemetry import configure_telemetry, pyroscope_options, sdk_disabled, service_name
 
 
