@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from oaifront.conf import FrontSettings, environment_variable
+from chat.settings import FrontSettings, environment_variable
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("chat", "models_list", "oaifront", "devhorde")
