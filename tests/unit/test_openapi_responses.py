@@ -20,7 +20,7 @@ from chat.responses import (
     build_response,
     read_responses_request,
 )
-from oaifront.openapi import RESPONSE_EVENT_TYPES, RESPONSES_STATE_PARAMETER_SCHEMAS
+from oaifront.openapi.schemas import RESPONSE_EVENT_TYPES, RESPONSES_STATE_PARAMETER_SCHEMAS
 
 RESPONSES = "/v1/responses"
 
