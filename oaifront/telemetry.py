@@ -8,7 +8,8 @@
   :func:`chat.metrics.histogram_views` (Logfire's default views are left out: they would add an exponential histogram
   beside each explicit-bucket one, which Prometheus cannot read); it bridges Loguru records to OpenTelemetry logs
   (:class:`LoguruToOpenTelemetry`: the bound values become the log record's attributes) and instruments httpx, so
-  each call to the Horde is a client span whose ``traceparent`` header the Horde continues. It returns True, and
+  each call to the Horde is a client span whose ``traceparent`` header the Horde continues (its URL shows ``{id}``
+  for the native request id: :func:`without_request_ids`). It returns True, and
   :func:`instrument_app` then adds the server spans (the OpenTelemetry ASGI middleware behind
   :class:`PrivateScopeTracing`), named by route (``POST /v1/chat/completions``, ``GET /v1/models``) with
   ``http.route``, none for ``/healthz``, ``/readyz`` or ``/metrics``, no header, body, query string, client address
@@ -74,6 +75,15 @@ _ORIGINAL_SCOPE: Final[str] = "horde.oai.original_scope"
 """The key under which :class:`PrivateScopeTracing` hands the request's own scope past the instrumentation."""
 
 _ROUTE_PARAMETER = re.compile(r"<(?:\w+:)?(\w+)>")
+
+NATIVE_REQUEST_ID: Final = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+"""A native request id (a UUID) in a Horde URL (``/v2/generate/chat/status/<id>``)."""
+
+REQUEST_ID_PLACEHOLDER: Final[str] = "{id}"
+"""What a Horde call's span shows in place of the native request id."""
+
+URL_ATTRIBUTES: Final[tuple[str, ...]] = ("http.url", "url.full", "http.target", "url.path")
+"""The client span attributes that hold the Horde call's URL or path (old and stable HTTP conventions)."""
 
 _prometheus_reader: Any = None
 
@@ -169,8 +179,26 @@ def configure_telemetry(
     )
     configure_metrics()
     logger.add(LoguruToOpenTelemetry(get_logger_provider()), level=settings.log_level, format="{message}")
-    logfire.instrument_httpx(capture_headers=False)
+    logfire.instrument_httpx(
+        capture_headers=False, request_hook=without_request_ids, async_request_hook=async_without_request_ids
+    )
     return True
+
+
+def without_request_ids(span: Any, request: Any) -> None:
+    """Httpx request hook: the client span's URL attributes with :data:`REQUEST_ID_PLACEHOLDER` in place of the
+    native request id, so no span attribute holds a request id (reference: Metrics).
+    """
+    attributes = getattr(span, "attributes", None) or {}
+    for key in URL_ATTRIBUTES:
+        value = attributes.get(key)
+        if isinstance(value, str) and NATIVE_REQUEST_ID.search(value):
+            span.set_attribute(key, NATIVE_REQUEST_ID.sub(REQUEST_ID_PLACEHOLDER, value))
+
+
+async def async_without_request_ids(span: Any, request: Any) -> None:
+    """:func:`without_request_ids` for the async client."""
+    without_request_ids(span, request)
 
 
 class LoguruToOpenTelemetry:

@@ -103,6 +103,7 @@ class Exported:
     logs: list[dict[str, Any]]
     metrics_on: httpx.Response
     request_ids: list[str]
+    """The native request ids of the two completions (their ids are ``chatcmpl-<native id>``)."""
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +151,8 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Exported:
     finally:
         devhorde.stop()
         server.shutdown()
-    return decode(received, metrics_on, [completion.id, chunks[0].id])
+    native_ids = [completion.id.removeprefix("chatcmpl-"), chunks[0].id.removeprefix("chatcmpl-")]
+    return decode(received, metrics_on, native_ids)
 
 
 def decode(received: Received, metrics_on: httpx.Response, request_ids: list[str]) -> Exported:
