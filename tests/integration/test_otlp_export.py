@@ -236,8 +236,11 @@ def test_each_front_histogram_is_exported_once_with_the_reference_buckets(export
 
 
 def test_units_and_kinds(exported: Exported) -> None:
-    """The instruments arrive with their units and kinds."""
+    """The instruments arrive with their units and kinds, and nothing but the front's and the HTTP
+    instrumentations'."""
     found = {metric["name"]: (metric["kind"], metric["unit"]) for metric in exported.metrics}
+    assert all(name.startswith(("horde.oai.", "http.server.", "http.client.")) for name in found), sorted(found)
+    assert found["http.server.duration"] == ("histogram", "ms")
     assert found["horde.oai.request.duration"] == ("histogram", "s")
     assert found["horde.oai.request.body_size"] == ("histogram", "By")
     assert found["horde.oai.horde.call.duration"] == ("histogram", "s")
