@@ -282,7 +282,8 @@ def test_refused_parameter_line_and_no_django_refusal_line(ops: Front) -> None:
 
 def test_metrics_endpoint_parses_with_telemetry_off(ops: Front) -> None:
     """``/metrics`` with only ``HORDE_OAI_METRICS_ENDPOINT=true``: 200 in Prometheus text format that
-    prometheus_client's parser reads, each family once, the histograms with their explicit buckets (ref: metrics.1)."""
+    prometheus_client's parser reads, each family once, the histograms with their explicit buckets (ref:
+    histogram-buckets.1)."""
     sdk(ops).models.list()
     response = httpx.get(f"{ops.url}/metrics", timeout=5)
     assert response.status_code == 200

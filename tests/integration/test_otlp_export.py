@@ -29,7 +29,12 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from prometheus_client.parser import text_string_to_metric_families
 
-from chat.metrics import HISTOGRAM_BOUNDARIES
+from chat.metrics import (
+    BUCKETS_BODY_BYTES,
+    BUCKETS_REQUEST_LIFECYCLE_SECONDS,
+    BUCKETS_SECONDS,
+    HISTOGRAM_BOUNDARIES,
+)
 from tests.conftest import start_devhorde, start_front
 
 pytestmark = pytest.mark.integration
@@ -211,14 +216,14 @@ def server_spans(exported: Exported) -> list[dict[str, Any]]:
 
 
 def test_metrics_endpoint_parses_with_telemetry_on(exported: Exported) -> None:
-    """``/metrics`` answers 200 with telemetry on, and prometheus_client's parser reads it (ref: metrics.1)."""
+    """``/metrics`` answers 200 with telemetry on, and prometheus_client's parser reads it."""
     assert exported.metrics_on.status_code == 200
     names = {family.name for family in text_string_to_metric_families(exported.metrics_on.text)}
     assert "horde_oai_request_duration_seconds" in names
 
 
 def test_each_front_histogram_is_exported_once_with_the_reference_buckets(exported: Exported) -> None:
-    """ref: configuration.1, histogram-buckets.1"""
+    """ref: configuration.2, histogram-buckets.1, histogram-buckets.2, histogram-buckets.3"""
     front = [metric for metric in exported.metrics if metric["name"].startswith("horde.oai.")]
     assert front
     per_export: dict[tuple[int, str], int] = {}
@@ -233,6 +238,12 @@ def test_each_front_histogram_is_exported_once_with_the_reference_buckets(export
         for point in metric["points"]:
             assert point["bounds"] == [float(bound) for bound in HISTOGRAM_BOUNDARIES[name]], name
     assert all(metric["kind"] != "exponential_histogram" for metric in exported.metrics)
+    for name, bounds in (
+        ("horde.oai.horde.call.duration", BUCKETS_SECONDS),
+        ("horde.oai.request.duration", BUCKETS_REQUEST_LIFECYCLE_SECONDS),
+        ("horde.oai.request.body_size", BUCKETS_BODY_BYTES),
+    ):
+        assert histograms[name]["points"][0]["bounds"] == [float(bound) for bound in bounds]
 
 
 def test_units_and_kinds(exported: Exported) -> None:
@@ -249,7 +260,7 @@ def test_units_and_kinds(exported: Exported) -> None:
 
 def test_loguru_records_arrive_as_opentelemetry_logs(exported: Exported) -> None:
     """The finished-request lines are log records whose attributes are the bound values, not spans (ref:
-    configuration.1, finished-request-log-line.4)."""
+    configuration.3, finished-request-log-line.6)."""
     finished = [log for log in exported.logs if " finished: streamed=" in str(log["body"])]
     assert len(finished) == 2
     for log in finished:

@@ -125,7 +125,7 @@ def test_the_instrumentation_sees_no_client_address_query_or_headers_and_the_app
 
 
 def test_loguru_records_become_opentelemetry_log_records_with_the_bound_values() -> None:
-    """ref: configuration.1, finished-request-log-line.4"""
+    """ref: configuration.3, finished-request-log-line.6"""
     exporter = InMemoryLogRecordExporter()
     provider = LoggerProvider()
     provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
