@@ -145,6 +145,10 @@ class FrontSettings(BaseSettings):
     readiness_cache_seconds: float = Field(default=2.0, ge=0)
     """``HORDE_OAI_READINESS_CACHE_SECONDS``: how long ``GET /readyz`` reuses its last checks."""
 
+    readiness_strict: bool = False
+    """``HORDE_OAI_READINESS_STRICT``: ``GET /readyz`` answers 503 when Redis is down (off by default: Redis down is a
+    degraded 200, since requests are still served, streams whole and waits on timer re-reads)."""
+
     telemetry_enabled: bool = False
     """``HORDE_OAI_TELEMETRY_ENABLED``: configure Logfire / OpenTelemetry traces, metrics and logs (off by default;
     ``OTEL_SDK_DISABLED=true`` keeps them off)."""

@@ -37,7 +37,7 @@ MIDDLEWARE = MiddlewareSetting(
         # Django's security, CSRF and clickjacking middleware with their hooks on the event loop (oaifront.middleware).
         "oaifront.middleware.SecurityMiddleware",
         # Serves the Swagger UI and ReDoc assets (drf-spectacular-sidecar) in every mode; WhiteNoise kept async.
-        "oaifront.openapi.StaticAssetsMiddleware",
+        "oaifront.openapi.assets.StaticAssetsMiddleware",
         # Django's HTML 400/404/500 pages (a disallowed Host, DEBUG's technical pages) become JSON envelopes.
         "oaifront.error_pages.JsonErrorPagesMiddleware",
         # Browser access (reference: Browser access) through django-cors-headers, configured by chat.cors_settings.
@@ -104,7 +104,7 @@ SPECTACULAR_SETTINGS = {
     "OAS_VERSION": "3.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_AUTHENTICATION": [],
-    "POSTPROCESSING_HOOKS": ["oaifront.openapi.add_front_paths"],
+    "POSTPROCESSING_HOOKS": ["oaifront.openapi.document.add_front_paths"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

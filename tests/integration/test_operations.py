@@ -21,6 +21,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from chat.metrics import BUCKETS_SECONDS
 from tests.conftest import Process, start_devhorde, start_front
 
 pytestmark = pytest.mark.integration
@@ -277,6 +278,24 @@ def test_refused_parameter_line_and_no_django_refusal_line(ops: Front) -> None:
     log = ops.process.log()
     assert "Bad Request: /v1/chat/completions" not in log
     assert "Service Unavailable: /v1/chat/completions" not in log
+
+
+def test_metrics_endpoint_parses_with_telemetry_off(ops: Front) -> None:
+    """``/metrics`` with only ``HORDE_OAI_METRICS_ENDPOINT=true``: 200 in Prometheus text format that
+    prometheus_client's parser reads, each family once, the histograms with their explicit buckets (ref:
+    histogram-buckets.1)."""
+    sdk(ops).models.list()
+    response = httpx.get(f"{ops.url}/metrics", timeout=5)
+    assert response.status_code == 200
+    families = list(text_string_to_metric_families(response.text))
+    names = [family.name for family in families]
+    assert len(names) == len(set(names))
+    (call_duration,) = [family for family in families if family.name == "horde_oai_horde_call_duration_seconds"]
+    assert call_duration.type == "histogram"
+    bounds = sorted(
+        {sample.labels["le"] for sample in call_duration.samples if sample.name.endswith("_bucket")}, key=float
+    )
+    assert bounds == [*(repr(float(bound)) for bound in BUCKETS_SECONDS), "+Inf"]
 
 
 def test_metrics_after_real_requests(ops: Front) -> None:

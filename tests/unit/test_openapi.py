@@ -36,16 +36,15 @@ from chat.reading.parameters import DEFAULT_NO_OP_PARAMETERS
 from chat.reading.screening import read_chat_request
 from models_list.cards import model_list
 from models_list.schema import ModelCard, ModelList
-from oaifront import openapi
-from oaifront.openapi import (
-    CLIENTS_GUIDE_URL,
-    DOCS_URL,
+from oaifront.openapi import error_table
+from oaifront.openapi.assets import StaticAssetsMiddleware
+from oaifront.openapi.document import CLIENTS_GUIDE_URL, DOCS_URL
+from oaifront.openapi.schemas import (
     KEY_DROPPING_MODELS,
     MODEL_SELECTION_SCHEMA,
     NO_OP_PARAMETER_SCHEMAS,
     SCHEMA_REF,
     DocumentedJsonSchema,
-    StaticAssetsMiddleware,
     model_schemas,
     plain_description,
 )
@@ -154,7 +153,7 @@ def test_the_redoc_bundle_is_the_sidecars_without_its_remote_logo() -> None:
     """The sidecar's ReDoc bundle names one remote asset, its sidebar logo; the served copy has an empty image there."""
     from django.contrib.staticfiles import finders
 
-    from oaifront.openapi import EMPTY_IMAGE, REDOC_BUNDLE, REDOC_CDN_LOGO
+    from oaifront.openapi.assets import EMPTY_IMAGE, REDOC_BUNDLE, REDOC_CDN_LOGO
 
     response = Client().get("/docs/assets/redoc.standalone.js")
     assert response.status_code == 200
@@ -201,7 +200,7 @@ def test_static_assets_middleware_stays_async() -> None:
     # WhiteNoise's own advice: directly after SecurityMiddleware, before everything else.
     assert settings.MIDDLEWARE[:2] == [
         "oaifront.middleware.SecurityMiddleware",
-        "oaifront.openapi.StaticAssetsMiddleware",
+        "oaifront.openapi.assets.StaticAssetsMiddleware",
     ]
 
 
@@ -767,7 +766,7 @@ def test_plain_description(docstring: str, plain: str) -> None:
 
 
 class CrossReferenced(BaseModel):
-    """A model whose docstrings hold cross-references (see [`plain_description`][oaifront.openapi])."""
+    """A model whose docstrings hold cross-references (see [`plain_description`][oaifront.openapi.schemas])."""
 
     model_config = ConfigDict(use_attribute_docstrings=True)
 
@@ -904,7 +903,7 @@ def test_openapi_module_constants_come_from_chat_errors() -> None:
     """The status table names the front's codes through chat.errors' constants (ref: error-attributes.1)."""
     from chat import errors
 
-    table_codes = {error.code for codes in openapi.CHAT_COMPLETION_ERRORS.values() for error in codes}
+    table_codes = {error.code for codes in error_table.CHAT_COMPLETION_ERRORS.values() for error in codes}
     for constant in (
         "BAD_REQUEST",
         "UNSUPPORTED_CHAT_PARAMETER",
