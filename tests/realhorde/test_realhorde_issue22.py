@@ -1,6 +1,6 @@
 """The front on the real AI Horde as issue 22 asks for it ("The front, on a Horde without chat routes"), through the
 official ``openai`` SDK. These tests FAIL on the front as it is: each one names the point of the issue it pins; they
-pass as the front learns it. What the front already serves is in ``test_realhorde_lane.py``.
+pass as the front learns it. What the front already serves is in ``test_realhorde_front.py``.
 
 The coordinator's decisions pinned here: a model no online worker serves is 503 ``no_eligible_worker`` with
 ``Retry-After: 30`` and ``x-should-retry: false``, answered without a submit; a censored generation finishes with
@@ -20,6 +20,13 @@ from tests.realhorde.conftest import REPLY, Fleet, Front, RealHorde, client, eve
 from tests.realhorde.harness import waiting_prompts
 
 pytestmark = pytest.mark.realhorde
+
+issue22 = pytest.mark.xfail(
+    strict=True,
+    reason="issue 22: the front does not do this yet (drop this mark from a test once the front passes it: a strict "
+    "xfail that passes fails the run)",
+)
+"""Every test of this file fails on the front as it is (run ``make realhorde REALHORDE_ARGS=--runxfail`` to see how)."""
 
 
 def raw_chat(front: Front, key: str, model: str, mark: str, *, timeout: float = 60, **options: Any) -> Any:
@@ -41,6 +48,7 @@ def assert_no_eligible_worker(answer: Any) -> None:
     assert answer.headers.get("x-should-retry") == "false"
 
 
+@issue22
 @pytest.mark.submits(0)
 def test_cards_take_their_limits_from_the_horde_workers(realhorde: RealHorde, front: Front, fleet: Fleet) -> None:
     """issue 22: the cards' ``context_length`` and ``top_provider.max_completion_tokens`` are the limits the worker
@@ -59,6 +67,7 @@ def test_cards_take_their_limits_from_the_horde_workers(realhorde: RealHorde, fr
     assert card["top_provider"]["max_completion_tokens"] == 300
 
 
+@issue22
 @pytest.mark.submits(0)
 def test_a_model_the_horde_lists_nowhere_is_503_no_eligible_worker_at_once_without_a_submit(
     realhorde: RealHorde, front: Front
@@ -71,6 +80,7 @@ def test_a_model_the_horde_lists_nowhere_is_503_no_eligible_worker_at_once_witho
     assert waiting_prompts(mark) == []
 
 
+@issue22
 def test_a_model_that_just_lost_its_worker_is_503_no_eligible_worker(
     realhorde: RealHorde, front: Front, fleet: Fleet
 ) -> None:
@@ -84,6 +94,7 @@ def test_a_model_that_just_lost_its_worker_is_503_no_eligible_worker(
     assert [wp.n for wp in waiting_prompts(mark)] in ([], [0])
 
 
+@issue22
 @pytest.mark.parametrize("state", ["censored", "csam"])
 def test_a_censored_generation_finishes_with_content_filter(
     realhorde: RealHorde, front: Front, fleet: Fleet, state: str
@@ -97,6 +108,7 @@ def test_a_censored_generation_finishes_with_content_filter(
     assert completion.choices[0].finish_reason == "content_filter"
 
 
+@issue22
 def test_a_bad_key_answer_carries_no_retry_after(realhorde: RealHorde, front: Front, fleet: Fleet) -> None:
     """issue 22, item 5: the Horde's limiter puts ``Retry-After: 1`` on every answer; a 401 ``InvalidAPIKey`` is
     permanent and must not tell the client to retry."""
@@ -107,6 +119,7 @@ def test_a_bad_key_answer_carries_no_retry_after(realhorde: RealHorde, front: Fr
     assert answer.headers.get("x-should-retry") == "false"
 
 
+@issue22
 @pytest.mark.submits(2)
 def test_a_large_max_tokens_for_a_user_without_kudos_is_served_with_the_lowered_limit_reported(
     realhorde: RealHorde, front: Front, fleet: Fleet
@@ -124,6 +137,7 @@ def test_a_large_max_tokens_for_a_user_without_kudos_is_served_with_the_lowered_
     assert [a["applied"] for a in adjustments if a.get("kind") == "worker_max_length"] == [stored.max_length]
 
 
+@issue22
 @pytest.mark.submits(2)
 def test_max_tokens_above_the_horde_bound_is_refused_at_max_tokens_with_the_horde_message(
     realhorde: RealHorde, front: Front, fleet: Fleet
@@ -164,6 +178,7 @@ def served(answers: list) -> list[tuple[int, str]]:
     ]
 
 
+@issue22
 @pytest.mark.submits(20)
 def test_twenty_concurrent_requests_on_one_key_are_all_served(realhorde: RealHorde, front: Front, fleet: Fleet) -> None:
     """issue 22, item 2: the Horde allows 2 submits a second per key; the front paces them (and retries a 429 after
@@ -174,6 +189,7 @@ def test_twenty_concurrent_requests_on_one_key_are_all_served(realhorde: RealHor
     assert served(answers) == [(200, REPLY)] * 20
 
 
+@issue22
 @pytest.mark.submits(10)
 def test_ten_users_at_once_through_a_front_without_a_passkey_are_all_served(
     realhorde: RealHorde, front: Front, fleet: Fleet
@@ -186,6 +202,7 @@ def test_ten_users_at_once_through_a_front_without_a_passkey_are_all_served(
     assert served(answers) == [(200, REPLY)] * 10
 
 
+@issue22
 @pytest.mark.submits(10)
 def test_ten_users_with_their_own_addresses_through_a_passkey_front_are_served_on_their_own_budgets(
     realhorde: RealHorde, passkey_front: Front, fleet: Fleet
