@@ -10,6 +10,7 @@ Horde's budgets can serve; the cards' limits come from ``GET /v2/workers``.
 
 from __future__ import annotations
 
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -186,6 +187,7 @@ def test_twenty_concurrent_requests_on_one_key_are_all_served(realhorde: RealHor
     model = fleet.model("paced")
     mark = marker()
     answers = burst(front, [realhorde.client_key] * 20, model, mark)
+    assert Counter(a.status_code for a in answers) == {200: 20}
     assert served(answers) == [(200, REPLY)] * 20
 
 
@@ -199,6 +201,7 @@ def test_ten_users_at_once_through_a_front_without_a_passkey_are_all_served(
     model = fleet.model("users")
     keys = [key for key, _ in realhorde.users(10)]
     answers = burst(front, keys, model, marker())
+    assert Counter(a.status_code for a in answers) == {200: 10}
     assert served(answers) == [(200, REPLY)] * 10
 
 
@@ -214,5 +217,6 @@ def test_ten_users_with_their_own_addresses_through_a_passkey_front_are_served_o
     addresses = [f"10.77.{int(realhorde.tag[:2], 16)}.{i + 1}" for i in range(10)]
     mark = marker()
     answers = burst(passkey_front, keys, model, mark, [{"X-Forwarded-For": a} for a in addresses])
+    assert Counter(a.status_code for a in answers) == {200: 10}
     assert served(answers) == [(200, REPLY)] * 10
     assert sorted(wp.ipaddr for wp in waiting_prompts(mark)) == sorted(addresses)
