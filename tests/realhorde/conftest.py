@@ -8,6 +8,7 @@ Without a running Horde every test of the lane is skipped with the reason; ``mak
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -243,6 +244,39 @@ def submit_budget(request: pytest.FixtureRequest, realhorde: RealHorde) -> Itera
         yield
     finally:
         realhorde.budget.finished()
+
+
+FOREIGN_429_RETRIES: list[str] = []
+"""The tests :func:`retry_a_foreign_429` ran twice (listed at the end of the run)."""
+
+
+def retry_a_foreign_429[**P, R](test: Callable[P, R]) -> Callable[P, R]:
+    """Run a test of what the front serves once more, 2 s later, when the Horde's 2-a-second limit refused it.
+
+    Every process of the machine reaches the Horde from 127.0.0.1 and shares that budget, so on a shared machine
+    another process's traffic can refuse a test's one submit; the lane's own submits are paced (``SubmitBudget``).
+    Only for tests that do not test the limits: the front's own pacing is pinned in ``test_realhorde_issue22.py``."""
+
+    @functools.wraps(test)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return test(*args, **kwargs)
+        except openai.RateLimitError as exc:
+            if "per 1 second" not in str(exc):
+                raise
+            FOREIGN_429_RETRIES.append(test.__name__)
+            time.sleep(2)
+            return test(*args, **kwargs)
+
+    return run
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if FOREIGN_429_RETRIES:
+        terminalreporter.write_line(
+            f"realhorde lane: {len(FOREIGN_429_RETRIES)} test(s) ran twice after a 429 of the Horde's shared "
+            f"2-a-second budget: {', '.join(FOREIGN_429_RETRIES)}"
+        )
 
 
 def client(front: Front, key: str, *, timeout: float = 60, **options: Any) -> openai.OpenAI:

@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from tests.realhorde.conftest import REPLY, Fleet, Front, RealHorde, client, eventually, marker
+from tests.realhorde.conftest import REPLY, Fleet, Front, RealHorde, client, eventually, marker, retry_a_foreign_429
 from tests.realhorde.harness import text_status, waiting_prompts
 
 pytestmark = pytest.mark.realhorde
@@ -27,6 +27,7 @@ def ask(front: Front, key: str, model: str, mark: str, **options: Any) -> Any:
 
 
 @pytest.mark.submits(0)
+@retry_a_foreign_429
 def test_a_workers_model_is_listed_with_a_text_card(realhorde: RealHorde, front: Front, fleet: Fleet) -> None:
     model = fleet.model("cards")
     sdk = client(front, realhorde.client_key)
@@ -38,6 +39,7 @@ def test_a_workers_model_is_listed_with_a_text_card(realhorde: RealHorde, front:
     assert card["x_horde"]["routes"] == ["/v1/chat/completions", "/v1/responses", "/v1/completions"]
 
 
+@retry_a_foreign_429
 def test_a_non_streamed_chat_completion_is_the_workers_reply(realhorde: RealHorde, front: Front, fleet: Fleet) -> None:
     model = fleet.model("chat")
     mark = marker()
@@ -54,6 +56,7 @@ def test_a_non_streamed_chat_completion_is_the_workers_reply(realhorde: RealHord
     assert [g["text"] for g in status["generations"]] == [REPLY]
 
 
+@retry_a_foreign_429
 def test_a_streamed_chat_completion_delivers_the_reply_and_usage(
     realhorde: RealHorde, front: Front, fleet: Fleet
 ) -> None:
@@ -76,6 +79,7 @@ def test_a_streamed_chat_completion_delivers_the_reply_and_usage(
     assert chunks[-1].usage.completion_tokens > 0
 
 
+@retry_a_foreign_429
 def test_the_responses_api_answers_with_the_workers_reply(realhorde: RealHorde, front: Front, fleet: Fleet) -> None:
     mark = marker()
     response = client(front, realhorde.client_key).responses.create(
@@ -87,6 +91,7 @@ def test_the_responses_api_answers_with_the_workers_reply(realhorde: RealHorde, 
     assert stored.max_length == 40
 
 
+@retry_a_foreign_429
 def test_a_legacy_completion_sends_the_raw_prompt(realhorde: RealHorde, front: Front, fleet: Fleet) -> None:
     mark = marker()
     prompt = f"Once upon a time [{mark}]"
@@ -101,6 +106,7 @@ def test_a_legacy_completion_sends_the_raw_prompt(realhorde: RealHorde, front: F
 
 
 @pytest.mark.submits(3)
+@retry_a_foreign_429
 def test_max_kudos_is_checked_with_the_horde_dry_run(realhorde: RealHorde, front: Front, fleet: Fleet) -> None:
     """A cap under the Horde's own estimate is refused before any request exists; a generous one is served (a model
     of the Horde's reference: ``conftest.KUDOS_MODEL``)."""
@@ -123,6 +129,7 @@ def test_max_kudos_is_checked_with_the_horde_dry_run(realhorde: RealHorde, front
     assert len(waiting_prompts(mark)) == 1
 
 
+@retry_a_foreign_429
 def test_a_faulting_worker_fails_the_request(realhorde: RealHorde, front: Front, fleet: Fleet) -> None:
     """The Horde restarts a faulted job; its minute-long check (``check_waiting_prompts``, every 60 s) faults the
     request after three faulted jobs, and the client gets 502 ``ChatRequestFaulted``."""
@@ -145,6 +152,7 @@ def test_a_faulting_worker_fails_the_request(realhorde: RealHorde, front: Front,
     assert text_status(realhorde.horde_url, stored.id)["faulted"] is True
 
 
+@retry_a_foreign_429
 def test_a_client_leaving_cancels_its_request_at_the_horde(realhorde: RealHorde, front: Front, fleet: Fleet) -> None:
     """The one worker of the model is busy (6 s) with another user's request; the client's request waits in the
     Horde's queue, the client leaves, and the front cancels it: the Horde's status then says nothing waits
@@ -173,6 +181,7 @@ def test_a_client_leaving_cancels_its_request_at_the_horde(realhorde: RealHorde,
     assert not any(mark in p for p in worker.popped_prompts())
 
 
+@retry_a_foreign_429
 def test_a_bad_key_is_refused_with_401(realhorde: RealHorde, front: Front, fleet: Fleet) -> None:
     mark = marker()
     with pytest.raises(openai.AuthenticationError) as refused:
@@ -190,6 +199,7 @@ def test_a_bad_key_is_refused_with_401(realhorde: RealHorde, front: Front, fleet
     assert waiting_prompts(mark) == []
 
 
+@retry_a_foreign_429
 def test_the_default_max_tokens_is_served_for_a_user_without_kudos(
     realhorde: RealHorde, front: Front, fleet: Fleet
 ) -> None:
