@@ -3,7 +3,9 @@
 #                unless HORDE_URL is set; Redis for live streams unless REDIS=off, started when none answers) with
 #                WORKERS processes (default 1)
 #   make test  - install what is missing, run `make lint`, start Redis if none answers on 127.0.0.1:6379, run the
-#                whole suite
+#                whole suite, then `make realhorde`
+#   make realhorde - the real-Horde lane (tests/realhorde) against ../shared/realhorde's real AI Horde, started and
+#                stopped when it is not already running; one line says it was skipped when ../shared/realhorde is absent
 #   make lint  - ruff check, ruff format --check and mypy --strict (configured in pyproject.toml)
 # `make bench` runs the benchmarks under bench/.
 
@@ -16,7 +18,7 @@ WORKERS ?= 1
 REDIS ?= on
 export PORT DEVHORDE_PORT WORKERS REDIS
 
-.PHONY: run test lint bench install clean browser js
+.PHONY: run test lint bench install clean browser js realhorde
 
 # The environment: a Python 3.12+ found by bin/find-python (PATH, then pyenv), a venv, the pinned requirements.
 # bin/ensure-venv runs every time (it prints nothing when all is in place) and rebuilds a broken .venv, such as one
@@ -34,7 +36,12 @@ lint: install
 	$(VENV)/bin/mypy
 
 test: install lint browser js
-	@bin/with-redis $(PY) -m pytest $(PYTEST_ARGS)
+	@bin/with-redis $(PY) -m pytest --ignore=tests/realhorde $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory realhorde
+
+# The real-Horde lane: bin/realhorde-lane (REALHORDE_ARGS go to its pytest).
+realhorde: install
+	@bin/realhorde-lane $(REALHORDE_ARGS)
 
 # The browser test drives Debian's Chromium (Playwright never downloads a browser here); install it when missing
 # and possible (root with apt-get), otherwise that test skips and says why.
