@@ -44,8 +44,8 @@ def deltas(chunks: list[dict]) -> list[dict]:
 
 
 def test_reasoning_then_content_then_finish_then_usage() -> None:
-    """ref: buffered-stream-events.3, buffered-stream-events.5, buffered-stream-events.7, buffered-stream-events.11,
-    buffered-stream-events.12"""
+    """ref: buffered-stream-events.3, buffered-stream-events.4, buffered-stream-events.5, buffered-stream-events.6,
+    buffered-stream-events.7, buffered-stream-events.11, buffered-stream-events.12"""
     chunks = buffered_chunks(
         request(stream_options={"include_usage": True}),
         status({"role": "assistant", "content": "Hello.", "reasoning_content": "Think."}),
@@ -82,7 +82,7 @@ def test_reasoning_left_out_when_include_reasoning_is_false_and_no_usage_without
 
 
 def test_tool_calls_chunk_has_each_call_whole_with_index_and_no_content() -> None:
-    """ref: buffered-stream-events.9, buffered-stream-events.10"""
+    """ref: buffered-stream-events.8, buffered-stream-events.9, buffered-stream-events.10"""
     calls = [
         {"id": "call_a", "type": "function", "function": {"name": "f", "arguments": '{"x":1}'}},
         {"id": "call_b", "type": "function", "function": {"name": "g", "arguments": "{}"}},

@@ -16,7 +16,9 @@ import pytest
 
 from chat.errors import KUDOS_CAP_EXCESS_PATTERN, kudos_cap_error
 from chat.horde.native import HordeRefusal, NativeStatus
+from chat.horde.native_payload import relays_deltas
 from chat.horde.refusals import error_from_refusal
+from chat.metrics import outcome_class_for
 from chat.protocol.chat_request import ChatCompletionChunk, ChatCompletionRequest, ChatCompletionResponse
 from chat.rendering.completion import (
     EMPTY_REPLY_NOTICE,
@@ -246,7 +248,7 @@ def test_notice_category_reads_native_reasoning_even_when_hidden() -> None:
 
 
 def test_context_adjustments_pass_through_unchanged() -> None:
-    """ref: assistant-message-and-adjustments.4"""
+    """ref: assistant-message-and-adjustments.4, assistant-message-and-adjustments.5"""
     adjustments = [
         {"kind": "worker_max_length", "requested": 4096, "applied": 1024},
         {"kind": "future_kind", "detail": {"nested": [1, 2]}, "note": "kept"},
@@ -611,3 +613,37 @@ def test_kudos_cap_message_that_does_not_match_leaves_the_values_out() -> None:
             "metadata": {"rc": "ChatKudosCapExceeded"},
         }
     }
+
+
+def test_a_new_horde_rc_passes_through_as_the_code_and_stays_unclassified() -> None:
+    """The code set is open: an rc the front has never seen is the client's code, with the Horde's message and
+    status, and its outcome class is unclassified. ref: outcome-class.8, outcome-class.9"""
+    refusal = HordeRefusal(
+        status=403,
+        message="Your account is on a break.",
+        rc="SomeNewHordeRc",
+        body={"message": "Your account is on a break.", "rc": "SomeNewHordeRc"},
+    )
+    error = error_from_refusal(refusal)
+    assert (error.status, error.code, error.message) == (403, "SomeNewHordeRc", "Your account is on a break.")
+    assert outcome_class_for(error.code) == "unclassified"
+
+
+@pytest.mark.parametrize(
+    ("extra", "relayed"),
+    [
+        ({}, True),
+        ({"response_format": {"type": "text"}}, True),
+        ({"response_format": {"type": "json_object"}}, False),
+        (
+            {"response_format": {"type": "json_schema", "json_schema": {"name": "r", "schema": {"type": "object"}}}},
+            False,
+        ),
+        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, False),
+    ],
+)
+def test_only_text_replies_are_relayed(extra: dict, relayed: bool) -> None:
+    """Tool calls and structured output are verified only once the reply is whole, so they are never relayed.
+    ref: relayed-deltas.1, relayed-deltas.2"""
+    assert relays_deltas(request(stream=True, **extra)) is relayed
+    assert relays_deltas(request(stream=False, **extra)) is False

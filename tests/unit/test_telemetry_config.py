@@ -152,3 +152,19 @@ def test_loguru_records_become_opentelemetry_log_records_with_the_bound_values()
     )
     assert exported.instrumentation_scope is not None
     assert exported.instrumentation_scope.name == __name__
+
+
+def test_telemetry_is_configured_before_the_application_is_built() -> None:
+    """oaifront.asgi calls configure_telemetry before it builds Django's handler, and instruments the built app only
+    when telemetry was configured. ref: configuration.1"""
+    import ast
+    from pathlib import Path
+
+    source = Path(__file__).resolve().parents[2] / "oaifront" / "asgi.py"
+    calls = [
+        node.func.id
+        for node in ast.walk(ast.parse(source.read_text()))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    ]
+    order = [name for name in calls if name in {"configure_telemetry", "FrontASGIHandler", "instrument_app"}]
+    assert order.index("configure_telemetry") < order.index("FrontASGIHandler") < order.index("instrument_app")

@@ -61,8 +61,8 @@ def completion(req: ChatCompletionRequest, st: NativeStatus) -> dict[str, Any]:
     ],
 )
 def test_effective_completion_limit_order(extra: dict, applied: int | None, expected: int) -> None:
-    """ref: reasoning-and-usage.9, reasoning-and-usage.11, reasoning-and-usage.12, reasoning-and-usage.13,
-    reasoning-and-usage.15, reasoning-and-usage.16"""
+    """ref: reasoning-and-usage.9, reasoning-and-usage.10, reasoning-and-usage.11, reasoning-and-usage.12,
+    reasoning-and-usage.13, reasoning-and-usage.14, reasoning-and-usage.15, reasoning-and-usage.16"""
     assert effective_completion_limit(request(**extra), status({"content": "x"}, applied=applied)) == expected
 
 
