@@ -1,4 +1,4 @@
-"""``python -m bench.real_horde_budgets``: bursts through the front against the REAL AI Horde (chat.horde_budget).
+"""``python -m bench.real_horde_budgets``: bursts through the front against the REAL AI Horde (chat.horde.budget).
 
 Not part of ``make bench``: it needs the real Horde on loopback (/work/shared/realhorde, ``. /tmp/realhorde/keys.env``
 for ``HORDE_URL``, ``CLIENT_KEY`` and ``PROXY_PASSKEY``) and spends its rate limits, which other users of that Horde

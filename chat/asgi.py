@@ -5,11 +5,11 @@ unsupported" and skips it), so nothing would run at shutdown. :func:`with_front_
 answers the lifespan events itself:
 
 - at startup, one log line names the Redis and the progress streams' database (or says there is none), and
-  :func:`chat.runtime.chain_shutdown_signals` puts :func:`chat.runtime.stop_open_requests` ahead of the server's
-  SIGTERM/SIGINT handler, so a stop ends every open request at once (streams with an error event and ``data: [DONE]``,
-  waiting requests with a 503, each native request cancelled);
-- at shutdown, :func:`chat.runtime.close_runtime` retries pending cancels once more, stops the Redis tasks and closes
-  the HTTP pool.
+  :func:`chat.serving.runtime.chain_shutdown_signals` puts :func:`chat.serving.runtime.stop_open_requests` ahead of the
+  server's SIGTERM/SIGINT handler, so a stop ends every open request at once (streams with an error event and ``data:
+  [DONE]``, waiting requests with a 503, each native request cancelled);
+- at shutdown, :func:`chat.serving.runtime.close_runtime` retries pending cancels once more, stops the Redis tasks and
+  closes the HTTP pool.
 
 A host project's ``asgi.py``::
 
@@ -22,13 +22,13 @@ A host project's ``asgi.py``::
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from contextvars import ContextVar
 from typing import Any
 
 from loguru import logger
 
-from chat.horde_budget import address_header_name, scope_client_address, serving_client
-from oaifront.conf import front_settings
+from chat.horde.budget import address_header_name, scope_client_address, serving_client
+from chat.settings import front_settings
+from chat.views.event_stream import REQUEST_END_HOOKS
 
 Scope = dict[str, Any]
 """An ASGI connection scope (a JSON-like dict, as Django's ``ASGIHandler`` takes it)."""
@@ -40,22 +40,13 @@ ASGIApplication = Callable[[Scope, Receive, Send], Awaitable[None]]
 """An ASGI 3 application, such as ``django.core.asgi.get_asgi_application()``."""
 
 
-REQUEST_END_HOOKS: ContextVar[list[Callable[[], object]] | None] = ContextVar("chat_request_end_hooks", default=None)
-"""The hooks to run when the ASGI call of the current HTTP request returns, set by :func:`with_front_lifespan`.
-
-Django runs the view in tasks that copy this context, so a view can register work that must happen however the
-request ends: ``chat.streaming.ChatEventStream`` registers its end (the native request's cancel), because a client
-that leaves while the response is still on its way back through the middleware cancels that await and Django then
-never closes the response. The hooks are idempotent; for a stream that ended normally they do nothing."""
-
-
 def with_front_lifespan(application: ASGIApplication) -> ASGIApplication:
     """Return ``application`` with the front's lifespan: every other scope goes to ``application`` unchanged.
 
     The wrapper handles the lifespan scope itself and does not forward it, so ``application`` should be one that
     does not need its own lifespan (Django's does not have one). Around each HTTP request it runs the hooks a view
     registered in :data:`REQUEST_END_HOOKS` once the request's call returns, and serves it with its client address
-    (chat.horde_budget.CLIENT_ADDRESS: the admission guards' address, ``HORDE_OAI_CLIENT_ADDRESS_HEADER`` included),
+    (chat.horde.budget.CLIENT_ADDRESS: the admission guards' address, ``HORDE_OAI_CLIENT_ADDRESS_HEADER`` included),
     the ``Proxied-For`` of its calls to the Horde.
     """
 
@@ -68,7 +59,7 @@ def with_front_lifespan(application: ASGIApplication) -> ASGIApplication:
             return
         hooks: list[Callable[[], object]] = []
         token = REQUEST_END_HOOKS.set(hooks)
-        # The client's address (the guards' own), for the Horde's proxy headers and budgets (chat.horde_budget).
+        # The client's address (the guards' own), for the Horde's proxy headers and budgets (chat.horde.budget).
         address = scope_client_address(scope, address_header_name(front_settings().client_address_header))
         with serving_client(address):
             try:
@@ -83,7 +74,7 @@ def with_front_lifespan(application: ASGIApplication) -> ASGIApplication:
 
 async def serve_lifespan(receive: Receive, send: Send) -> None:
     """Answer ``lifespan.startup`` (logging the Redis line) and ``lifespan.shutdown`` (closing the runtime)."""
-    from chat.runtime import chain_shutdown_signals, close_runtime  # noqa: PLC0415 - the apps load once Django is set up
+    from chat.serving.runtime import chain_shutdown_signals, close_runtime  # noqa: PLC0415 - the apps load once Django is set up
 
     while True:
         message = await receive()

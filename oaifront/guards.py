@@ -26,9 +26,9 @@ from typing import Any, Final
 
 from chat import errors
 from chat.errors import CORS_HEADERS, OpenAIError
-from chat.horde_budget import address_header_name, scope_client_address
-from chat.logs import record_refusal
-from oaifront.conf import FrontSettings
+from chat.horde.budget import address_header_name, scope_client_address
+from chat.serving.request_record import record_refusal
+from chat.settings import FrontSettings
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -56,29 +56,22 @@ UNCAPPED_PATHS: Final[frozenset[str]] = frozenset(
 
 def too_large_error(limit: int) -> OpenAIError:
     """413 ``RequestTooLarge``: the body is over ``limit`` bytes."""
-    return OpenAIError(
-        status=413,
-        message=f"The request body is larger than this front's limit of {limit} bytes.",
-        code=errors.REQUEST_TOO_LARGE,
+    return errors.failure(
+        errors.REQUEST_TOO_LARGE, f"The request body is larger than this front's limit of {limit} bytes."
     )
 
 
 def body_timeout_error(seconds: float) -> OpenAIError:
     """408 ``RequestBodyTimeout``: the body did not arrive within ``seconds``."""
-    return OpenAIError(
-        status=408,
-        message=f"The request body was not received within {seconds:g} seconds.",
-        code=errors.REQUEST_BODY_TIMEOUT,
-    )
+    return errors.failure(errors.REQUEST_BODY_TIMEOUT, f"The request body was not received within {seconds:g} seconds.")
 
 
 def at_capacity_error(retry_after: int, *, per_client: bool) -> OpenAIError:
     """503 ``FrontAtCapacity`` with ``Retry-After``: the per-client or the total in-flight cap is reached."""
     which = "from your address" if per_client else "in total"
-    return OpenAIError(
-        status=503,
-        message=f"The front is serving as many requests {which} as it accepts at once. Retry shortly.",
-        code=errors.FRONT_AT_CAPACITY,
+    return errors.failure(
+        errors.FRONT_AT_CAPACITY,
+        f"The front is serving as many requests {which} as it accepts at once. Retry shortly.",
         retry_after=retry_after,
     )
 
@@ -130,7 +123,7 @@ class AdmissionGuards:
 
     def client_address(self, scope: Scope) -> str:
         """The trusted header's first entry when configured and present, else the connection's peer address (the
-        ``Proxied-For`` of the request's calls to the Horde too: chat.horde_budget.scope_client_address).
+        ``Proxied-For`` of the request's calls to the Horde too: chat.horde.budget.scope_client_address).
         """
         return scope_client_address(scope, self.address_header)
 

@@ -1,4 +1,4 @@
-"""The Horde's budgets (chat.horde_budget): proxy headers, submit pacing, the status read cap, the 429 retry and the
+"""The Horde's budgets (chat.horde.budget): proxy headers, submit pacing, the status read cap, the 429 retry and the
 shared heartbeat verdict.
 
 Time is virtual: :class:`VirtualTime` is the budget's clock and sleep, and only moves when every task is asleep, so
@@ -25,10 +25,9 @@ from loguru import logger
 from pydantic import ValidationError
 from redis.asyncio import Redis
 
-from chat import refusals
 from chat.asgi import with_front_lifespan
-from chat.cancels import CancelQueue
-from chat.horde_budget import (
+from chat.horde import refusals
+from chat.horde.budget import (
     CLIENT_ADDRESS,
     MAX_IDLE_LOGS,
     PER_ADDRESS,
@@ -39,11 +38,12 @@ from chat.horde_budget import (
     serving_client,
     shared_read,
 )
-from chat.horde_client import HordeClient, HordeRefusal
-from chat.runtime import close_runtime, get_runtime
-from chat.text_api import TextHordeClient
+from chat.horde.cancels import CancelQueue
+from chat.horde.native import HordeClient, HordeRefusal
+from chat.horde.text import TextHordeClient
+from chat.serving.runtime import close_runtime, get_runtime
+from chat.settings import FrontSettings, describe_invalid_settings, front_settings
 from oaifront import readiness
-from oaifront.conf import FrontSettings, describe_invalid_settings, front_settings
 from oaifront.guards import AdmissionGuards
 
 BASE = "http://horde.test/api"
