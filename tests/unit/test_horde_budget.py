@@ -14,6 +14,7 @@ import itertools
 import json
 import time as wall_clock
 from collections.abc import Awaitable, Callable
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -40,9 +41,12 @@ from chat.horde.budget import (
 )
 from chat.horde.cancels import CancelQueue
 from chat.horde.native import HordeClient, HordeRefusal
-from chat.horde.text import TextHordeClient
+from chat.horde.text import TextHordeClient, TextRoutes
+from chat.protocol.chat_request import ChatCompletionRequest
 from chat.serving.runtime import close_runtime, get_runtime
+from chat.serving.text_route import prepare_chat_request
 from chat.settings import FrontSettings, describe_invalid_settings, front_settings
+from chat.waiting.waiter import ChatWaiter
 from oaifront import readiness
 from oaifront.guards import AdmissionGuards
 
@@ -486,6 +490,69 @@ async def test_one_text_status_is_read_at_most_once_every_1_05_seconds() -> None
     assert sorted(reads) == [(0.0, "t1"), (0.0, "t2"), (1.05, "t1"), (2.1, "t1")]
     await time.run(text.cancel("t1", "key-a"))  # a cancel is another limit at the Horde: never held back
     assert horde.times[-1] == 2.1
+
+
+class SubscribedSignals:
+    """A signal listener subscribed to Redis (``HORDE_OAI_REDIS_URL`` set), recording who registers for signals."""
+
+    subscribed = True
+
+    def __init__(self) -> None:
+        self.registered_ids: list[str] = []
+
+    @property
+    def registered(self) -> int:
+        return len(self.registered_ids)
+
+    def register(self, request_id: str) -> asyncio.Queue[str]:
+        self.registered_ids.append(request_id)
+        return asyncio.Queue()
+
+    def unregister(self, request_id: str) -> None:
+        self.registered_ids.remove(request_id)
+
+
+@pytest.mark.asyncio
+async def test_a_text_request_waiting_behind_redis_is_read_every_recheck_within_the_cap() -> None:
+    """The text API publishes no signals, so with Redis subscribed a text request's waiter does not back off to
+    HORDE_OAI_SIGNAL_RECHECK_MAX_SECONDS (before: reads at 0, 1.05, 3.05, 7.05, 15.05, 31.05, 61.05 s): it re-reads
+    every signal_recheck_seconds, which the read cap spaces to 1.05 s, and is not registered for signals."""
+    time = VirtualTime()
+    finished = {
+        "done": True,
+        "finished": 1,
+        "waiting": 0,
+        "processing": 0,
+        "is_possible": True,
+        "generations": [{"text": "Hello", "model": "m", "worker_id": "w", "worker_name": "w", "state": "ok"}],
+    }
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        waiting = {"done": False, "waiting": 1, "finished": 0, "processing": 0, "is_possible": True}
+        return httpx.Response(200, json=finished if len(horde.requests) > 7 else waiting)
+
+    horde = FakeHorde(time, answer)
+    _, native, text = clients(horde, time)
+    chat_request = ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "Hi"}]})
+    routes = TextRoutes(text, prepare_chat_request(chat_request))
+    signals = SubscribedSignals()
+    settings = FrontSettings(signal_recheck_seconds=1.0, signal_recheck_max_seconds=30.0)
+    runtime = SimpleNamespace(horde=native, signals=signals, settings=settings)
+    waiter = ChatWaiter(
+        runtime,
+        "t1",
+        "key-a",
+        timeout_seconds=300,
+        request=chat_request,
+        clock=time.clock,
+        sleep=time.sleep,
+        horde=routes,
+    )
+    status = await time.run(waiter.wait_done(await time.run(waiter.first_read())))
+    assert status.finished_generation is not None
+    assert horde.times == pytest.approx([0.0, 1.05, 2.1, 3.15, 4.2, 5.25, 6.3, 7.35])
+    assert signals.registered_ids == []
+    assert waiter.recheck_delay() == 1.0
 
 
 # --- the 429 retry -------------------------------------------------------------------------------------------------
