@@ -1,15 +1,16 @@
 """``POST /v1/completions``: OpenAI's legacy completions, over the Horde's text generation API.
 
 The raw ``prompt`` goes to ``POST /v2/generate/text/async`` unchanged, for a model the front reaches through the text
-API (chat.text_api's detection, ``HORDE_OAI_TEXT_API_FALLBACK``). For any other model the answer is 404
-``model_not_found`` at ``model`` with a message that names ``POST /v1/chat/completions``: the native chat route
+API (chat.route_choice, ``HORDE_OAI_TEXT_API_FALLBACK``). A model no online worker serves, on a Horde without the
+native chat routes, is 503 ``no_eligible_worker`` at once, as on chat completions. For any other model the answer is
+404 ``model_not_found`` at ``model`` with a message that names ``POST /v1/chat/completions``: the native chat route
 takes messages, not a raw prompt.
 
-The body takes ``model``, ``prompt`` (a string, or a list of one string), ``max_tokens`` (16 to 16384; absent, the
-front's default of 512, where OpenAI's is 16), ``temperature``, ``top_p``, ``stop``, ``stream``, ``stream_options``,
-``echo`` (only false) and ``n`` (only 1); any other key is refused like an unknown key (400
-``UnsupportedChatParameter``, ``Unrecognized request argument supplied: <key>``). The reply is OpenAI's
-``text_completion``: ``id`` ``cmpl-<request id>``, one choice with ``text``, ``index``, ``logprobs`` (null) and
+The body takes ``model``, ``prompt`` (a string, or a list of one string), ``max_tokens`` (16 to 16384, at most 4096
+on the AI Horde's server; absent, the front's default of 512, where OpenAI's is 16), ``temperature``, ``top_p``,
+``stop``, ``stream``, ``stream_options``, ``echo`` (only false) and ``n`` (only 1); any other key is refused like an
+unknown key (400 ``UnsupportedChatParameter``, ``Unrecognized request argument supplied: <key>``). The reply is
+OpenAI's ``text_completion``: ``id`` ``cmpl-<request id>``, one choice with ``text``, ``index``, ``logprobs`` (null) and
 ``finish_reason``, ``usage`` (estimated, as ``x_horde.estimated_usage`` says) and ``x_horde.api: "text"``. Streamed,
 it is ``text_completion`` chunks: the whole text, then the finish chunk (``text: ""`` with ``finish_reason``), then,
 with ``stream_options.include_usage``, a chunk with ``choices: []`` and ``usage``, then ``data: [DONE]``. Waiting,
@@ -31,7 +32,7 @@ from horde_sdk.generation_parameters.text.chat_limits import (
 )
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from chat import errors, refusals, text_api
+from chat import errors, real_horde_answers, refusals, route_choice, text_api
 from chat.errors import OpenAIError
 from chat.horde_client import HordeRefusal, HordeUnreachable, NativeStatus
 from chat.limits import DEFAULT_CHAT_MAX_TOKENS
@@ -76,7 +77,8 @@ class CompletionRequest(BaseModel):
     not served)."""
 
     max_tokens: int | None = Field(default=None, ge=MIN_CHAT_MAX_TOKENS, le=MAX_CHAT_MAX_TOKENS)
-    """The completion limit in tokens, 16 to 16384; absent, 512 (OpenAI's default is 16)."""
+    """The completion limit in tokens, 16 to 16384 (the AI Horde's text API generates at most 4096: a larger limit is
+    400 ``no_worker_supports_limit``); absent, 512 (OpenAI's default is 16)."""
 
     temperature: float | None = Field(
         default=None, ge=OPENAI_SAMPLING_RANGES["temperature"][0], le=OPENAI_SAMPLING_RANGES["temperature"][1]
@@ -148,9 +150,10 @@ class TextCompletionChoice(BaseModel):
     logprobs: None
     """Always null."""
 
-    finish_reason: Literal["stop", "length"] | None
+    finish_reason: Literal["stop", "length", "content_filter"] | None
     """``stop`` when a stop sequence ended the reply or its estimated tokens are under ``max_tokens``, else
-    ``length``; null in a stream's text chunk."""
+    ``length``; ``content_filter`` when the Horde censored the reply (its text as the Horde sent it); null in a
+    stream's text chunk."""
 
 
 class TextCompletion(BaseModel):
@@ -220,8 +223,16 @@ def read_completion_request(raw: bytes) -> CompletionRequest:
 def prepare_completion_request(request: CompletionRequest) -> text_api.PreparedTextRequest:
     """The text API request of a legacy completion: the prompt unchanged, the client's stops, ``max_length`` from
     ``max_tokens`` (default 512) and no context length (the text API's default applies).
+
+    Raises:
+        OpenAIError: 400 ``no_worker_supports_limit`` at ``max_tokens`` above the real server's 4096
+            (chat.real_horde_answers.text_length_refusal).
     """
     max_length = request.max_tokens if request.max_tokens is not None else DEFAULT_CHAT_MAX_TOKENS
+    sdk_range = (text_api.MIN_TEXT_MAX_LENGTH, text_api.MAX_TEXT_MAX_LENGTH)
+    refusal = real_horde_answers.text_length_refusal(max_length, "max_tokens", sdk_range)
+    if refusal is not None:
+        raise refusal
     stops = text_api.merged_stops(request.stop, ())
     payload = text_api.text_payload(
         request.prompt_text,
@@ -310,7 +321,12 @@ async def completions(request: HttpRequest) -> HttpResponseBase:
     runtime = get_runtime()
     if runtime.stopping.is_set():
         return errors.front_shutting_down(None).to_response()  # stopping: nothing is submitted any more
-    if not await text_api.find_text_route(runtime, legacy.requested_models):
+    try:
+        text_route = await route_choice.find_route(runtime, legacy.requested_models)
+    except OpenAIError as error:
+        record_refusal(error)
+        return error.to_response()
+    if not text_route:
         not_found = OpenAIError(
             status=404,
             message=NO_TEXT_ROUTE_MESSAGE.format(model=legacy.model),

@@ -23,7 +23,8 @@ gap (:func:`text_api_refusal`): 404 ``not_found_error`` ``no_worker_supports_fea
 ``tools``, a ``response_format`` other than ``text``, image parts, tool calls or tool messages in the conversation,
 ``seed``, ``frequency_penalty``, ``presence_penalty``, ``reasoning_effort`` and ``horde.conformance: "strict"`` (the
 text API gives no worker guarantees); 400 ``invalid_request_error`` ``no_worker_supports_limit`` at ``max_tokens``
-for a completion limit outside the text API's range (horde_sdk's ``ModelPayloadRootKobold.max_length`` bounds).
+for a completion limit outside the text API's range (horde_sdk's ``ModelPayloadRootKobold.max_length`` bounds, and
+the real server's 4096, chat.real_horde_answers.REAL_HORDE_MAX_TEXT_LENGTH, whichever is stricter).
 
 The request sent (:func:`prepare_chat_request`): ``prompt`` rendered with the model's template, ``params.max_length``
 (the client's limit, else the front's default of 512), ``params.max_context_length`` (``horde.max_context_length``,
@@ -37,7 +38,10 @@ the text API's dry run before submit (400 ``max_kudos_exceeded`` as on the nativ
 The text status becomes a native status (:class:`TextRoutes`) so the waiter, the buffered stream, the cancels and
 every availability rule are the native path's own: the generation's ``text`` is cut at the first stop sequence and,
 for chat, stripped of leading whitespace; ``finish_reason`` is ``stop`` when a stop sequence ended it or its
-estimated tokens are under ``max_length``, else ``length``; ``prompt_tokens`` is the rendered prompt's estimate.
+estimated tokens are under ``max_length``, else ``length``, and ``content_filter`` (with the Horde's ``state`` as
+``native_finish_reason``) for a generation whose ``state`` is ``censored`` or ``csam``, its text as the Horde sent it;
+``prompt_tokens`` is the rendered prompt's estimate. A status the Horde emptied (a cancel sets ``n`` to 0) ends the
+wait with 502 ``ChatRequestCancelled`` (chat.real_horde_answers).
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ from horde_sdk.ai_horde_api.endpoints import AI_HORDE_API_ENDPOINT_SUBPATH
 from horde_sdk.generation_parameters.text.chat_policy import ChatConformance
 from pydantic import ValidationError
 
-from chat import errors, refusals
+from chat import errors, real_horde_answers, refusals
 from chat.errors import OpenAIError
 from chat.horde_client import HordeClient, HordeRefusal, HordeUnreachable, NativeGeneration, NativeStatus, SubmitResult
 from chat.limits import DEFAULT_CHAT_MAX_TOKENS
@@ -192,6 +196,20 @@ def text_path_models(entries: Sequence[Mapping[str, Any]], mode: TextApiFallback
     }
 
 
+def native_verdict_fresh() -> bool:
+    """Whether this event loop's front saw a ``chat`` entry in the model list within
+    :data:`NATIVE_HORDE_VERDICT_SECONDS`.
+    """
+    seen_chat_at = _native_verdicts.get(asyncio.get_running_loop())
+    return seen_chat_at is not None and time.monotonic() - seen_chat_at < NATIVE_HORDE_VERDICT_SECONDS
+
+
+def note_model_list(entries: Sequence[Mapping[str, Any]]) -> None:
+    """Remember now as when this event loop's front saw a ``chat`` entry, when ``entries`` hold one."""
+    if any(isinstance(entry.get("chat"), Mapping) for entry in entries):
+        _native_verdicts[asyncio.get_running_loop()] = time.monotonic()
+
+
 async def find_text_route(runtime: Any, models: Sequence[str]) -> bool:
     """Whether a request naming ``models`` takes the text path (every model is a :func:`text_path_models` entry).
     False without reading the model list under ``off``, and under ``auto`` within
@@ -200,16 +218,13 @@ async def find_text_route(runtime: Any, models: Sequence[str]) -> bool:
     mode: TextApiFallback = runtime.settings.text_api_fallback
     if mode == "off" or not models:
         return False
-    loop = asyncio.get_running_loop()
-    seen_chat_at = _native_verdicts.get(loop)
-    if mode == "auto" and seen_chat_at is not None and time.monotonic() - seen_chat_at < NATIVE_HORDE_VERDICT_SECONDS:
+    if mode == "auto" and native_verdict_fresh():
         return False
     try:
         entries = await cached_text_models(runtime)
     except (HordeRefusal, HordeUnreachable):
         return False
-    if any(isinstance(entry.get("chat"), Mapping) for entry in entries):
-        _native_verdicts[loop] = time.monotonic()
+    note_model_list(entries)
     served = text_path_models(entries, mode)
     return all(model in served for model in models)
 
@@ -259,18 +274,9 @@ def text_api_refusal(request: ChatCompletionRequest) -> OpenAIError | None:
     if horde is not None and horde.conformance is not None and horde.conformance == ChatConformance.STRICT:
         return _gap(request, "horde.conformance", 'horde.conformance "strict" (it gives no worker guarantees)')
     limit = completion_limit(request)
-    if limit is not None and not MIN_TEXT_MAX_LENGTH <= limit <= MAX_TEXT_MAX_LENGTH:
-        param = "max_completion_tokens" if request.max_completion_tokens is not None else "max_tokens"
-        return OpenAIError(
-            status=400,
-            message=(
-                f"No worker eligible for this request accepts a completion limit of {limit} tokens: the Horde's text "
-                f"generation API generates between {MIN_TEXT_MAX_LENGTH} and {MAX_TEXT_MAX_LENGTH} tokens."
-            ),
-            code=errors.NO_WORKER_SUPPORTS_LIMIT,
-            param=param,
-            type="invalid_request_error",
-        )
+    if limit is not None:
+        param = real_horde_answers.completion_limit_key(request)
+        return real_horde_answers.text_length_refusal(limit, param, (MIN_TEXT_MAX_LENGTH, MAX_TEXT_MAX_LENGTH))
     return None
 
 
@@ -493,7 +499,8 @@ def native_status(body: Mapping[str, Any], prepared: PreparedTextRequest) -> Nat
         text, stopped = cut_at_stop(str(item.get("text") or ""), prepared.stop_sequences)
         if prepared.strip_leading_whitespace:
             text = text.lstrip()
-        finish = "stop" if stopped or estimate_tokens(text) < prepared.max_length else "length"
+        filtered = real_horde_answers.filtered_finish_reason(item)
+        finish = filtered or ("stop" if stopped or estimate_tokens(text) < prepared.max_length else "length")
         generations.append(
             {
                 "id": item.get("id"),
@@ -502,6 +509,7 @@ def native_status(body: Mapping[str, Any], prepared: PreparedTextRequest) -> Nat
                 "model": item.get("model"),
                 "message": {"content": text},
                 "finish_reason": finish,
+                "native_finish_reason": item.get("state") if filtered else None,
                 "prompt_tokens": prepared.estimated_prompt_tokens,
             }
         )
@@ -532,8 +540,13 @@ class TextRoutes:
         return await self.client.submit(payload, apikey)
 
     async def status(self, request_id: str, apikey: str | None) -> NativeStatus:
-        """The text status as a native status (:func:`native_status`)."""
-        return native_status(await self.client.status_body(request_id, apikey), self.prepared)
+        """The text status as a native status (:func:`native_status`). Raises 502 ``ChatRequestCancelled`` for a
+        request the Horde cancelled or emptied (:func:`chat.real_horde_answers.is_emptied`).
+        """
+        body = await self.client.status_body(request_id, apikey)
+        if real_horde_answers.is_emptied(body):
+            raise real_horde_answers.cancelled_error(request_id)
+        return native_status(body, self.prepared)
 
     async def cancel(self, request_id: str, apikey: str | None) -> Any:
         """Cancel at the text API."""

@@ -19,7 +19,7 @@ from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
-from chat import errors, refusals, text_api
+from chat import errors, refusals, route_choice, text_api
 from chat.cancels import CancelQueue
 from chat.errors import CORS_HEADERS, OpenAIError, json_response
 from chat.horde_client import HordeRefusal, HordeUnreachable, NativeStatus, SubmitResult
@@ -151,7 +151,9 @@ async def serve_chat(
     """Submit a validated chat request, wait or stream, and answer: the one path every wire format shares.
 
     The Horde path is the native chat route, or the text generation API when every requested model has text workers
-    but no chat worker (chat.text_api, ``HORDE_OAI_TEXT_API_FALLBACK``). ``render`` rewrites the completion of a
+    but no chat worker (chat.text_api, ``HORDE_OAI_TEXT_API_FALLBACK``); on a Horde without chat routes, a request
+    no online worker serves is refused at once, and a native submit answered 404 beside a live heartbeat is chosen
+    again (chat.route_choice). ``render`` rewrites the completion of a
     non-streamed request, ``wrap_events`` the event stream of a streamed one and ``on_error`` an error before the
     headers (``POST /v1/responses`` maps its param); without them the answer is a chat completion. A request
     abandoned after submit (refusal, timeout, client disconnect) is cancelled at the Horde. Every request is logged and
@@ -168,7 +170,14 @@ async def serve_chat(
     record = RequestRecord(chat_request, started=started)
     horde: HordeApi = runtime.horde
     cancels = runtime.cancels
-    text_route = await text_api.find_text_route(runtime, chat_request.requested_models)
+    try:
+        text_route = await route_choice.find_route(
+            runtime, chat_request.requested_models, listed=chat_request.models is not None
+        )
+    except OpenAIError as error:  # no online worker serves the model on a Horde without chat routes
+        record.failed(error, stage=STAGE_SUBMIT)
+        record.finish()
+        return error_response(error)
     if text_route:
         # The model has text workers but no chat worker: the text generation API (chat.text_api).
         try:
@@ -207,10 +216,14 @@ async def serve_chat(
         record.finish()
         return error_response(refused)
     except HordeUnreachable as exc:
-        unavailable = exc.to_error()
-        record.failed(unavailable)
+        failure = exc.to_error() if text_route else await route_choice.native_route_failure(runtime, exc)
+        if failure is None:  # the Horde has no chat routes (remembered): choose the path again
+            return await serve_chat(
+                chat_request, apikey, started=started, render=render, wrap_events=wrap_events, on_error=on_error
+            )
+        record.failed(failure)
         record.finish()
-        return error_response(unavailable)
+        return error_response(failure)
     except asyncio.CancelledError:
         record.disconnected = True
         record.finish()

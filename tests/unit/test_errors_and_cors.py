@@ -65,7 +65,7 @@ def test_native_validation_failure_is_bad_request_with_first_field() -> None:
         body={"message": "Input payload validation failed", "errors": {"params.top_p": "x"}},
     )
     error = error_from_refusal(refusal)
-    assert (error.status, error.code, error.message) == (400, "BadRequest", "Input payload validation failed")
+    assert (error.status, error.code, error.param, error.message) == (400, "BadRequest", "top_p", "Invalid 'top_p': x.")
 
 
 @pytest.mark.asyncio
