@@ -367,3 +367,16 @@ async def test_a_censored_legacy_completion_has_finish_reason_content_filter() -
         )
     choice = response.json()["choices"][0]
     assert (choice["text"], choice["finish_reason"]) == ("Replaced.", "content_filter")
+
+
+# --- outcome classes ---------------------------------------------------------------------------------------------
+
+
+def test_the_new_codes_have_an_outcome_class() -> None:
+    """A 403 KudosUpfront is the client's to fix (like max_kudos_exceeded); a request the Horde cancelled is the
+    service's fault, as a request done without a generation is. ref: outcome-class.1"""
+    from chat.metrics import CLIENT_ERROR, SERVICE_FAULT, outcome_class_for
+
+    assert (CLIENT_ERROR, SERVICE_FAULT) == ("client_error", "service_fault")
+    assert outcome_class_for("KudosUpfront") == CLIENT_ERROR
+    assert outcome_class_for("ChatRequestCancelled") == SERVICE_FAULT
