@@ -380,3 +380,31 @@ def test_the_new_codes_have_an_outcome_class() -> None:
     assert (CLIENT_ERROR, SERVICE_FAULT) == ("client_error", "service_fault")
     assert outcome_class_for("KudosUpfront") == CLIENT_ERROR
     assert outcome_class_for("ChatRequestCancelled") == SERVICE_FAULT
+
+
+@pytest.mark.asyncio
+async def test_a_censored_streamed_response_ends_incomplete_for_content_filter() -> None:
+    horde = RealHorde(status=censored_status("censored"))
+    with installed(horde):
+        response = await AsyncClient().post(
+            "/v1/responses", {"model": MODEL, "input": "Hi", "stream": True}, content_type="application/json"
+        )
+        events = sse_data(await streamed(response))
+    last = events[-1]
+    assert last["type"] == "response.incomplete"
+    assert (last["response"]["status"], last["response"]["incomplete_details"]) == (
+        "incomplete",
+        {"reason": "content_filter"},
+    )
+
+
+@pytest.mark.asyncio
+async def test_a_censored_streamed_legacy_completion_finishes_with_content_filter() -> None:
+    horde = RealHorde(status=censored_status("csam"))
+    with installed(horde):
+        response = await AsyncClient().post(
+            "/v1/completions", {"model": MODEL, "prompt": "Hi", "stream": True}, content_type="application/json"
+        )
+        events = sse_data(await streamed(response))
+    assert [event["choices"][0]["finish_reason"] for event in events] == ["content_filter"]
+    assert events[0]["choices"][0]["text"] == ""
