@@ -15,8 +15,9 @@ are what it was seen to answer (the team's ``spec/real-horde.md``, with its sour
 - ``params.max_length`` is 16 to :data:`REAL_HORDE_MAX_TEXT_LENGTH` (4096) on the server, where horde-sdk allows
   16384: a larger completion limit is refused before submit (:func:`text_length_refusal`).
 - A cancel (``DELETE .../status/{id}``) sets the request's ``n`` to 0: every later status reads ``done: false``,
-  nothing waiting, processing or finished, ``is_possible: false`` and no generation, until it expires 20 minutes
-  later. Such a status ends the wait at once with 502 ``ChatRequestCancelled`` (:func:`is_emptied`,
+  nothing waiting, processing or finished and no generation (``is_possible: false`` when no worker serves the model),
+  until it expires 20 minutes later. Such a status ends the wait with 502 ``ChatRequestCancelled``: at once with
+  ``is_possible: false``, at the next read otherwise (:func:`is_emptied`, :func:`emptied_reads_to_end`,
   :func:`cancelled_error`).
 - A generation's ``state`` is ``ok``, ``censored`` or ``csam``: a censored one gets OpenAI's ``content_filter``
   finish reason (:func:`filtered_finish_reason`).
@@ -168,16 +169,25 @@ def _count(value: object) -> int | None:
 
 def is_emptied(body: Mapping[str, Any]) -> bool:
     """Whether a text status is a request whose ``n`` the Horde set to 0 (its cancel, ``horde/apis/v2/kobold.py``
-    ``TextAsyncStatus.delete``): ``done`` false, ``waiting``, ``processing`` and ``finished`` all 0, ``is_possible``
-    false and no generation. Any key missing or of another type is not that status.
+    ``TextAsyncStatus.delete``): ``done`` false, not faulted, ``waiting``, ``processing`` and ``finished`` all 0 and no
+    generation. Any key missing or of another type is not that status. ``is_possible`` is not part of it: the server
+    computes it from the online workers alone (``horde/database/functions.py`` ``wp_has_valid_workers``), so it stays
+    true after the cancel of a request for a model with a worker (:func:`emptied_reads_to_end`).
     """
     return (
         body.get("done") is False
-        and body.get("is_possible") is False
+        and body.get("faulted") is not True
         and all(_count(body.get(key)) == 0 for key in ("waiting", "processing", "finished"))
         and not body.get("generations")
-        and body.get("faulted") is not True
     )
+
+
+def emptied_reads_to_end(body: Mapping[str, Any]) -> int:
+    """How many :func:`is_emptied` status reads in a row end the wait: 1 when ``is_possible`` is false (nothing can
+    serve it and nothing is left to serve), 2 when a worker could serve it: a second read a recheck later rules out a
+    status read in the middle of a pop.
+    """
+    return 1 if body.get("is_possible") is False else 2
 
 
 def cancelled_error(request_id: str) -> OpenAIError:

@@ -534,6 +534,8 @@ class TextRoutes:
     def __init__(self, client: TextHordeClient, prepared: PreparedTextRequest) -> None:
         self.client = client
         self.prepared = prepared
+        self.emptied_reads = 0
+        """Status reads in a row that found the request emptied (chat.real_horde_answers.is_emptied)."""
 
     async def submit(self, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
         """Submit to the text API."""
@@ -541,10 +543,11 @@ class TextRoutes:
 
     async def status(self, request_id: str, apikey: str | None) -> NativeStatus:
         """The text status as a native status (:func:`native_status`). Raises 502 ``ChatRequestCancelled`` for a
-        request the Horde cancelled or emptied (:func:`chat.real_horde_answers.is_emptied`).
+        request the Horde cancelled or emptied (chat.real_horde_answers ``is_emptied`` and ``emptied_reads_to_end``).
         """
         body = await self.client.status_body(request_id, apikey)
-        if real_horde_answers.is_emptied(body):
+        self.emptied_reads = self.emptied_reads + 1 if real_horde_answers.is_emptied(body) else 0
+        if self.emptied_reads and self.emptied_reads >= real_horde_answers.emptied_reads_to_end(body):
             raise real_horde_answers.cancelled_error(request_id)
         return native_status(body, self.prepared)
 

@@ -239,7 +239,7 @@ CANCELLED = {
         ({"waiting": 1}, False),
         ({"processing": 1}, False),
         ({"finished": 1}, False),
-        ({"is_possible": True}, False),
+        ({"is_possible": True}, True),
         ({"done": True}, False),
         ({"faulted": True}, False),
         ({"generations": [{"text": "x"}]}, False),
@@ -248,6 +248,22 @@ CANCELLED = {
 )
 def test_is_emptied(changes: dict, emptied: bool) -> None:
     assert real_horde_answers.is_emptied({**EMPTIED_STATUS, **changes}) is emptied
+
+
+def test_an_emptied_request_a_worker_could_serve_ends_at_the_second_read() -> None:
+    """``is_possible`` is the online workers' verdict alone: true after the cancel of a served model's request."""
+    assert real_horde_answers.emptied_reads_to_end(EMPTIED_STATUS) == 1
+    assert real_horde_answers.emptied_reads_to_end({**EMPTIED_STATUS, "is_possible": True}) == 2
+
+
+@pytest.mark.asyncio
+async def test_a_cancelled_request_for_a_served_model_ends_at_the_second_read() -> None:
+    horde = RealHorde(status={**EMPTIED_STATUS, "is_possible": True})
+    with installed(horde, nonstream_timeout_seconds=300):
+        response = await AsyncClient().post("/v1/chat/completions", CHAT, content_type="application/json")
+    assert (response.status_code, response.json()) == (502, {"error": CANCELLED})
+    reads = [call for call in horde.calls if call[1].startswith("/v2/generate/text/status") and call[0] == "GET"]
+    assert len(reads) == 2
 
 
 @pytest.mark.asyncio
