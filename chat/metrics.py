@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Final
 from opentelemetry import metrics
 from opentelemetry.metrics import Counter, Histogram, Meter, MeterProvider
 
-from chat import errors, real_horde_answers
+from chat import errors
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.view import View
@@ -127,7 +127,7 @@ OUTCOME_CLASS_BY_CODE: Final[Mapping[str, str]] = {
     errors.MODEL_NOT_FOUND: CLIENT_ERROR,
     errors.UNKNOWN_MODEL: CLIENT_ERROR,
     errors.MAX_KUDOS_EXCEEDED: CLIENT_ERROR,
-    real_horde_answers.KUDOS_UPFRONT: CLIENT_ERROR,
+    errors.KUDOS_UPFRONT: CLIENT_ERROR,
     "method_not_allowed": CLIENT_ERROR,
     errors.REQUEST_TOO_LARGE: CLIENT_ERROR,
     errors.REQUEST_BODY_TIMEOUT: CLIENT_ERROR,
@@ -138,7 +138,7 @@ OUTCOME_CLASS_BY_CODE: Final[Mapping[str, str]] = {
     errors.RATE_LIMIT_EXCEEDED: RATE_LIMITED,
     errors.CHAT_REQUEST_FAULTED: SERVICE_FAULT,
     errors.CHAT_REQUEST_NO_GENERATION: SERVICE_FAULT,
-    real_horde_answers.CHAT_REQUEST_CANCELLED: SERVICE_FAULT,
+    errors.CHAT_REQUEST_CANCELLED: SERVICE_FAULT,
     errors.CHAT_STREAM_DIVERGED: SERVICE_FAULT,
     errors.HORDE_UNAVAILABLE: SERVICE_FAULT,
     "internal_error": SERVICE_FAULT,

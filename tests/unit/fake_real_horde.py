@@ -13,13 +13,13 @@ from typing import Any
 
 import httpx
 
-from chat import route_choice
-from chat import runtime as runtime_module
-from chat.cancels import CancelQueue
-from chat.horde_client import HordeClient
-from chat.runtime import FrontRuntime
-from chat.text_api import TextHordeClient
-from oaifront.conf import front_settings
+from chat.horde.cancels import CancelQueue
+from chat.horde.native import HordeClient
+from chat.horde.text import TextHordeClient
+from chat.serving import route_choice
+from chat.serving import runtime as runtime_module
+from chat.serving.runtime import FrontRuntime
+from chat.settings import front_settings
 
 HORDE_URL = "http://real-horde.test/api"
 MODEL = "koboldcpp/Qwen2.5-7B-Instruct"

@@ -1,4 +1,4 @@
-"""chat.real_horde_answers: the real AI Horde's answers the native contract does not describe, and the front's
+"""chat.horde.real_horde_answers: the real AI Horde's answers the native contract does not describe, and the front's
 answer to each: ``Retry-After`` only on "retry later", ``KudosUpfront``, payload validation messages, the server's
 4096-token bound, a cancelled (emptied) request, and censored generations. Through Django's test client against
 tests/unit/fake_real_horde.py where the route matters."""
@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from django.test import AsyncClient
 
-from chat import real_horde_answers
-from chat.horde_client import HordeRefusal
-from chat.refusals import error_from_refusal
-from chat.schema import ChatCompletionRequest
-from chat.text_api import MAX_TEXT_MAX_LENGTH, MIN_TEXT_MAX_LENGTH
+from chat.horde import real_horde_answers
+from chat.horde.native import HordeRefusal
+from chat.horde.refusals import error_from_refusal
+from chat.protocol.chat_request import ChatCompletionRequest
+from chat.serving.text_route import MAX_TEXT_MAX_LENGTH, MIN_TEXT_MAX_LENGTH
 from tests.unit.fake_real_horde import DONE_STATUS, EMPTIED_STATUS, LIMITER_HEADERS, MODEL, RealHorde, installed
 
 USER = [{"role": "user", "content": "Hi"}]

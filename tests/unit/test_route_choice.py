@@ -1,4 +1,4 @@
-"""chat.route_choice: on a Horde without chat routes (the real AI Horde), a model no online worker serves is 503
+"""chat.serving.route_choice: on a Horde without chat routes (the real AI Horde), a model no online worker serves is 503
 ``no_eligible_worker`` at once without a submit on every route, and the chat route's HTML 404 means "no chat routes"
 unless the heartbeat fails too. Through Django's test client against tests/unit/fake_real_horde.py (the real Horde's
 answers), and the choice itself with small stubs."""
@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from django.test import AsyncClient
 
-from chat import route_choice
-from chat.horde_client import HordeApiRootWrong, HordeUnreachable
+from chat.horde.native import HordeApiRootWrong, HordeUnreachable
+from chat.serving import route_choice
+from chat.serving.request_record import RequestRecord
 from tests.unit.fake_real_horde import HORDE_URL, MODEL, RealHorde, installed
 
 pytestmark = pytest.mark.asyncio
@@ -82,8 +83,6 @@ async def test_listed_models_with_one_served_take_the_text_path_with_every_name(
 
 async def test_the_stage_of_the_refusal_is_submit() -> None:
     """ref: error-attributes.3"""
-    from chat.logs import RequestRecord
-
     seen: list[RequestRecord] = []
     original = RequestRecord.finish
 
