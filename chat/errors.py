@@ -367,7 +367,7 @@ def no_eligible_worker(message: str, *, metadata: dict[str, Any] | None = None) 
 
 
 FRONT_SHUTTING_DOWN_MESSAGE: Final = (
-    "The front is restarting, so it stopped waiting for this request and cancelled it at the Horde. "
+    "The front is stopping, so it gave up waiting for this request and cancelled it at the Horde. "
     "Retry in a few seconds."
 )
 

@@ -158,7 +158,7 @@ CHAT_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappi
             _MAINTENANCE,
             DocumentedError(
                 errors.FRONT_SHUTTING_DOWN,
-                "The front is restarting: it stopped waiting for the request and cancelled it at the Horde. "
+                "The front is stopping: it gave up waiting for the request and cancelled it at the Horde. "
                 f"`Retry-After: {errors.FRONT_SHUTDOWN_RETRY_AFTER_SECONDS}`. In a stream already open it is the "
                 "error event before `data: [DONE]`.",
             ),
