@@ -54,7 +54,7 @@ ChatRequestConflict            400     invalid_request_error   -            -
 context_length_exceeded        400     invalid_request_error   -            -
 max_kudos_exceeded             400     invalid_request_error   -            -
 no_worker_supports_limit       400     invalid_request_error   -            -
-InvalidAPIKey                  401     authentication_error    -            -
+InvalidAPIKey                  401     authentication_error    -            false
 KudosUpfront                   403     permission_error        -            false
 model_not_found                404     not_found_error         -            -
 no_worker_supports_features    404     not_found_error         -            -
@@ -183,7 +183,12 @@ FAILURES: Final[Mapping[str, Failure]] = {
         Failure(CONTEXT_LENGTH_EXCEEDED, 400, "the rendered prompt cannot fit the context (text path)"),
         Failure(MAX_KUDOS_EXCEEDED, 400, "the kudos estimate is above horde.max_kudos"),
         Failure(NO_WORKER_SUPPORTS_LIMIT, 400, "no online worker declares the completion limit or context length"),
-        Failure(INVALID_API_KEY, 401, "the bearer key is not printable ASCII (the Horde's rc of an unknown key too)"),
+        Failure(
+            INVALID_API_KEY,
+            401,
+            "the bearer key is not printable ASCII (the Horde's rc of an unknown key too)",
+            should_retry=False,
+        ),
         Failure(
             KUDOS_UPFRONT,
             403,

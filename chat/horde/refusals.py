@@ -75,7 +75,8 @@ def error_from_refusal(
     ``NoEligibleWorker`` is 503 ``no_eligible_worker`` (a submit refusal with a declaration gap as ``impossible_reason``
     is mapped before this by ``chat.waiting.availability.submit_refusal_error``); other 5xx are ``HordeUnavailable``;
     ``ChatKudosCapExceeded`` is :func:`kudos_cap_error`; ``KudosUpfront`` is
-    :func:`chat.horde.real_horde_answers.kudos_upfront_error`. A payload validation failure (400 without an rc) is
+    :func:`chat.horde.real_horde_answers.kudos_upfront_error`; ``InvalidAPIKey`` is the catalogue's (401,
+    ``x-should-retry: false``). A payload validation failure (400 without an rc) is
     ``BadRequest`` at the first failing field (:func:`native_param`), with that field's message when the Horde gave one
     (:func:`chat.horde.real_horde_answers.validation_message`); ``UnknownModel`` keeps its status and rc, with the
     entry path its message begins with as param (:data:`NATIVE_REQUEST_PATH_PATTERN`), or ``model`` when the client sent
@@ -94,6 +95,8 @@ def error_from_refusal(
     retry_after = retry_later_seconds(status, refusal.headers)
     if rc == KUDOS_UPFRONT:
         return kudos_upfront_error(message, request)
+    if rc == errors.INVALID_API_KEY:  # permanent: x-should-retry false, never the limiter's Retry-After
+        return errors.failure(errors.INVALID_API_KEY, message)
     if rc == CHAT_KUDOS_CAP_EXCEEDED:
         return kudos_cap_error(message, rc)
     if rc == NO_ELIGIBLE_WORKER_RC:

@@ -229,8 +229,8 @@ RETRY_HEADERS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType(
                 "Whether the official OpenAI SDKs should retry; when present it decides alone. `false` with every "
                 "`no_eligible_worker`, with `ChatRequestTimeout` and with a `ChatRequestFaulted` whose fault is "
                 "`prompt_overflow`: a retry within seconds meets the same workers, waits the whole budget again, or "
-                "overflows again; and with `KudosUpfront` and `ChatRequestCancelled`. Absent otherwise, so the SDKs' "
-                "defaults apply."
+                "overflows again; and with `InvalidAPIKey`, `KudosUpfront` and `ChatRequestCancelled`. Absent "
+                "otherwise, so the SDKs' defaults apply."
             ),
             "schema": {"type": "string", "enum": ["true", "false"]},
         },

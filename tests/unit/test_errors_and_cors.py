@@ -29,7 +29,7 @@ def test_envelope_has_message_type_param_code() -> None:
         (503, "NoEligibleWorker", {}, 503, "no_eligible_worker", "30", "false"),
         (429, None, {"Retry-After": "7"}, 429, "rate_limit_exceeded", "7", None),
         (429, "TooManyPrompts", {}, 429, "TooManyPrompts", None, None),
-        (401, "InvalidAPIKey", {}, 401, "InvalidAPIKey", None, None),
+        (401, "InvalidAPIKey", {"Retry-After": "1"}, 401, "InvalidAPIKey", None, "false"),
         (503, "MaintenanceMode", {}, 503, "MaintenanceMode", None, None),
         (500, "InternalError", {}, 502, "HordeUnavailable", None, None),
     ],
