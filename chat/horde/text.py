@@ -5,7 +5,10 @@ A request on the text path (chat.serving.text_route chose it and prepared it) is
 status, so the waiter, the buffered stream, the cancels and every availability rule are the native path's own: the
 generation's ``text`` is cut at the first stop sequence and, for chat, stripped of leading whitespace;
 ``finish_reason`` is ``stop`` when a stop sequence ended it or its estimated tokens are under ``max_length``, else
-``length``; ``prompt_tokens`` is the rendered prompt's estimate. ``horde.max_kudos`` is checked with the text API's
+``length``, and ``content_filter`` (with the Horde's ``state`` as ``native_finish_reason``) for a generation whose
+``state`` is ``censored`` or ``csam``, its text as the Horde sent it; ``prompt_tokens`` is the rendered prompt's
+estimate. A status the Horde emptied (a cancel sets ``n`` to 0) ends the wait with 502 ``ChatRequestCancelled``
+(chat.horde.real_horde_answers). ``horde.max_kudos`` is checked with the text API's
 dry run before submit (:func:`check_max_kudos`: 400 ``max_kudos_exceeded`` as on the native path).
 """
 
@@ -20,7 +23,7 @@ from horde_sdk.ai_horde_api.endpoints import AI_HORDE_API_ENDPOINT_SUBPATH
 from pydantic import ValidationError
 
 from chat import errors
-from chat.horde import refusals
+from chat.horde import real_horde_answers, refusals
 from chat.horde.native import HordeClient, HordeRefusal, HordeUnreachable, NativeGeneration, NativeStatus, SubmitResult
 from chat.horde.native_payload import estimate_tokens
 
@@ -123,7 +126,8 @@ def native_status(body: Mapping[str, Any], prepared: PreparedTextRequest) -> Nat
         text, stopped = cut_at_stop(str(item.get("text") or ""), prepared.stop_sequences)
         if prepared.strip_leading_whitespace:
             text = text.lstrip()
-        finish = "stop" if stopped or estimate_tokens(text) < prepared.max_length else "length"
+        filtered = real_horde_answers.filtered_finish_reason(item)
+        finish = filtered or ("stop" if stopped or estimate_tokens(text) < prepared.max_length else "length")
         generations.append(
             {
                 "id": item.get("id"),
@@ -132,6 +136,7 @@ def native_status(body: Mapping[str, Any], prepared: PreparedTextRequest) -> Nat
                 "model": item.get("model"),
                 "message": {"content": text},
                 "finish_reason": finish,
+                "native_finish_reason": item.get("state") if filtered else None,
                 "prompt_tokens": prepared.estimated_prompt_tokens,
             }
         )
@@ -161,14 +166,23 @@ class TextRoutes:
     def __init__(self, client: TextHordeClient, prepared: PreparedTextRequest) -> None:
         self.client = client
         self.prepared = prepared
+        self.emptied_reads = 0
+        """Status reads in a row that found the request emptied (chat.horde.real_horde_answers.is_emptied)."""
 
     async def submit(self, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
         """Submit to the text API."""
         return await self.client.submit(payload, apikey)
 
     async def status(self, request_id: str, apikey: str | None) -> NativeStatus:
-        """The text status as a native status (:func:`native_status`)."""
-        return native_status(await self.client.status_body(request_id, apikey), self.prepared)
+        """The text status as a native status (:func:`native_status`). Raises 502 ``ChatRequestCancelled`` for a
+        request the Horde cancelled or emptied (chat.horde.real_horde_answers ``is_emptied`` and
+        ``emptied_reads_to_end``).
+        """
+        body = await self.client.status_body(request_id, apikey)
+        self.emptied_reads = self.emptied_reads + 1 if real_horde_answers.is_emptied(body) else 0
+        if self.emptied_reads and self.emptied_reads >= real_horde_answers.emptied_reads_to_end(body):
+            raise real_horde_answers.cancelled_error(request_id)
+        return native_status(body, self.prepared)
 
     async def cancel(self, request_id: str, apikey: str | None) -> Any:
         """Cancel at the text API."""
