@@ -181,6 +181,15 @@ class FrontSettings(BaseSettings):
             raise ValueError("a proxy passkey is printable ASCII without surrounding spaces (an HTTP header value)")
         return value
 
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value:
+            problem = redis_url_problem(value)
+            if problem is not None:
+                raise ValueError(problem)
+        return value
+
     @field_validator("stream_redis_db", mode="before")
     @classmethod
     def _follow_the_url_database(cls, value: object, info: ValidationInfo) -> object:
@@ -199,6 +208,23 @@ class FrontSettings(BaseSettings):
             f"Redis: {redacted_url(self.redis_url)}; progress streams read on database {self.stream_redis_db} "
             f"({source})"
         )
+
+
+REDIS_URL_EXAMPLE: Final = "redis://127.0.0.1:6379/0"
+"""The shape of a good ``HORDE_OAI_REDIS_URL``, quoted in its error."""
+
+
+def redis_url_problem(url: str) -> str | None:
+    """What redis-py's own URL parser finds wrong with ``url`` (such as ``127.0.0.1:6379``, without a scheme), or
+    None.
+    """
+    from redis.connection import parse_url  # noqa: PLC0415 - only a Redis URL needs it
+
+    try:
+        parse_url(url)  # type: ignore[no-untyped-call]
+    except ValueError as exc:
+        return f"expected a Redis URL such as {REDIS_URL_EXAMPLE}: {exc}"
+    return None
 
 
 def redis_url_database(url: str | None) -> int:

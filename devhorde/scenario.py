@@ -302,19 +302,44 @@ class Scenario(_Strict):
         return frozenset(self.known_models) | {worker.model for worker in self.workers}
 
 
-def load_scenario(path: str | Path | None = None) -> Scenario:
-    """Read and validate a scenario file; ``None`` reads ``scenarios/default.json``.
+def bundled_scenario_names() -> list[str]:
+    """The names of the scenarios bundled in ``devhorde/scenarios`` (``aihorde``, ``busy``, ``default``, ...)."""
+    return sorted(path.stem for path in SCENARIOS_DIR.glob("*.json"))
 
-    A bare name such as ``fast`` resolves to ``devhorde/scenarios/fast.json`` when no such path exists.
+
+class ScenarioNotFoundError(FileNotFoundError):
+    """A scenario that is neither a file nor a bundled scenario's name; the message lists the bundled names."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"no such scenario file, and no bundled scenario of that name: expected a scenario file or one of "
+            f"{', '.join(bundled_scenario_names())}"
+        )
+        self.name = name
+
+
+def scenario_path(path: str | Path | None = None) -> Path:
+    """The file of a scenario: ``None`` is ``scenarios/default.json``; a bare name such as ``fast`` resolves to
+    ``devhorde/scenarios/fast.json`` when no such path exists.
 
     Raises:
-        FileNotFoundError: The file does not exist.
-        pydantic.ValidationError: The document is not a valid scenario.
+        ScenarioNotFoundError: Neither a file nor a bundled scenario's name.
     """
     if path is None:
-        resolved = DEFAULT_SCENARIO_PATH
-    else:
-        resolved = Path(path)
-        if not resolved.exists() and (SCENARIOS_DIR / f"{path}.json").exists():
-            resolved = SCENARIOS_DIR / f"{path}.json"
-    return Scenario.model_validate(json.loads(resolved.read_text(encoding="utf-8")))
+        return DEFAULT_SCENARIO_PATH
+    resolved = Path(path)
+    if resolved.is_file():
+        return resolved
+    if str(path) in bundled_scenario_names():
+        return SCENARIOS_DIR / f"{path}.json"
+    raise ScenarioNotFoundError(str(path))
+
+
+def load_scenario(path: str | Path | None = None) -> Scenario:
+    """Read and validate a scenario file (:func:`scenario_path` resolves ``path``).
+
+    Raises:
+        ScenarioNotFoundError: Neither a file nor a bundled scenario's name.
+        pydantic.ValidationError: The document is not a valid scenario.
+    """
+    return Scenario.model_validate(json.loads(scenario_path(path).read_text(encoding="utf-8")))

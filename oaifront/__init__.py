@@ -9,10 +9,8 @@ from loguru import logger
 # configured explicitly (oaifront.telemetry), so the plugin stays off unless the environment says otherwise.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "logfire-plugin")
 
-from chat.horde_url import check_environment
-
-# horde-sdk (imported later) reads HORDE_URL itself and dies in a traceback on a bad value: refuse it first.
-check_environment()
+# A bad HORDE_URL is refused by `chat` when it is imported (chat.horde_url), before horde-sdk reads it; this package
+# imports nothing of `chat`, so the entry points (oaifront.startup) can turn that refusal into one line.
 
 # horde-sdk's model reference logs its configuration at DEBUG on import; those lines are not the front's.
 logger.disable("horde_model_reference")

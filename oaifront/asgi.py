@@ -4,7 +4,8 @@ startup and shutdown work.
 
 Serve it with ``uvicorn oaifront.asgi:application``. Without ``HORDE_URL`` it talks to the public Horde. Start-up
 configures the log sink (oaifront.logconfig) and, when enabled, telemetry (oaifront.telemetry) before the
-application is built. The layers, outermost first:
+application is built; a setting it cannot use ends the process with one line naming it (oaifront.startup). The
+layers, outermost first:
 
 1. :func:`chat.asgi.with_front_lifespan` answers the lifespan events itself: at startup it logs the Redis in use and
    chains :func:`chat.serving.runtime.stop_open_requests` ahead of the server's SIGTERM/SIGINT handler, so a stop ends
@@ -26,14 +27,18 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oaifront.settings")
 
 import django
 
-django.setup(set_prefix=False)
+from oaifront.startup import one_line_configuration_errors
 
-from chat.asgi import ASGIApplication, with_front_lifespan  # noqa: E402 - after django.setup()
-from chat.settings import front_settings  # noqa: E402 - after django.setup()
-from oaifront.guards import AdmissionGuards, ASGIApp  # noqa: E402 - after django.setup()
-from oaifront.handler import FrontASGIHandler  # noqa: E402 - after django.setup()
-from oaifront.logconfig import configure_logging  # noqa: E402 - after django.setup()
-from oaifront.telemetry import configure_telemetry, instrument_app  # noqa: E402 - after django.setup()
+with one_line_configuration_errors():
+    django.setup(set_prefix=False)
+
+# The rest after django.setup().
+from chat.asgi import ASGIApplication, with_front_lifespan
+from chat.settings import front_settings
+from oaifront.guards import AdmissionGuards, ASGIApp
+from oaifront.handler import FrontASGIHandler
+from oaifront.logconfig import configure_logging
+from oaifront.telemetry import configure_telemetry, instrument_app
 
 settings = front_settings()
 configure_logging(settings)

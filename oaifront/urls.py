@@ -9,7 +9,8 @@ from django.views.generic import RedirectView
 
 from chat.settings import front_settings
 from oaifront.openapi.assets import favicon, redoc_bundle
-from oaifront.openapi.pages import FrontSchemaView, OfflineRedocView, OfflineSwaggerView, behaviour_guide, clients_guide
+from oaifront.openapi.guides import behaviour_guide, clients_guide, guide_stylesheet
+from oaifront.openapi.pages import FrontSchemaView, OfflineRedocView, OfflineSwaggerView
 from oaifront.readiness import readyz
 from oaifront.views import not_found
 
@@ -41,6 +42,7 @@ urlpatterns = [
     path("docs/behaviour", behaviour_guide, name="behaviour-guide"),
     path("docs/clients", clients_guide, name="clients-guide"),
     path("docs/assets/redoc.standalone.js", redoc_bundle, name="redoc-bundle"),
+    path("docs/assets/guide.css", guide_stylesheet, name="guide-stylesheet"),
     path("redoc", OfflineRedocView.as_view(url_name="schema"), name="redoc"),
     path("favicon.ico", favicon, name="favicon"),
     path("", RedirectView.as_view(pattern_name="swagger-ui", permanent=False), name="root"),

@@ -50,12 +50,14 @@ from oaifront.openapi.schemas import (
 
 DOCS_URL: Final = "/docs/behaviour"
 """The front's behaviour guide (``docs/behaviour.md``: waiting and availability, streaming modes, errors and retries,
-limits, the ``horde`` options), served by the front itself at this path (:func:`behaviour_guide`) and linked from the
-document's ``info.description`` and ``externalDocs``. Relative, so the link works on whatever host serves the docs."""
+limits, the ``horde`` options), served by the front itself at this path
+(:func:`oaifront.openapi.guides.behaviour_guide`) and linked from the document's ``info.description`` and
+``externalDocs``. Relative, so the link works on whatever host serves the docs."""
 
 CLIENTS_GUIDE_URL: Final = "/docs/clients"
 """The guide per client (``docs/clients.md``: base URL, key and the settings each chat UI or client library needs),
-served by the front itself at this path (:func:`clients_guide`) and linked from ``info.description``."""
+served by the front itself at this path (:func:`oaifront.openapi.guides.clients_guide`) and linked from
+``info.description``."""
 
 
 ERROR_CONTENT: Final[Mapping[str, Any]] = MappingProxyType(

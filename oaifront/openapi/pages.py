@@ -1,16 +1,14 @@
 """The documentation pages: ``/openapi.json`` (:class:`FrontSchemaView`), Swagger UI at ``/docs``, ReDoc at
-``/redoc`` (both loading nothing from outside this process, under :data:`DOCS_CONTENT_SECURITY_POLICY`), and the
-behaviour guide and guide per client served as Markdown text.
+``/redoc`` (both loading nothing from outside this process, under :data:`DOCS_CONTENT_SECURITY_POLICY`). The guides
+``/docs/behaviour`` and ``/docs/clients`` are oaifront.openapi.guides.
 """
 
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any, Final
 
 from asgiref.sync import async_to_sync
-from django.http import HttpRequest, HttpResponse
 from django.template import engines
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema
@@ -97,24 +95,5 @@ class OfflineRedocView(SpectacularRedocView):
         return response
 
 
-BEHAVIOUR_GUIDE: Final = Path(__file__).resolve().parents[2] / "docs" / "behaviour.md"
-"""The guide's Markdown source in the repository."""
-
-CLIENTS_GUIDE: Final = BEHAVIOUR_GUIDE.parent / "clients.md"
-"""The guide per client's Markdown source in the repository."""
-
-
 EXAMPLE_MODEL_LOOKUP_SECONDS: Final = 2.0
 """How long ``/openapi.json`` waits for the model list to fill the example's model before keeping the placeholder."""
-
-
-async def behaviour_guide(request: HttpRequest) -> HttpResponse:
-    """``/docs/behaviour``: the front's behaviour guide (``docs/behaviour.md``), as Markdown text a browser shows."""
-    text = await asyncio.to_thread(BEHAVIOUR_GUIDE.read_bytes)
-    return HttpResponse(text, content_type="text/plain; charset=utf-8")
-
-
-async def clients_guide(request: HttpRequest) -> HttpResponse:
-    """``/docs/clients``: the guide per client (``docs/clients.md``), as Markdown text a browser shows."""
-    text = await asyncio.to_thread(CLIENTS_GUIDE.read_bytes)
-    return HttpResponse(text, content_type="text/plain; charset=utf-8")

@@ -142,9 +142,9 @@ def test_the_description_links_the_behaviour_guide_which_the_front_serves(
     link = page.locator(".info .description a", has_text=DOCS_URL).first
     link.wait_for(timeout=RENDER_TIMEOUT_MS)
     assert link.get_attribute("href") == DOCS_URL
-    guide = httpx.get(f"{served_front}{DOCS_URL}", timeout=10)
+    guide = httpx.get(f"{served_front}{DOCS_URL}?format=md", timeout=10)
     assert guide.status_code == 200
-    assert guide.headers["content-type"] == "text/plain; charset=utf-8"
+    assert guide.headers["content-type"] == "text/markdown; charset=utf-8"
     assert guide.text == Path(ROOT, "docs", "behaviour.md").read_text()
     for section in ("## Waiting and availability", "## Streaming modes", "## Errors and retries", "## Limits"):
         assert section in guide.text

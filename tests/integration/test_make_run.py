@@ -25,7 +25,7 @@ import pytest
 import redis
 
 from devhorde.launch import free_port
-from tests.conftest import ROOT
+from tests.conftest import ROOT, start_devhorde
 
 pytestmark = pytest.mark.integration
 
@@ -268,3 +268,84 @@ def test_a_bad_horde_url_is_refused_in_one_line_before_anything_starts(tmp_path:
         "make run: Invalid front configuration: HORDE_URL='not-a-url': expected the Horde's API root as an http(s) "
         "URL, such as https://aihorde.net/api\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("env", "line"),
+    [
+        (
+            {"HORDE_OAI_KEEPALIVE_SECONDS": "ten"},
+            "make run: Invalid front configuration: HORDE_OAI_KEEPALIVE_SECONDS='ten': Input should be a valid "
+            "number, unable to parse string as a number",
+        ),
+        (
+            {"HORDE_OAI_REDIS_URL": "127.0.0.1:6379"},
+            "make run: Invalid front configuration: HORDE_OAI_REDIS_URL='127.0.0.1:6379': expected a Redis URL such "
+            "as redis://127.0.0.1:6379/0: Redis URL must specify one of the following schemes (redis://, rediss://, "
+            "unix://)",
+        ),
+        (
+            {"DEVHORDE_SCENARIO": "buzy"},
+            "make run: Invalid devhorde configuration: DEVHORDE_SCENARIO='buzy': no such scenario file, and no "
+            "bundled scenario of that name: expected a scenario file or one of aihorde, busy, default, fast, flaky, "
+            "older-horde, text-only",
+        ),
+        ({"PORT": "eighty"}, "make run: PORT=eighty: expected a port number (1 to 65535)"),
+    ],
+    ids=["HORDE_OAI_KEEPALIVE_SECONDS", "HORDE_OAI_REDIS_URL", "DEVHORDE_SCENARIO", "PORT"],
+)
+def test_a_bad_setting_is_refused_in_one_line_before_anything_starts(
+    tmp_path: Path, make_run: list[MakeRun], env: dict[str, str], line: str
+) -> None:
+    """Each value the front or the devhorde cannot use: exactly one line naming it, status 1, nothing started."""
+    run = start_make_run(tmp_path, {"REDIS": "on", **env})
+    make_run.append(run)
+    assert run.popen.wait(90) == 1
+    assert run.output() == line + "\n"
+
+
+def test_a_horde_url_without_api_is_refused_with_the_api_root_it_answers_at(
+    tmp_path: Path, make_run: list[MakeRun]
+) -> None:
+    """HORDE_URL names a running Horde without ``/api``: make run says the Horde does not answer there and names the
+    root that answers, before starting anything (no ready line)."""
+    devhorde, api_root = start_devhorde(tmp_path, redis=False)
+    try:
+        server = api_root.removesuffix("/api")
+        run = start_make_run(tmp_path, {"HORDE_URL": server})
+        make_run.append(run)
+        assert run.popen.wait(90) == 1
+        assert run.output() == (
+            f"make run: the Horde does not answer at HORDE_URL={server} (GET {server}/v2/status/heartbeat answered "
+            f"404 Not Found); it answers at {api_root}: set HORDE_URL={api_root}\n"
+        )
+    finally:
+        devhorde.stop()
+
+
+def test_a_horde_url_where_nothing_answers_is_refused_in_one_line(tmp_path: Path, make_run: list[MakeRun]) -> None:
+    api_root = f"http://127.0.0.1:{free_port()}/api"
+    run = start_make_run(tmp_path, {"HORDE_URL": api_root})
+    make_run.append(run)
+    assert run.popen.wait(90) == 1
+    assert run.output() == (
+        f"make run: the Horde does not answer at HORDE_URL={api_root} (GET {api_root}/v2/status/heartbeat: [Errno "
+        "111] Connection refused); start the Horde or set HORDE_URL to where it answers\n"
+    )
+
+
+def test_a_redis_that_does_not_answer_is_said_with_the_mode_it_falls_back_to(
+    tmp_path: Path, make_run: list[MakeRun]
+) -> None:
+    """HORDE_OAI_REDIS_URL where nothing answers: the mode line says so and what the front does meanwhile (never "live
+    streaming"), the front still gets ready, and a stream arrives whole, in one content chunk."""
+    redis_port = free_port()
+    run = start_make_run(tmp_path, {"HORDE_OAI_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0"})
+    make_run.append(run)
+    mode, _ = mode_and_ready_lines(run.wait_ready())
+    assert mode == (
+        f"mode: no live streaming: Redis at redis://127.0.0.1:{redis_port}/0 does not answer (Error 111 connecting "
+        f"to 127.0.0.1:{redis_port}. Connection refused.); until it does, every stream is delivered whole and waits "
+        "re-read the Horde's status on a timer"
+    )
+    assert len(content_chunks(run.client)) == 1

@@ -96,10 +96,16 @@ def test_the_installed_wheel_serves_the_front_the_guides_and_the_devhorde(tmp_pa
         base = f"http://127.0.0.1:{front_port}"
         wait_http(f"{base}/healthz", front.popen, timeout=START_UP_TIMEOUT_SECONDS)
 
-        guide = httpx.get(f"{base}/docs/behaviour", timeout=30)
+        guide = httpx.get(f"{base}/docs/behaviour?format=md", timeout=30)
         assert guide.status_code == 200
         assert guide.text == (tmp_path / "clone" / "docs" / "behaviour.md").read_text(encoding="utf-8")
-        clients = httpx.get(f"{base}/docs/clients", timeout=30)
+        page = httpx.get(f"{base}/docs/behaviour", timeout=30)
+        assert page.headers["content-type"] == "text/html; charset=utf-8"
+        assert '<h2 id="waiting-and-availability">' in page.text
+        stylesheet = httpx.get(f"{base}/docs/assets/guide.css", timeout=30)
+        assert stylesheet.status_code == 200
+        assert stylesheet.text == (tmp_path / "clone" / "oaifront" / "openapi" / "guide.css").read_text()
+        clients = httpx.get(f"{base}/docs/clients?format=md", timeout=30)
         assert clients.status_code == 200
         assert clients.text == (tmp_path / "clone" / "docs" / "clients.md").read_text(encoding="utf-8")
 

@@ -726,14 +726,14 @@ def test_info_description_links_to_the_documentation(document: dict[str, Any]) -
 
 def test_info_description_links_to_the_guide_per_client_which_the_front_serves(document: dict[str, Any]) -> None:
     """The docs page links the guide per client (issue 16), served by the front at ``/docs/clients`` as the file in
-    the repository.
+    the repository (as Markdown to a client that asks for it; tests/unit/test_guides.py has the page).
 
     ref: field-descriptions.5"""
     assert CLIENTS_GUIDE_URL == "/docs/clients"
     assert f"the [guide per client]({CLIENTS_GUIDE_URL})" in document["info"]["description"]
-    response = Client().get(CLIENTS_GUIDE_URL)
+    response = Client().get(CLIENTS_GUIDE_URL, headers={"Accept": "text/markdown"})
     assert response.status_code == 200
-    assert response["Content-Type"] == "text/plain; charset=utf-8"
+    assert response["Content-Type"] == "text/markdown; charset=utf-8"
     repository = Path(__file__).resolve().parents[2]
     assert response.content == (repository / "docs" / "clients.md").read_bytes()
     assert response.content.startswith(b"# Using the front from chat UIs and client libraries")

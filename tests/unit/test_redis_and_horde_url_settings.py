@@ -70,7 +70,7 @@ def test_the_start_line_never_shows_a_password() -> None:
 )
 def test_a_bad_horde_url_ends_in_the_fronts_one_line_error_before_horde_sdk_reads_it(value: str, problem: str) -> None:
     """``manage.py check`` (Django set up, settings read, apps imported) with a bad ``HORDE_URL``: the last line is
-    the front's error and no frame of horde_model_reference's own settings appears."""
+    the front's error alone, no traceback and no frame of horde_model_reference's own settings."""
     env = {**os.environ, "HORDE_URL": value, "DJANGO_SETTINGS_MODULE": "oaifront.settings"}
     result = subprocess.run(
         [sys.executable, "manage.py", "check"],
@@ -82,11 +82,7 @@ def test_a_bad_horde_url_ends_in_the_fronts_one_line_error_before_horde_sdk_read
         timeout=120,
     )
     assert result.returncode == 1
-    last_line = result.stderr.strip().splitlines()[-1]
-    assert last_line == (
-        f"django.core.exceptions.ImproperlyConfigured: Invalid front configuration: HORDE_URL={value!r}: {problem}"
-    )
-    assert "horde_model_reference" not in result.stderr
+    assert result.stderr == f"Invalid front configuration: HORDE_URL={value!r}: {problem}\n"
 
 
 def test_a_horde_url_set_in_settings_is_checked_too() -> None:
