@@ -31,7 +31,7 @@ from horde_sdk.generation_parameters.text.chat_limits import (
 )
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from chat import errors, refusals, text_api
+from chat import errors, refusals, text_api, worker_limits
 from chat.errors import OpenAIError
 from chat.horde_client import HordeRefusal, HordeUnreachable, NativeStatus
 from chat.limits import DEFAULT_CHAT_MAX_TOKENS
@@ -325,7 +325,7 @@ async def completions(request: HttpRequest) -> HttpResponseBase:
     except OpenAIError as error:
         record_refusal(error)
         return error.to_response()
-    routes = text_api.TextRoutes(runtime.text_horde, prepared)
+    routes = text_api.TextRoutes(runtime.text_horde, prepared, worker_limits.directory_for(runtime.text_horde))
     created = int(time.time())
     try:
         submitted = await submit_shielded(runtime, prepared.payload, apikey, horde=routes, cancels=runtime.text_cancels)

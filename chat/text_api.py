@@ -47,7 +47,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from annotated_types import Ge, Le
 from django.core.cache import cache
@@ -63,6 +63,10 @@ from chat.limits import DEFAULT_CHAT_MAX_TOKENS
 from chat.mapping import completion_limit, estimate_tokens
 from chat.prompt_templates import PromptTooLong, render_within_context, template_for_model
 from chat.schema import ChatCompletionRequest
+from chat.worker_limits import WorkerDirectory, apply_liveness
+
+if TYPE_CHECKING:
+    from chat.text_limits import TextBounds
 
 TextApiFallback = Literal["auto", "on", "off"]
 """The values of ``HORDE_OAI_TEXT_API_FALLBACK``."""
@@ -306,6 +310,8 @@ class PreparedTextRequest:
         strip_leading_whitespace: Whether the reply's leading whitespace is removed (chat: the template's generation
             prompt ends where the worker's reply starts, often before a space).
         x_horde: The keys added to the reply's ``x_horde``.
+        context_adjustments: The front's changes to the client's limits (chat.text_limits), which every status of
+            the request carries as ``context_adjustments``.
     """
 
     payload: dict[str, Any]
@@ -314,6 +320,7 @@ class PreparedTextRequest:
     estimated_prompt_tokens: int
     strip_leading_whitespace: bool
     x_horde: dict[str, Any] = field(default_factory=dict)
+    context_adjustments: tuple[dict[str, Any], ...] = ()
 
 
 def text_payload(
@@ -352,7 +359,9 @@ def text_payload(
         params["temperature"] = temperature
     if top_p is not None:
         params["top_p"] = max(top_p, SMALLEST_TEXT_TOP_P)
-    body: dict[str, Any] = {"prompt": prompt, "models": list(models), "params": params}
+    # allow_downgrade: a user short of the upfront kudos gets max_length lowered to the Horde's ceiling instead of
+    # 403 KudosUpfront (chat.upfront_kudos; the front lowers and reports it first when it can foresee it).
+    body: dict[str, Any] = {"prompt": prompt, "models": list(models), "params": params, "allow_downgrade": True}
     for key in WORKER_OPTION_KEYS:
         if horde_options.get(key) is not None:
             body[key] = horde_options[key]
@@ -371,8 +380,9 @@ def merged_stops(client_stop: str | Sequence[str] | None, template_stops: Sequen
     return tuple(merged)
 
 
-def prepare_chat_request(request: ChatCompletionRequest) -> PreparedTextRequest:
-    """Render a validated chat request for the text API (see the module docstring).
+def prepare_chat_request(request: ChatCompletionRequest, bounds: TextBounds | None = None) -> PreparedTextRequest:
+    """Render a validated chat request for the text API (see the module docstring), with ``max_length`` and
+    ``max_context_length`` from ``bounds`` when given (chat.text_limits, whose adjustments the statuses carry).
 
     Raises:
         OpenAIError: :func:`text_api_refusal`'s refusal; 400 ``ChatRequestConflict`` at ``models`` when the listed
@@ -399,6 +409,8 @@ def prepare_chat_request(request: ChatCompletionRequest) -> PreparedTextRequest:
     max_length = limit if limit is not None else DEFAULT_CHAT_MAX_TOKENS
     horde = request.horde.model_dump(exclude_none=True) if request.horde is not None else {}
     max_context_length = int(horde.get("max_context_length") or DEFAULT_TEXT_MAX_CONTEXT_LENGTH)
+    if bounds is not None:
+        max_length, max_context_length = bounds.max_length, bounds.max_context_length
     messages = [message.model_dump(exclude_none=True) for message in request.messages]
     budget = max_context_length - max_length
     try:
@@ -432,6 +444,7 @@ def prepare_chat_request(request: ChatCompletionRequest) -> PreparedTextRequest:
         estimated_prompt_tokens=rendered.estimated_prompt_tokens,
         strip_leading_whitespace=True,
         x_horde=x_horde,
+        context_adjustments=bounds.adjustments if bounds is not None else (),
     )
 
 
@@ -506,6 +519,8 @@ def native_status(body: Mapping[str, Any], prepared: PreparedTextRequest) -> Nat
             }
         )
     fields = {key: body[key] for key in STATUS_KEYS if key in body}
+    if prepared.context_adjustments:
+        fields["context_adjustments"] = [dict(adjustment) for adjustment in prepared.context_adjustments]
     try:
         status = NativeStatus.model_validate(
             {**fields, "generations": [NativeGeneration.model_validate(g) for g in generations]}
@@ -520,20 +535,29 @@ def native_status(body: Mapping[str, Any], prepared: PreparedTextRequest) -> Nat
 
 class TextRoutes:
     """One text request's view of the Horde with the native client's methods (``submit``, ``status``, ``cancel``,
-    ``text_models``), so chat.views and chat.waiter serve it as a native request.
+    ``text_models``), so chat.views and chat.waiter serve it as a native request. With ``workers`` (the worker
+    list, chat.worker_limits), each status also says whether the models' workers still run
+    (chat.worker_limits.apply_liveness).
     """
 
-    def __init__(self, client: TextHordeClient, prepared: PreparedTextRequest) -> None:
+    def __init__(
+        self, client: TextHordeClient, prepared: PreparedTextRequest, workers: WorkerDirectory | None = None
+    ) -> None:
         self.client = client
         self.prepared = prepared
+        self.workers = workers
 
     async def submit(self, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
         """Submit to the text API."""
         return await self.client.submit(payload, apikey)
 
     async def status(self, request_id: str, apikey: str | None) -> NativeStatus:
-        """The text status as a native status (:func:`native_status`)."""
-        return native_status(await self.client.status_body(request_id, apikey), self.prepared)
+        """The text status as a native status (:func:`native_status`), with the workers' liveness."""
+        status = native_status(await self.client.status_body(request_id, apikey), self.prepared)
+        snapshot = await self.workers.snapshot() if self.workers is not None else None
+        if snapshot is not None:
+            apply_liveness(status, snapshot.for_models(self.prepared.payload.get("models") or []))
+        return status
 
     async def cancel(self, request_id: str, apikey: str | None) -> Any:
         """Cancel at the text API."""

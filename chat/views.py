@@ -19,7 +19,7 @@ from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
-from chat import errors, refusals, text_api
+from chat import errors, refusals, text_api, text_limits, worker_limits
 from chat.cancels import CancelQueue
 from chat.errors import CORS_HEADERS, OpenAIError, json_response
 from chat.horde_client import HordeRefusal, HordeUnreachable, NativeStatus, SubmitResult
@@ -172,7 +172,8 @@ async def serve_chat(
     if text_route:
         # The model has text workers but no chat worker: the text generation API (chat.text_api).
         try:
-            prepared = text_api.prepare_chat_request(chat_request)
+            bounds = await text_limits.chat_text_bounds(runtime.text_horde, chat_request, apikey)
+            prepared = text_api.prepare_chat_request(chat_request, bounds)
             max_kudos = chat_request.horde.max_kudos if chat_request.horde is not None else None
             if max_kudos is not None:
                 await text_api.check_max_kudos(runtime.text_horde, prepared.payload, apikey, max_kudos)
@@ -185,7 +186,7 @@ async def serve_chat(
             record.failed(unavailable)
             record.finish()
             return error_response(unavailable)
-        horde = text_api.TextRoutes(runtime.text_horde, prepared)
+        horde = text_api.TextRoutes(runtime.text_horde, prepared, worker_limits.directory_for(runtime.text_horde))
         cancels = runtime.text_cancels
         stream_progress = False
         payload = prepared.payload

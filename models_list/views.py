@@ -6,7 +6,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
-from chat import errors, refusals, text_api
+from chat import errors, refusals, text_api, worker_limits
 from chat.errors import OpenAIError, json_response
 from chat.horde_client import HordeRefusal, HordeUnreachable
 from chat.runtime import get_runtime
@@ -37,7 +37,13 @@ async def served_model_list() -> dict[str, Any]:
         raise refusals.error_from_refusal(refusal) from refusal
     except HordeUnreachable as exc:
         raise exc.to_error() from exc
-    return model_list(entries, get_runtime().settings.text_api_fallback)
+    runtime = get_runtime()
+    mode = runtime.settings.text_api_fallback
+    workers = None
+    if text_api.text_path_models(entries, mode):
+        # The text API's list entries declare no limits: the worker list has them (chat.worker_limits).
+        workers = await worker_limits.directory_for(runtime.text_horde).snapshot()
+    return model_list(entries, mode, workers)
 
 
 def model_not_found(model: str) -> OpenAIError:
