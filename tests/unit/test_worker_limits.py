@@ -244,7 +244,7 @@ class FixedWorkers:
 def text_waiter(live: bool, mode: str = "wait") -> tuple[ChatWaiter, TextStatuses]:
     clock = Clock()
     statuses = TextStatuses(clock)
-    routes = TextRoutes(statuses, PREPARED, FixedWorkers(live))  # type: ignore[arg-type]
+    routes = TextRoutes(statuses, PREPARED, FixedWorkers(live))  # type: ignore[arg-type] - stubs with the methods read
     settings = SimpleNamespace(
         signal_recheck_seconds=1.0,
         signal_recheck_max_seconds=30.0,
