@@ -1,0 +1,211 @@
+"""chat.text_limits and its hooks: the limits a text path request is sent with (the workers' declared limits, the
+upfront kudos ceiling), reported as the native path reports worker_max_length (x_horde.context_adjustments, the
+effective completion limit, ``max_tokens_source``), and the text model cards' limits (httpx.MockTransport)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from chat.horde_client import HordeClient
+from chat.logs import max_tokens_source
+from chat.mapping import build_completion, effective_completion_limit
+from chat.schema import ChatCompletionRequest
+from chat.text_api import MAX_TEXT_MAX_LENGTH, native_status, prepare_chat_request
+from chat.text_limits import TextBounds, chat_text_bounds
+from chat.worker_limits import WorkerSnapshot, WorkerState
+from models_list.cards import model_list
+from models_list.schema import ModelList
+
+QWEN = "koboldcpp/Qwen2.5-7B-Instruct"
+WORKER = {
+    "id": "91743914-16c2-4d2f-b54e-8c2d2e2999e7",
+    "models": [QWEN],
+    "threads": 1,
+    "uptime": 795,
+    "max_length": 512,
+    "max_context_length": 4096,
+    "maintenance_mode": False,
+    "online": True,
+}
+IDLE = {"text_thread_count": 11, "queued_text_requests": 45}
+BUSY = {"text_thread_count": 2, "queued_text_requests": 200}
+
+
+def horde_client(performance: dict[str, Any], kudos: float | None = 0) -> tuple[HordeClient, list[str]]:
+    calls: list[str] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        path = request.url.path.removeprefix("/api")
+        calls.append(path)
+        if path == "/v2/workers":
+            return httpx.Response(200, content=json.dumps([WORKER]))
+        if path == "/v2/status/performance":
+            return httpx.Response(200, content=json.dumps(performance))
+        if path == "/v2/find_user" and kudos is not None:
+            return httpx.Response(200, content=json.dumps({"username": "new#7", "kudos": kudos}))
+        return httpx.Response(404, content=json.dumps({"message": "User not found", "rc": "UserNotFound"}))
+
+    url = f"http://horde-{uuid.uuid4().hex[:8]}.test/api"
+    return HordeClient(url, "test:1:none", 5.0, transport=httpx.MockTransport(handle)), calls
+
+
+def chat(**body: Any) -> ChatCompletionRequest:
+    return ChatCompletionRequest.model_validate(
+        {"model": QWEN, "messages": [{"role": "user", "content": "Hi"}], **body}
+    )
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("performance", "body", "bounds"),
+    [
+        # The default 512 for a 0-kudos user on an idle Horde: served as it is.
+        (IDLE, {}, TextBounds(max_length=512, max_context_length=2048)),
+        # A busy Horde's ceiling is below the default: lowered to it, reported.
+        (
+            BUSY,
+            {},
+            TextBounds(
+                max_length=342,
+                max_context_length=2048,
+                adjustments=({"kind": "kudos_upfront", "requested": 512, "applied": 342},),
+            ),
+        ),
+        # Above the workers' 512 and context 4096, then above the busy ceiling.
+        (
+            BUSY,
+            {"max_tokens": 1024, "horde": {"max_context_length": 8192}},
+            TextBounds(
+                max_length=342,
+                max_context_length=4096,
+                adjustments=(
+                    {"kind": "worker_max_length", "requested": 1024, "applied": 512},
+                    {"kind": "kudos_upfront", "requested": 512, "applied": 342},
+                    {"kind": "worker_max_context_length", "requested": 8192, "applied": 4096},
+                ),
+            ),
+        ),
+        (
+            IDLE,
+            {"max_completion_tokens": 600},
+            TextBounds(
+                max_length=512,
+                max_context_length=2048,
+                adjustments=({"kind": "worker_max_length", "requested": 600, "applied": 512},),
+            ),
+        ),
+        (
+            IDLE,
+            {"max_tokens": 100, "horde": {"max_context_length": 1024}},
+            TextBounds(max_length=100, max_context_length=1024),
+        ),
+    ],
+)
+async def test_the_bounds_of_a_text_request(
+    performance: dict[str, Any], body: dict[str, Any], bounds: TextBounds
+) -> None:
+    client, _ = horde_client(performance, kudos=0)
+    try:
+        assert await chat_text_bounds(client, chat(**body), "new-user-key") == bounds
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.asyncio
+async def test_a_user_holding_kudos_keeps_a_limit_above_the_ceiling_and_the_user_is_read_only_then() -> None:
+    client, calls = horde_client(BUSY, kudos=5000)
+    try:
+        assert await chat_text_bounds(client, chat(max_tokens=300), "owner") == TextBounds(
+            max_length=300, max_context_length=2048
+        )
+        assert "/v2/find_user" not in calls
+        assert await chat_text_bounds(client, chat(max_tokens=500), "owner") == TextBounds(
+            max_length=500, max_context_length=2048
+        )
+        assert calls == ["/v2/workers", "/v2/status/performance", "/v2/find_user"]
+    finally:
+        await client.aclose()
+
+
+LOWERED = TextBounds(
+    max_length=342,
+    max_context_length=4096,
+    adjustments=(
+        {"kind": "worker_max_length", "requested": 1024, "applied": 512},
+        {"kind": "kudos_upfront", "requested": 512, "applied": 342},
+    ),
+)
+
+
+def test_a_lowered_limit_is_sent_and_reported_as_the_native_path_reports_worker_max_length() -> None:
+    """ref: assistant-message-and-adjustments.4, reasoning-and-usage.9, completion-limit-source.3"""
+    request = chat(max_tokens=1024, horde={"max_context_length": 8192})
+    prepared = prepare_chat_request(request, LOWERED)
+    assert prepared.payload["params"]["max_length"] == 342
+    assert prepared.payload["params"]["max_context_length"] == 4096
+    assert prepared.payload["allow_downgrade"] is True
+    assert (prepared.max_length, prepared.x_horde["max_context_length"]) == (342, 4096)
+    body = {
+        "done": True,
+        "finished": 1,
+        "waiting": 0,
+        "processing": 0,
+        "is_possible": True,
+        "generations": [{"text": "x" * 4000, "model": QWEN, "worker_id": "w", "worker_name": "n"}],
+    }
+    status = native_status(body, prepared)
+    assert status.context_adjustments == list(LOWERED.adjustments)
+    assert effective_completion_limit(request, status) == 342
+    assert max_tokens_source(request, status) == "lowered"
+    completion = build_completion(request, status, "req-1", 0)
+    assert completion["x_horde"]["context_adjustments"] == list(LOWERED.adjustments)
+    assert completion["usage"]["completion_tokens"] == 342  # 1000 estimated tokens, capped at the lowered limit
+    assert completion["choices"][0]["finish_reason"] == "length"
+    plain = native_status(body, prepare_chat_request(chat(max_tokens=100)))
+    assert plain.context_adjustments is None
+    assert (
+        effective_completion_limit(chat(max_tokens=100), plain),
+        max_tokens_source(chat(max_tokens=100), plain),
+    ) == (
+        100,
+        "client",
+    )
+
+
+def test_text_cards_state_the_workers_limits() -> None:
+    """The loopback Horde's worker declares 512 / 4096 for Qwen2.5-7B-Instruct."""
+    entries = [{"name": QWEN, "count": 1, "queued": 0, "jobs": 0, "eta": 0}, {"name": "koboldcpp/other", "count": 1}]
+    snapshot = WorkerSnapshot(
+        read_at=0.0,
+        workers=(
+            WorkerState(
+                id="a", models=frozenset({QWEN}), threads=1, max_length=512, max_context_length=4096, live=True
+            ),
+            WorkerState(
+                id="b", models=frozenset({QWEN}), threads=2, max_length=1024, max_context_length=16384, live=False
+            ),
+        ),
+    )
+    listed = model_list(entries, "auto", snapshot)
+    assert ModelList.model_validate(listed).model_dump(mode="json") == listed
+    qwen, other = listed["data"]
+    assert (qwen["context_length"], qwen["top_provider"], qwen["x_horde"]["threads"]) == (
+        16384,
+        {"context_length": 16384, "max_completion_tokens": 1024, "is_moderated": False},
+        3,
+    )
+    assert (other["context_length"], other["top_provider"]["max_completion_tokens"], other["x_horde"]["threads"]) == (
+        None,
+        None,
+        None,
+    )
+    beyond = WorkerState(
+        id="c", models=frozenset({QWEN}), threads=1, max_length=99999, max_context_length=4096, live=True
+    )
+    [card] = model_list(entries[:1], "auto", WorkerSnapshot(read_at=0.0, workers=(beyond,)))["data"]
+    assert card["top_provider"]["max_completion_tokens"] == MAX_TEXT_MAX_LENGTH  # never above the text API's bound
