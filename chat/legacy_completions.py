@@ -31,7 +31,7 @@ from horde_sdk.generation_parameters.text.chat_limits import (
 )
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from chat import errors, refusals, text_api, worker_limits
+from chat import errors, refusals, text_api, text_limits, worker_limits
 from chat.errors import OpenAIError
 from chat.horde_client import HordeRefusal, HordeUnreachable, NativeStatus
 from chat.limits import DEFAULT_CHAT_MAX_TOKENS
@@ -217,11 +217,16 @@ def read_completion_request(raw: bytes) -> CompletionRequest:
         raise openai_error_from_validation(exc.errors(include_url=False)[0], body) from None
 
 
-def prepare_completion_request(request: CompletionRequest) -> text_api.PreparedTextRequest:
+def prepare_completion_request(
+    request: CompletionRequest, bounds: text_limits.TextBounds | None = None
+) -> text_api.PreparedTextRequest:
     """The text API request of a legacy completion: the prompt unchanged, the client's stops, ``max_length`` from
-    ``max_tokens`` (default 512) and no context length (the text API's default applies).
+    ``max_tokens`` (default 512; ``bounds.max_length`` when given, chat.text_limits, whose adjustments the statuses
+    carry) and no context length (the text API's default applies).
     """
     max_length = request.max_tokens if request.max_tokens is not None else DEFAULT_CHAT_MAX_TOKENS
+    if bounds is not None:
+        max_length = bounds.max_length
     stops = text_api.merged_stops(request.stop, ())
     payload = text_api.text_payload(
         request.prompt_text,
@@ -240,6 +245,7 @@ def prepare_completion_request(request: CompletionRequest) -> text_api.PreparedT
         estimated_prompt_tokens=estimate_tokens(request.prompt_text),
         strip_leading_whitespace=False,
         x_horde={"api": text_api.TEXT_API},
+        context_adjustments=bounds.adjustments if bounds is not None else (),
     )
 
 
@@ -273,7 +279,11 @@ def build_text_completion(
             "completion_tokens": completion_tokens,
             "total_tokens": prepared.estimated_prompt_tokens + completion_tokens,
         },
-        "x_horde": {**status.front_x_horde, "estimated_usage": True},
+        "x_horde": {
+            **status.front_x_horde,
+            **({"context_adjustments": status.context_adjustments} if status.context_adjustments else {}),
+            "estimated_usage": True,
+        },
     }
 
 
@@ -321,7 +331,16 @@ async def completions(request: HttpRequest) -> HttpResponseBase:
         record_refusal(not_found)
         return not_found.to_response()
     try:
-        prepared = prepare_completion_request(legacy)
+        bounds = await text_limits.text_bounds(
+            runtime.text_horde,
+            legacy.requested_models,
+            max_length=legacy.max_tokens if legacy.max_tokens is not None else DEFAULT_CHAT_MAX_TOKENS,
+            max_context_length=text_api.DEFAULT_TEXT_MAX_CONTEXT_LENGTH,
+            context_requested=False,
+            apikey=apikey,
+            smallest_max_length=text_api.MIN_TEXT_MAX_LENGTH,
+        )
+        prepared = prepare_completion_request(legacy, bounds)
     except OpenAIError as error:
         record_refusal(error)
         return error.to_response()

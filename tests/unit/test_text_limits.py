@@ -209,3 +209,20 @@ def test_text_cards_state_the_workers_limits() -> None:
     )
     [card] = model_list(entries[:1], "auto", WorkerSnapshot(read_at=0.0, workers=(beyond,)))["data"]
     assert card["top_provider"]["max_completion_tokens"] == MAX_TEXT_MAX_LENGTH  # never above the text API's bound
+
+
+def test_a_legacy_completion_is_lowered_and_reports_it_too() -> None:
+    from chat.legacy_completions import build_text_completion, prepare_completion_request, read_completion_request
+
+    legacy = read_completion_request(json.dumps({"model": QWEN, "prompt": "Once upon", "max_tokens": 1024}).encode())
+    prepared = prepare_completion_request(legacy, LOWERED)
+    assert (prepared.payload["params"]["max_length"], prepared.max_length) == (342, 342)
+    assert "max_context_length" not in prepared.payload["params"]
+    body = {"done": True, "finished": 1, "generations": [{"text": "y" * 4000, "model": QWEN, "worker_id": "w"}]}
+    completion = build_text_completion(legacy, prepared, native_status(body, prepared), "req-2", 0)
+    assert completion["x_horde"] == {
+        "api": "text",
+        "context_adjustments": list(LOWERED.adjustments),
+        "estimated_usage": True,
+    }
+    assert (completion["usage"]["completion_tokens"], completion["choices"][0]["finish_reason"]) == (342, "length")
