@@ -29,7 +29,10 @@ The request sent (:func:`prepare_chat_request`): ``prompt`` rendered with the mo
 (the client's limit, else the front's default of 512), ``params.max_context_length`` (``horde.max_context_length``,
 else horde_sdk's default of 2048), ``params.stop_sequence`` (the client's ``stop``, then the template's turn
 markers), ``temperature`` and ``top_p`` (a ``top_p`` of 0 is sent as the text API's smallest, 0.001), and the worker
-options ``trusted_workers``, ``slow_workers``, ``workers`` and ``worker_blacklist``. When the prompt does not fit
+options ``trusted_workers``, ``slow_workers``, ``workers`` and ``worker_blacklist``, and ``allow_downgrade: true`` (a
+user short of the upfront kudos is lowered by the Horde rather than refused). Both limits are first bounded by what
+the Horde publishes (chat.text_limits: the workers' declared limits, the upfront kudos ceiling), each lowering a
+``context_adjustments`` entry of every status. When the prompt does not fit
 ``max_context_length - max_length`` estimated tokens, the oldest non-system messages are dropped; when it cannot fit
 at all, 400 ``context_length_exceeded`` at ``messages`` in OpenAI's wording. ``horde.max_kudos`` is checked with
 the text API's dry run before submit (400 ``max_kudos_exceeded`` as on the native path).
@@ -37,7 +40,9 @@ the text API's dry run before submit (400 ``max_kudos_exceeded`` as on the nativ
 The text status becomes a native status (:class:`TextRoutes`) so the waiter, the buffered stream, the cancels and
 every availability rule are the native path's own: the generation's ``text`` is cut at the first stop sequence and,
 for chat, stripped of leading whitespace; ``finish_reason`` is ``stop`` when a stop sequence ended it or its
-estimated tokens are under ``max_length``, else ``length``; ``prompt_tokens`` is the rendered prompt's estimate.
+estimated tokens are under ``max_length``, else ``length``; ``prompt_tokens`` is the rendered prompt's estimate. With
+the worker list (chat.worker_limits), each status also carries the live workers' threads as
+``eligible_worker_threads`` and reads as impossible when every worker of the models has stopped.
 """
 
 from __future__ import annotations
