@@ -6,14 +6,20 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
+from chat import metrics as chat_metrics
 from chat.horde_client import HordeClient
-from chat.logs import max_tokens_source
+from chat.logs import RequestRecord, max_tokens_source
 from chat.mapping import build_completion, effective_completion_limit
+from chat.metrics import configure_metrics, histogram_views
 from chat.schema import ChatCompletionRequest
 from chat.text_api import MAX_TEXT_MAX_LENGTH, native_status, prepare_chat_request
 from chat.text_limits import TextBounds, chat_text_bounds
@@ -226,3 +232,42 @@ def test_a_legacy_completion_is_lowered_and_reports_it_too() -> None:
         "estimated_usage": True,
     }
     assert (completion["usage"]["completion_tokens"], completion["choices"][0]["finish_reason"]) == (342, "length")
+
+
+@pytest.fixture
+def reader() -> Iterator[InMemoryMetricReader]:
+    memory = InMemoryMetricReader()
+    configure_metrics(MeterProvider(metric_readers=[memory], views=histogram_views()))
+    yield memory
+    chat_metrics._metrics = None
+
+
+def test_the_finished_line_and_the_metric_record_the_lowered_limit(reader: InMemoryMetricReader) -> None:
+    """ref: completion-limit-source.1, completion-limit-source.3"""
+    request = chat()
+    prepared = prepare_chat_request(
+        request,
+        TextBounds(
+            max_length=342,
+            max_context_length=2048,
+            adjustments=({"kind": "kudos_upfront", "requested": 512, "applied": 342},),
+        ),
+    )
+    status = native_status({"done": True, "finished": 1, "generations": [{"text": "Hello.", "model": QWEN}]}, prepared)
+    record = RequestRecord(request, request_id="r1", submitted_at=1.0)
+    record.waiter = SimpleNamespace(
+        last_status=status, first_status=status, wakes=1, woke_by="timer", woke_at=2.0, done_without_generation_reads=0
+    )
+    record.completion = build_completion(request, status, "r1", 0)
+    values = record.finished_values()
+    assert (values["max_tokens"], values["max_tokens_source"]) == (342, "lowered")
+    record.finish()
+    [limit] = [
+        point
+        for resource in (reader.get_metrics_data() or SimpleNamespace(resource_metrics=[])).resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == "horde.oai.request.max_tokens"
+        for point in metric.data.data_points
+    ]
+    assert (dict(limit.attributes), limit.sum) == ({"horde.source": "lowered"}, 342)
