@@ -11,8 +11,9 @@ A stopped worker: the Horde counts a worker online until 300 s after its last ch
 stopped still reads as possible for five minutes. A worker's ``uptime`` grows at each check-in, which the Horde records
 at most every 30 s while the worker pops, and the Horde refreshes the list it serves every 30 s: an ``uptime`` that
 has not changed for over :data:`STOPPED_AFTER_SECONDS` between the front's reads (:func:`track_uptimes`) means the
-worker stopped. A worker the front sees for the first time counts as live. When the requested models have online
-workers but none live, the text status reads as impossible with zero eligible worker threads
+worker stopped. A worker the front sees for the first time counts as live, and a list of three or more workers none
+of which is live is taken as a stale list rather than every worker stopping at once. When the requested models have
+online workers but none live, the text status reads as impossible with zero eligible worker threads
 (:func:`apply_liveness`), so the waiter's fail-fast grace and ``no_eligible_worker`` apply (chat.waiter) instead of a
 wait into the timeout. A one-thread worker on a job longer than about 70 s does not pop meanwhile, so reads as stopped
 until its next pop; a request waiting for it alone then meets the grace.
@@ -31,7 +32,7 @@ import math
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, Protocol
 
 from django.core.cache import cache
@@ -53,6 +54,11 @@ UPTIMES_KEEP_SECONDS: Final[float] = 900.0
 STOPPED_AFTER_SECONDS: Final[float] = 70.0
 """A worker whose ``uptime`` has not changed for longer than this between reads has stopped: a running worker's
 check-in is recorded at least every ~30 s while it pops, and the list the Horde serves is up to 30 s old."""
+
+FROZEN_LIST_WORKERS: Final[int] = 3
+"""A list of at least this many online workers none of which is live is taken as a list the Horde stopped refreshing
+(its worker cache thread halted, which freezes every ``uptime``), not as every worker stopping at once: its workers
+are all kept live, so a stale list never refuses requests."""
 
 Clock = Callable[[], float]
 
@@ -173,7 +179,8 @@ def track_uptimes(
 
     ``history`` is the previous result's second value (``{id: [uptime, changed_at]}``). A worker whose ``uptime``
     differs from the one kept, is new, or reports none, changed at ``read_at``; it is live while ``read_at`` is within
-    :data:`STOPPED_AFTER_SECONDS` of its last change. A worker offline or in maintenance mode is left out.
+    :data:`STOPPED_AFTER_SECONDS` of its last change. A worker offline or in maintenance mode is left out. When at
+    least :data:`FROZEN_LIST_WORKERS` workers are listed and none is live, the list is stale and every one is live.
     """
     workers: list[WorkerState] = []
     kept: dict[str, list[float]] = {}
@@ -205,6 +212,8 @@ def track_uptimes(
                 live=read_at - changed_at <= STOPPED_AFTER_SECONDS,
             )
         )
+    if len(workers) >= FROZEN_LIST_WORKERS and not any(worker.live for worker in workers):
+        workers = [replace(worker, live=True) for worker in workers]
     return tuple(workers), kept
 
 

@@ -109,6 +109,20 @@ def test_an_uptime_unchanged_for_over_70_seconds_is_a_stopped_worker() -> None:
     assert none_kept == {}
 
 
+def test_a_list_of_three_workers_none_live_is_a_stale_list_not_three_stopped_workers() -> None:
+    """The Horde's worker cache thread halting freezes every uptime: from three workers on, a list with none live
+    keeps them all live; two workers that stopped together are stopped."""
+    three = [worker("a", 10), worker("b", 20), worker("c", 30)]
+    _, kept = track_uptimes(three, {}, 0.0)
+    frozen, _ = track_uptimes(three, kept, 71.0)
+    assert [(w.id, w.live) for w in frozen] == [("a", True), ("b", True), ("c", True)]
+    one_moved, _ = track_uptimes([worker("a", 10), worker("b", 20), worker("c", 61)], kept, 71.0)
+    assert [(w.id, w.live) for w in one_moved] == [("a", False), ("b", False), ("c", True)]
+    _, kept_two = track_uptimes(three[:2], {}, 0.0)
+    two, _ = track_uptimes(three[:2], kept_two, 71.0)
+    assert [(w.id, w.live) for w in two] == [("a", False), ("b", False)]
+
+
 def test_a_models_workers_are_counted_once_with_their_largest_limits() -> None:
     snapshot = WorkerSnapshot(
         read_at=START,
