@@ -62,15 +62,17 @@ async def text_bounds(
     smallest_max_length: int = 16,
 ) -> TextBounds:
     """The bounds of a request for ``models`` asking ``max_length`` and ``max_context_length`` (see the module
-    docstring). ``context_requested``: the client set ``horde.max_context_length``. A ceiling below
-    ``smallest_max_length`` (the text API's smallest, possible only under ``slow_workers: false``) lowers nothing.
+    docstring). ``context_requested``: the client set ``horde.max_context_length``. A declared limit or a ceiling
+    below ``smallest_max_length`` (the text API's smallest; a ceiling that low only under ``slow_workers: false``)
+    lowers nothing.
     """
     adjustments: list[dict[str, Any]] = []
     snapshot = await directory_for(source).snapshot()
     workers = snapshot.for_models(models) if snapshot is not None else None
-    if workers is not None and workers.max_length is not None and max_length > workers.max_length:
-        adjustments.append(_adjustment(WORKER_MAX_LENGTH_ADJUSTMENT, max_length, workers.max_length))
-        max_length = workers.max_length
+    declared_length = workers.max_length if workers is not None else None
+    if declared_length is not None and smallest_max_length <= declared_length < max_length:
+        adjustments.append(_adjustment(WORKER_MAX_LENGTH_ADJUSTMENT, max_length, declared_length))
+        max_length = declared_length
     ceiling = await upfront_ceiling(source, max_length=max_length, apikey=apikey, slow_workers=slow_workers)
     if ceiling is not None and smallest_max_length <= ceiling < max_length:
         adjustments.append(_adjustment(KUDOS_UPFRONT_ADJUSTMENT, max_length, ceiling))

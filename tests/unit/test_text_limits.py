@@ -42,14 +42,16 @@ IDLE = {"text_thread_count": 11, "queued_text_requests": 45}
 BUSY = {"text_thread_count": 2, "queued_text_requests": 200}
 
 
-def horde_client(performance: dict[str, Any], kudos: float | None = 0) -> tuple[HordeClient, list[str]]:
+def horde_client(
+    performance: dict[str, Any], kudos: float | None = 0, worker: dict[str, Any] = WORKER
+) -> tuple[HordeClient, list[str]]:
     calls: list[str] = []
 
     def handle(request: httpx.Request) -> httpx.Response:
         path = request.url.path.removeprefix("/api")
         calls.append(path)
         if path == "/v2/workers":
-            return httpx.Response(200, content=json.dumps([WORKER]))
+            return httpx.Response(200, content=json.dumps([worker]))
         if path == "/v2/status/performance":
             return httpx.Response(200, content=json.dumps(performance))
         if path == "/v2/find_user" and kudos is not None:
@@ -134,6 +136,20 @@ async def test_a_user_holding_kudos_keeps_a_limit_above_the_ceiling_and_the_user
             max_length=500, max_context_length=2048
         )
         assert calls == ["/v2/workers", "/v2/status/performance", "/v2/find_user"]
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.asyncio
+async def test_limits_below_the_text_apis_smallest_lower_nothing() -> None:
+    """A worker declaring max_length 8, or a ceiling of 2 under slow_workers false (512 + 0 - 510), would make a
+    request the text API refuses (16 at least): the limit is sent as asked."""
+    client, _ = horde_client({"text_thread_count": 0, "queued_text_requests": 567}, worker={**WORKER, "max_length": 8})
+    try:
+        request = chat(max_tokens=100, horde={"slow_workers": False})
+        assert await chat_text_bounds(client, request, "new-user-key") == TextBounds(
+            max_length=100, max_context_length=2048
+        )
     finally:
         await client.aclose()
 
