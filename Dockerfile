@@ -1,4 +1,5 @@
-# The chat front as a container image: the same code and pinned requirements `make run` uses, served by uvicorn.
+# The chat front as a container image: the same code and pinned runtime requirements `make run` uses, served by
+# uvicorn.
 #   docker build -t horde-chat-front .
 #   docker run --stop-timeout 45 -p 8000:8000 -e HORDE_URL=https://aihorde.net/api -e DJANGO_ALLOWED_HOSTS=chat.example.org \
 #     -e DJANGO_SECRET_KEY=... horde-chat-front
@@ -11,17 +12,24 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1
 
 WORKDIR /app
-# requirements.txt pins the runtime and the test tools in one file; the image installs it whole so the pins stay the
-# single source of versions.
-COPY requirements.txt ./
-RUN python -m pip install -r requirements.txt
+# The runtime dependencies only (pyproject.toml's `dependencies`, the same pins as requirements.txt's runtime part; the
+# test and lint groups stay out), in a layer of their own that a change of the code alone does not rebuild.
+COPY pyproject.toml ./
+RUN python -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies'], sep='\n')" \
+      > /tmp/runtime.txt \
+    && python -m pip install -r /tmp/runtime.txt \
+    && rm /tmp/runtime.txt
 
-COPY manage.py ./
-COPY oaifront ./oaifront
-COPY chat ./chat
-COPY models_list ./models_list
-COPY devhorde ./devhorde
-COPY docs ./docs
+# Then the distribution itself (the apps, the project, the devhorde and the guides in docs/), installed as a package;
+# the sources are removed after the install.
+COPY README.md /tmp/src/
+COPY pyproject.toml /tmp/src/
+COPY oaifront /tmp/src/oaifront
+COPY chat /tmp/src/chat
+COPY models_list /tmp/src/models_list
+COPY devhorde /tmp/src/devhorde
+COPY docs /tmp/src/docs
+RUN python -m pip install --no-deps /tmp/src && rm -rf /tmp/src
 
 RUN useradd --system --no-create-home front
 USER front

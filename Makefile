@@ -3,48 +3,45 @@
 #                unless HORDE_URL is set; Redis for live streams unless REDIS=off, started when none answers) with
 #                WORKERS processes (default 1)
 #   make test  - install what is missing, run `make lint`, start Redis if none answers on 127.0.0.1:6379, run the
-#                whole suite
+#                whole suite, then `make realhorde`
+#   make realhorde - the real-Horde lane (tests/realhorde) against ../shared/realhorde's real AI Horde, started and
+#                stopped when it is not already running; one line says it was skipped when ../shared/realhorde is absent
 #   make lint  - ruff check, ruff format --check and mypy --strict (configured in pyproject.toml)
 # `make bench` runs the benchmarks under bench/.
 
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
 PORT ?= 8000
 DEVHORDE_PORT ?= 7001
 WORKERS ?= 1
 REDIS ?= on
 export PORT DEVHORDE_PORT WORKERS REDIS
 
-.PHONY: run test lint bench install clean browser js
-
-install: $(STAMP)
+.PHONY: run test lint bench install clean browser js realhorde
 
 # The environment: a Python 3.12+ found by bin/find-python (PATH, then pyenv), a venv, the pinned requirements.
-$(STAMP): requirements.txt bin/find-python
-	@set -e; if [ ! -x $(PY) ]; then \
-	  interp=$$(bin/find-python); echo "Creating $(VENV) with $$interp"; \
-	  "$$interp" -m venv $(VENV); fi
-	@echo "Installing the pinned requirements into $(VENV) (a minute or two the first time; each pinned package is listed as pip collects it)"
-	@$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	@set -o pipefail; $(PY) -m pip install --disable-pip-version-check --progress-bar off -r requirements.txt \
-	  | { grep --line-buffered -E '^Collecting .*\(from -r requirements\.txt \(line [0-9]+\)\)$$|^Installing collected' || true; } \
-	  | sed -u -E 's/^Installing collected packages: .*/Installing them (the longest step).../'
-	@echo "Installed; .venv is ready"
-	@touch $(STAMP)
+# bin/ensure-venv runs every time (it prints nothing when all is in place) and rebuilds a broken .venv, such as one
+# left by a Ctrl-C during its creation, with one line saying so.
+install:
+	@bin/ensure-venv $(VENV) requirements.txt
 
-run: $(STAMP)
+run: install
 	@exec bin/run
 
 # Lint first: a finding fails `make test` (and so CI) before any test runs.
-lint: $(STAMP)
+lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-test: $(STAMP) lint browser js
-	@bin/with-redis $(PY) -m pytest $(PYTEST_ARGS)
+test: install lint browser js
+	@bin/with-redis $(PY) -m pytest --ignore=tests/realhorde $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory realhorde
+
+# The real-Horde lane: bin/realhorde-lane (REALHORDE_ARGS go to its pytest).
+realhorde: install
+	@bin/realhorde-lane $(REALHORDE_ARGS)
 
 # The browser test drives Debian's Chromium (Playwright never downloads a browser here); install it when missing
 # and possible (root with apt-get), otherwise that test skips and says why.
@@ -59,7 +56,7 @@ js: $(JS_STAMP)
 $(JS_STAMP): tests/js/package.json tests/js/package-lock.json
 	cd tests/js && npm ci --no-audit --no-fund --loglevel=error
 
-bench: $(STAMP)
+bench: install
 	@bin/with-redis $(PY) -m bench
 
 clean:

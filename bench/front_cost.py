@@ -61,9 +61,9 @@ from bench.relay_latency import (
     percentile,
     rss_megabytes,
 )
-from chat.waiter import backoff_ceiling
+from chat.settings import FrontSettings
+from chat.waiting.waiter import backoff_ceiling
 from devhorde.launch import free_port, wait_http
-from oaifront.conf import FrontSettings
 
 REPLY = "The quick brown fox jumps over the lazy dog."
 WAIT_FIRST_TOKEN_SECONDS = 600.0
@@ -363,8 +363,8 @@ async def scale_out(level: int, seconds: float) -> dict[str, Any]:
 
 def steady_state_seconds(count: int) -> tuple[float, float]:
     """``(settle, window)`` for ``count`` requests waiting with Redis on and the front's default settings: the
-    waiter's timer doubles from ``signal_recheck_seconds`` to its ceiling (``chat.waiter.backoff_ceiling``: at least
-    ``count / signal_recheck_reads_per_second``); settle until the last read before the ceiling, then one whole
+    waiter's timer doubles from ``signal_recheck_seconds`` to its ceiling (``chat.waiting.waiter.backoff_ceiling``: at
+    least ``count / signal_recheck_reads_per_second``); settle until the last read before the ceiling, then one whole
     ceiling. 100 waiting: 31 s and 30 s; 1,000: 63 s and 40 s; 5,000: 255 s and 200 s.
     """
     defaults = FrontSettings()

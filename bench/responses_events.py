@@ -3,10 +3,10 @@
 Run: ``.venv/bin/python -m bench.responses_events [--streams 200] [--deltas 100] [--json]``.
 
 In process, no network: ``--streams`` relayed-style chat streams (a role chunk, ``--deltas`` content deltas of 8
-characters, the finish and usage chunks, ``data: [DONE]``), framed as ``chat.streaming.sse_event`` frames them, are
-rewritten by ``chat.responses.response_events`` (parse each ``data:`` line, ``ResponseEventWriter``, frame each event)
-and, as the baseline, framed as the chat path sends them. The figure is the extra CPU per chat chunk and the bytes on
-the wire per chunk, both ways. Bounded: 200 x 100 chunks by default (about 2 s).
+characters, the finish and usage chunks, ``data: [DONE]``), framed as ``chat.rendering.sse.data_event`` frames them, are
+rewritten by ``chat.rendering.responses_events.response_events`` (parse each ``data:`` line, ``ResponseEventWriter``,
+frame each event) and, as the baseline, framed as the chat path sends them. The figure is the extra CPU per chat chunk
+and the bytes on the wire per chunk, both ways. Bounded: 200 x 100 chunks by default (about 2 s).
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ import django
 
 django.setup()
 
-from chat.responses import ResponseEventWriter, read_responses_request, response_events  # noqa: E402
-from chat.streaming import DONE_EVENT, sse_event  # noqa: E402
+from chat.reading.responses import read_responses_request  # noqa: E402
+from chat.rendering.responses_events import ResponseEventWriter, response_events  # noqa: E402
+from chat.rendering.sse import DONE_EVENT, data_event  # noqa: E402
 
 
 def chat_chunks(deltas: int) -> list[dict[str, Any]]:
@@ -69,9 +70,9 @@ async def run(streams: int, deltas: int) -> dict[str, Any]:
     chat_bytes = 0
     started = time.process_time()
     for _ in range(streams):
-        chat_bytes += sum(len(sse_event(chunk)) for chunk in chunks) + len(DONE_EVENT)
+        chat_bytes += sum(len(data_event(chunk)) for chunk in chunks) + len(DONE_EVENT)
     chat_cpu = time.process_time() - started
-    framed = [sse_event(chunk) for chunk in chunks] + [DONE_EVENT]
+    framed = [data_event(chunk) for chunk in chunks] + [DONE_EVENT]
     responses_bytes = 0
     started = time.process_time()
     for _ in range(streams):

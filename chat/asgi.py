@@ -5,11 +5,11 @@ unsupported" and skips it), so nothing would run at shutdown. :func:`with_front_
 answers the lifespan events itself:
 
 - at startup, one log line names the Redis and the progress streams' database (or says there is none), and
-  :func:`chat.runtime.chain_shutdown_signals` puts :func:`chat.runtime.stop_open_requests` ahead of the server's
-  SIGTERM/SIGINT handler, so a stop ends every open request at once (streams with an error event and ``data: [DONE]``,
-  waiting requests with a 503, each native request cancelled);
-- at shutdown, :func:`chat.runtime.close_runtime` retries pending cancels once more, stops the Redis tasks and closes
-  the HTTP pool.
+  :func:`chat.serving.runtime.chain_shutdown_signals` puts :func:`chat.serving.runtime.stop_open_requests` ahead of the
+  server's SIGTERM/SIGINT handler, so a stop ends every open request at once (streams with an error event and ``data:
+  [DONE]``, waiting requests with a 503, each native request cancelled);
+- at shutdown, :func:`chat.serving.runtime.close_runtime` retries pending cancels once more, stops the Redis tasks and
+  closes the HTTP pool.
 
 A host project's ``asgi.py``::
 
@@ -22,10 +22,11 @@ A host project's ``asgi.py``::
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from contextvars import ContextVar
 from typing import Any
 
 from loguru import logger
+
+from chat.views.event_stream import REQUEST_END_HOOKS
 
 Scope = dict[str, Any]
 """An ASGI connection scope (a JSON-like dict, as Django's ``ASGIHandler`` takes it)."""
@@ -35,15 +36,6 @@ Send = Callable[[Mapping[str, Any]], Awaitable[None]]
 """The ASGI ``send`` callable."""
 ASGIApplication = Callable[[Scope, Receive, Send], Awaitable[None]]
 """An ASGI 3 application, such as ``django.core.asgi.get_asgi_application()``."""
-
-
-REQUEST_END_HOOKS: ContextVar[list[Callable[[], object]] | None] = ContextVar("chat_request_end_hooks", default=None)
-"""The hooks to run when the ASGI call of the current HTTP request returns, set by :func:`with_front_lifespan`.
-
-Django runs the view in tasks that copy this context, so a view can register work that must happen however the
-request ends: ``chat.streaming.ChatEventStream`` registers its end (the native request's cancel), because a client
-that leaves while the response is still on its way back through the middleware cancels that await and Django then
-never closes the response. The hooks are idempotent; for a stream that ended normally they do nothing."""
 
 
 def with_front_lifespan(application: ASGIApplication) -> ASGIApplication:
@@ -75,8 +67,8 @@ def with_front_lifespan(application: ASGIApplication) -> ASGIApplication:
 
 async def serve_lifespan(receive: Receive, send: Send) -> None:
     """Answer ``lifespan.startup`` (logging the Redis line) and ``lifespan.shutdown`` (closing the runtime)."""
-    from chat.runtime import chain_shutdown_signals, close_runtime  # noqa: PLC0415 - the apps load once Django is set up
-    from oaifront.conf import front_settings  # noqa: PLC0415 - idem
+    from chat.serving.runtime import chain_shutdown_signals, close_runtime  # noqa: PLC0415 - the apps load once Django is set up
+    from chat.settings import front_settings  # noqa: PLC0415 - idem
 
     while True:
         message = await receive()

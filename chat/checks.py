@@ -27,7 +27,7 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from redis import Redis
 
 from chat import cors_settings
-from oaifront.conf import FrontSettings, front_settings
+from chat.settings import FrontSettings, front_settings
 
 CORS_MIDDLEWARE = "corsheaders.middleware.CorsMiddleware"
 """django-cors-headers' middleware path."""

@@ -1,8 +1,72 @@
-"""The OpenAI error envelope and the front's error codes, statuses and retry headers.
+"""The OpenAI error envelope and the front's failure catalogue: every code, its status, type and retry headers.
 
 Every refusal the front returns is ``{"error": {"message", "type", "param", "code"}}`` (plus ``metadata`` where the
 reference adds it), the shape OpenAI's API and the official SDKs read. ``x-should-retry`` tells the official SDK
-whether to retry (it decides alone when present); ``Retry-After`` is in whole seconds.
+whether to retry (it decides alone when present); ``Retry-After`` is in whole seconds. Before the headers a failure
+is that JSON body with its status; in a stream whose headers went out it is one ``data: {"error": ...}`` event
+(:meth:`OpenAIError.stream_event`, the headers' values under ``metadata``) before ``data: [DONE]``.
+
+The failure tree (who raises what; each leaf is a code of :data:`FAILURES`)::
+
+    OpenAIError
+    ├── the body (chat.reading, oaifront.guards)
+    │   ├── BadRequest ................ 400  not JSON, not an object, fails validation
+    │   ├── UnsupportedChatParameter .. 400  a key or value the Horde cannot serve
+    │   ├── ChatRequestConflict ....... 400  keys that contradict each other
+    │   ├── InvalidAPIKey ............. 401  a bearer key no header can carry
+    │   ├── method_not_allowed ........ 405  another method than the route's
+    │   ├── RequestBodyTimeout ........ 408  the body did not arrive in time
+    │   └── RequestTooLarge ........... 413  the body is over the limit
+    ├── the route (chat.serving)
+    │   ├── model_not_found ........... 404  no such model (models, legacy completions)
+    │   ├── context_length_exceeded ... 400  the prompt cannot fit (text path)
+    │   └── max_kudos_exceeded ........ 400  the kudos estimate is over horde.max_kudos
+    ├── availability (chat.waiting, chat.horde.refusals)
+    │   ├── no_worker_supports_limit .. 400  no worker declares the limit
+    │   ├── no_worker_supports_features 404  no worker declares a feature
+    │   ├── no_eligible_worker ........ 503  no worker can serve it, at submit or after the grace
+    │   ├── queue_unavailable ......... 503  fail_fast: no thread, or the queue wait is over budget
+    │   └── rate_limit_exceeded ....... 429  the Horde rate-limited without a code (its rc passes through otherwise)
+    ├── the wait (chat.waiting.waiter, chat.streaming.relayed)
+    │   ├── ChatRequestTimeout ........ 408  the budget ran out
+    │   ├── ChatRequestFaulted ........ 502  the worker failed it
+    │   ├── ChatRequestNoGeneration ... 502  done without a generation
+    │   └── ChatStreamDiverged ........ 502  (mid-stream only) the final reply is not the relayed text
+    └── the front and the Horde (chat.horde, oaifront.guards, chat.serving.runtime)
+        ├── HordeUnavailable .......... 502  unreachable, a 5xx, or an answer outside the contract
+        ├── FrontAtCapacity ........... 503  the in-flight caps are reached
+        └── FrontShuttingDown ......... 503  the process is stopping
+
+A Horde refusal with an rc of its own (``KudosUpfront``, ``TooManyPrompts``, ``MaintenanceMode``, ...) passes
+through with the Horde's status and ``Retry-After`` (chat.horde.refusals). The table (:data:`FAILURES`; a
+``Retry-After`` or ``x-should-retry`` of "-" is not sent, "computed" is set per refusal by its builder):
+
+=============================  ======  ======================  ============  ==============
+code                           status  type                    Retry-After   x-should-retry
+=============================  ======  ======================  ============  ==============
+BadRequest                     400     invalid_request_error   -            -
+UnsupportedChatParameter       400     invalid_request_error   -            -
+ChatRequestConflict            400     invalid_request_error   -            -
+context_length_exceeded        400     invalid_request_error   -            -
+max_kudos_exceeded             400     invalid_request_error   -            -
+no_worker_supports_limit       400     invalid_request_error   -            -
+InvalidAPIKey                  401     authentication_error    -            -
+model_not_found                404     not_found_error         -            -
+no_worker_supports_features    404     not_found_error         -            -
+method_not_allowed             405     invalid_request_error   -            -
+ChatRequestTimeout             408     timeout_error           -            false
+RequestBodyTimeout             408     timeout_error           -            -
+RequestTooLarge                413     invalid_request_error   -            -
+rate_limit_exceeded            429     rate_limit_error        the Horde's   -
+ChatRequestFaulted             502     api_error               -            computed
+ChatRequestNoGeneration        502     api_error               -            -
+ChatStreamDiverged             502     api_error               -            -
+HordeUnavailable               502     api_error               -            -
+no_eligible_worker             503     api_error               30            false
+queue_unavailable              503     api_error               computed      -
+FrontAtCapacity                503     api_error               computed      -
+FrontShuttingDown              503     api_error               5             -
+=============================  ======  ======================  ============  ==============
 """
 
 from __future__ import annotations
@@ -55,17 +119,116 @@ MAX_KUDOS_EXCEEDED: Final = "max_kudos_exceeded"
 CHAT_KUDOS_CAP_EXCEEDED: Final = "ChatKudosCapExceeded"
 """The native rc of a submit refused because its kudos estimate exceeds ``max_kudos`` (reference: Kudos cap)."""
 INVALID_API_KEY: Final = "InvalidAPIKey"
+METHOD_NOT_ALLOWED: Final = "method_not_allowed"
+MODEL_NOT_FOUND: Final = "model_not_found"
+"""OpenAI's 404 code for ``GET /v1/models/{model}`` of a model the model list does not hold."""
 NO_ELIGIBLE_WORKER_RC: Final = "NoEligibleWorker"
 """The native rc of a submit no online worker can serve (503, or 403 with an optional ``impossible_reason``)."""
-
-NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS: Final = 30
-"""``Retry-After`` of every ``no_eligible_worker`` (reference: Model availability)."""
 
 CORS_HEADERS: Final[Mapping[str, str]] = {
     "Access-Control-Allow-Origin": "*",
     "Access-Control-Expose-Headers": "Retry-After, x-should-retry",
 }
 """Headers every response carries so browser clients such as KoboldAI Lite can call the front (Browser access)."""
+
+
+CONTEXT_LENGTH_EXCEEDED: Final = "context_length_exceeded"
+"""OpenAI's code for a prompt that does not fit the model's context (the text path)."""
+
+NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS: Final = 30
+"""``Retry-After`` of every ``no_eligible_worker`` (reference: Model availability)."""
+
+FRONT_SHUTDOWN_RETRY_AFTER_SECONDS: Final = 5
+"""``Retry-After`` of ``FrontShuttingDown``: a restarted front, or another process behind the same address, serves
+again within seconds."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One code of the catalogue: its status and, when every refusal with it sends them, its retry headers."""
+
+    code: str
+    status: int
+    when: str
+    retry_after: int | None = None
+    """The ``Retry-After`` every refusal with this code sends; None when none does or its builder computes it."""
+    should_retry: bool | None = None
+    """The ``x-should-retry`` every refusal with this code sends; None when none does or its builder decides."""
+
+    @property
+    def type(self) -> str:
+        """OpenAI's ``error.type`` of the status."""
+        return error_type_for_status(self.status)
+
+
+FAILURES: Final[Mapping[str, Failure]] = {
+    failure.code: failure
+    for failure in (
+        Failure(
+            BAD_REQUEST, 400, "the body is not a JSON object or fails validation, or the Horde refused the payload"
+        ),
+        Failure(UNSUPPORTED_CHAT_PARAMETER, 400, "a key, value, role or content part the Horde cannot serve"),
+        Failure(CHAT_REQUEST_CONFLICT, 400, "keys that contradict each other (tool_choice without tools, ...)"),
+        Failure(CONTEXT_LENGTH_EXCEEDED, 400, "the rendered prompt cannot fit the context (text path)"),
+        Failure(MAX_KUDOS_EXCEEDED, 400, "the kudos estimate is above horde.max_kudos"),
+        Failure(NO_WORKER_SUPPORTS_LIMIT, 400, "no online worker declares the completion limit or context length"),
+        Failure(INVALID_API_KEY, 401, "the bearer key is not printable ASCII (the Horde's rc of an unknown key too)"),
+        Failure(MODEL_NOT_FOUND, 404, "the model list does not hold the model, or it has no text API path"),
+        Failure(NO_WORKER_SUPPORTS_FEATURES, 404, "no online worker declares a feature or guarantee the request needs"),
+        Failure(METHOD_NOT_ALLOWED, 405, "another method than the route's"),
+        Failure(CHAT_REQUEST_TIMEOUT, 408, "no reply within the front's timeout", should_retry=False),
+        Failure(REQUEST_BODY_TIMEOUT, 408, "the body did not arrive within HORDE_OAI_BODY_TIMEOUT_SECONDS"),
+        Failure(REQUEST_TOO_LARGE, 413, "the body is over HORDE_OAI_MAX_BODY_BYTES"),
+        Failure(RATE_LIMIT_EXCEEDED, 429, "the Horde rate-limited the request without a code of its own"),
+        Failure(CHAT_REQUEST_FAULTED, 502, "the worker failed the request (x-should-retry false for prompt_overflow)"),
+        Failure(CHAT_REQUEST_NO_GENERATION, 502, "the Horde ended the request without a reply"),
+        Failure(CHAT_STREAM_DIVERGED, 502, "mid-stream: the final reply does not start with the relayed text"),
+        Failure(HORDE_UNAVAILABLE, 502, "the Horde could not be reached, or answered a 5xx or outside its contract"),
+        Failure(
+            NO_ELIGIBLE_WORKER,
+            503,
+            "no online worker can serve the request, at submit or after the grace",
+            retry_after=NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS,
+            should_retry=False,
+        ),
+        Failure(QUEUE_UNAVAILABLE, 503, "fail_fast: no eligible thread, or the queue wait exceeds the budget"),
+        Failure(FRONT_AT_CAPACITY, 503, "the in-flight cap per client address or in total is reached"),
+        Failure(
+            FRONT_SHUTTING_DOWN,
+            503,
+            "the process is stopping; the request was cancelled",
+            retry_after=FRONT_SHUTDOWN_RETRY_AFTER_SECONDS,
+        ),
+    )
+}
+"""The failure catalogue: every code the front itself returns, by code (the table of the module docstring)."""
+
+
+def failure(  # noqa: PLR0913 - the envelope's optional fields, each a keyword a refusal may set
+    code: str,
+    message: str,
+    *,
+    param: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    retry_after: int | None = None,
+    should_retry: bool | None = None,
+    extra_headers: dict[str, str] | None = None,
+) -> OpenAIError:
+    """The :class:`OpenAIError` of a catalogue code: status, type and the code's fixed retry headers from
+    :data:`FAILURES`; ``retry_after`` and ``should_retry`` set the computed ones.
+    """
+    entry = FAILURES[code]
+    return OpenAIError(
+        status=entry.status,
+        message=message,
+        code=code,
+        param=param,
+        type=entry.type,
+        metadata=metadata,
+        retry_after=retry_after if retry_after is not None else entry.retry_after,
+        should_retry=should_retry if should_retry is not None else entry.should_retry,
+        extra_headers=dict(extra_headers or {}),
+    )
 
 
 def error_type_for_status(status: int) -> str:
@@ -130,7 +293,7 @@ class OpenAIError(Exception):
         """Return the JSON error response with its status and headers."""
         return json_response(self.envelope(), status=self.status, headers=self.headers())
 
-    def sse_event(self) -> bytes:
+    def stream_event(self) -> bytes:
         """Return the mid-stream form: ``data: {"error": ...}`` (the caller sends ``data: [DONE]`` after it).
 
         ``metadata.retry_after`` carries the interval a ``Retry-After`` header would have (reference: Stream errors),
@@ -157,6 +320,13 @@ def json_response(value: object, *, status: int = 200, headers: Mapping[str, str
     return response
 
 
+def method_not_allowed(allowed: str) -> HttpResponse:
+    """405 in OpenAI's envelope, with ``Allow``: every view's answer to another method."""
+    return failure(
+        METHOD_NOT_ALLOWED, f"Method not allowed. Use {allowed}.", extra_headers={"Allow": allowed}
+    ).to_response()
+
+
 def reason_phrase(status: int) -> str:
     """Return the standard reason phrase of ``status`` (for messages that name it)."""
     try:
@@ -170,19 +340,8 @@ def no_eligible_worker(message: str, *, metadata: dict[str, Any] | None = None) 
     availability, Native admission refusals 4-5): an SDK retries within seconds, and the online workers are most likely
     the same by then, so a silent retry only repeats the refusal (at submit) or the whole grace (after it).
     """
-    return OpenAIError(
-        status=503,
-        message=message,
-        code=NO_ELIGIBLE_WORKER,
-        metadata=metadata,
-        retry_after=NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS,
-        should_retry=False,
-    )
+    return failure(NO_ELIGIBLE_WORKER, message, metadata=metadata)
 
-
-FRONT_SHUTDOWN_RETRY_AFTER_SECONDS: Final = 5
-"""``Retry-After`` of ``FrontShuttingDown``: a restarted front, or another process behind the same address, serves
-again within seconds."""
 
 FRONT_SHUTTING_DOWN_MESSAGE: Final = (
     "The front is restarting, so it stopped waiting for this request and cancelled it at the Horde. "
@@ -195,12 +354,10 @@ def front_shutting_down(request_id: str | None) -> OpenAIError:
     (``metadata.request_id`` when the Horde had created it) is cancelled at the Horde. No ``x-should-retry``: the
     SDKs' default retries a 503 after ``Retry-After``. Mid-stream it is the SSE error event before ``data: [DONE]``.
     """
-    return OpenAIError(
-        status=503,
-        message=FRONT_SHUTTING_DOWN_MESSAGE,
-        code=FRONT_SHUTTING_DOWN,
+    return failure(
+        FRONT_SHUTTING_DOWN,
+        FRONT_SHUTTING_DOWN_MESSAGE,
         metadata={"request_id": request_id} if request_id is not None else None,
-        retry_after=FRONT_SHUTDOWN_RETRY_AFTER_SECONDS,
     )
 
 
@@ -216,7 +373,7 @@ def horde_unavailable(detail: str, *, reached: bool = False, request_id: str | N
     if request_id is not None:
         message += " The request was cancelled."
     metadata = {"request_id": request_id} if request_id is not None else None
-    return OpenAIError(status=502, message=message, code=HORDE_UNAVAILABLE, metadata=metadata)
+    return failure(HORDE_UNAVAILABLE, message, metadata=metadata)
 
 
 KUDOS_CAP_EXCESS_PATTERN: Final[re.Pattern[str]] = re.compile(
@@ -233,13 +390,10 @@ def horde_api_root_wrong(detail: str) -> OpenAIError:
     """502 ``HordeUnavailable`` for a ``HORDE_URL`` that answers 404 without the Horde's ``rc``: the server is
     reachable, but the URL is not the Horde's API root.
     """
-    return OpenAIError(
-        status=502,
-        message=(
-            f"The Horde's API root looks wrong: {detail}. HORDE_URL must name the API root, which usually ends in "
-            "/api (such as https://aihorde.net/api)."
-        ),
-        code=HORDE_UNAVAILABLE,
+    return failure(
+        HORDE_UNAVAILABLE,
+        f"The Horde's API root looks wrong: {detail}. HORDE_URL must name the API root, which usually ends in "
+        "/api (such as https://aihorde.net/api).",
     )
 
 
@@ -257,14 +411,7 @@ def kudos_cap_error(message: str, rc: str = CHAT_KUDOS_CAP_EXCEEDED) -> OpenAIEr
         for key in ("kudos_estimate", "max_kudos"):
             value = float(match[key])
             metadata[key] = int(value) if value.is_integer() else value
-    return OpenAIError(
-        status=400,
-        message=message,
-        code=MAX_KUDOS_EXCEEDED,
-        param="horde.max_kudos",
-        type="invalid_request_error",
-        metadata=metadata,
-    )
+    return failure(MAX_KUDOS_EXCEEDED, message, param="horde.max_kudos", metadata=metadata)
 
 
 NATIVE_FIELD_PARAMETERS: Final[Mapping[str, str]] = {
@@ -288,6 +435,3 @@ UNKNOWN_MODEL_MESSAGE: Final[str] = (
 )
 """The front's ``UnknownModel`` message, naming the id the client sent: ``{at}`` is empty for ``model`` and
 `` at models[1]`` for an entry of ``models``."""
-
-MODEL_NOT_FOUND: Final = "model_not_found"
-"""OpenAI's 404 code for ``GET /v1/models/{model}`` of a model the model list does not hold."""

@@ -34,7 +34,7 @@ def horde_url_problem(value: str) -> str | None:
 
 
 def invalid_horde_url_message(value: str, problem: str) -> str:
-    """The front's one-line error for a bad ``HORDE_URL`` (the prefix of ``oaifront.conf``'s settings errors)."""
+    """The front's one-line error for a bad ``HORDE_URL`` (the prefix of ``chat.settings``'s settings errors)."""
     return f"Invalid front configuration: {HORDE_URL_VARIABLE}={value!r}: {problem}"
 
 

@@ -2,10 +2,10 @@
 
 from django.urls import path
 
-from chat import legacy_completions, views
+from chat.views import chat_completions, completions, responses
 
 urlpatterns = [
-    path("v1/chat/completions", views.chat_completions, name="chat-completions"),
-    path("v1/responses", views.responses, name="responses"),
-    path("v1/completions", legacy_completions.completions, name="completions"),
+    path("v1/chat/completions", chat_completions.chat_completions, name="chat-completions"),
+    path("v1/responses", responses.responses, name="responses"),
+    path("v1/completions", completions.completions, name="completions"),
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Final
 
 CONTROL_INVALID_KEY_MESSAGE: Final[str] = "No user matching sent API Key. Have you remembered to register?"
@@ -27,3 +28,14 @@ def refusal(status: int, message: str, rc: str | None, **extra: Any) -> HordeRep
         body["rc"] = rc
     body.update(extra)
     return HordeReply(status, body)
+
+
+def format_number(value: float) -> str:
+    """Format a kudos amount as the Horde's messages do: the shortest decimal that reads back as ``value``, never
+    rounded and never with an exponent, an integral value without ``.0``: ``215``, ``1.5``, ``0.001``,
+    ``1234567.5``.
+
+    The front reads the ``ChatKudosCapExceeded`` message's numbers back with ``KUDOS_CAP_EXCESS_PATTERN``
+    (``chat/contract.py``), which takes plain decimal text only (contract: Submit).
+    """
+    return format(Decimal(repr(float(value))).normalize(), "f")

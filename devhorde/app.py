@@ -8,7 +8,11 @@ Native routes (contract ``native-horde-chat.md``), under the API root ``/api``:
 - ``GET /api/v2/status/models?type=text``: the model list with ``chat`` entries.
 - ``POST /api/v2/generate/text/async``, ``GET`` / ``DELETE /api/v2/generate/text/status/{id}``: the text generation
   API (devhorde.text_api), with horde_sdk's ``TextGenerateAsyncRequest`` / ``TextGenerateStatusResponse`` shapes.
+- ``GET /api/v2/workers?type=text``: the workers counted online, with their declared limits.
 - ``GET /api/v2/status/heartbeat``: ``{"message": "OK"}``, for readiness checks.
+
+On an ``aihorde`` scenario (the public AI Horde, devhorde.aihorde) the chat routes answer Flask's HTML 404 and the
+others carry its rate limits and their headers.
 
 Control routes, for the tests and the demo only, under ``/_devhorde`` (also reachable as ``/api/_devhorde``):
 
@@ -28,16 +32,17 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 
+from devhorde.aihorde import FLASK_NOT_FOUND_HTML, RateLimiter, route_limits
 from devhorde.answers import HordeReply
 from devhorde.horde import DevHorde
 from devhorde.scenario import Scenario, load_scenario
@@ -77,6 +82,57 @@ def _bad_json() -> Response:
 def _horde(request: Request) -> DevHorde:
     horde: DevHorde = request.app.state.horde
     return horde
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def public_horde(endpoint: Endpoint) -> Endpoint:
+    """On an ``aihorde`` scenario, apply the public AI Horde's rate limits to a route: a 429 ``{"message": "2 per 1
+    second"}`` (no ``rc``) past a limit, and ``Retry-After`` with ``X-RateLimit-*`` on every answer. The limited
+    address is ``Proxied-For`` when ``Proxy-Authorization`` holds the scenario's passkey, else the client's.
+    """
+
+    async def limited(request: Request) -> Response:
+        spec = _horde(request).scenario.aihorde
+        if spec is None or not spec.rate_limits:
+            return await endpoint(request)
+        client = request.client.host if request.client is not None else "127.0.0.1"
+        address = client
+        passkey = request.headers.get("proxy-authorization")
+        if passkey is not None and spec.proxy_passkey is not None and passkey == spec.proxy_passkey:
+            address = request.headers.get("proxied-for", client)
+        limiter: RateLimiter = request.app.state.limiter
+        limits = route_limits(
+            request.method,
+            request.url.path,
+            client_address=client,
+            limited_address=address,
+            apikey=request.headers.get("apikey"),
+        )
+        breached, headers = limiter.hit(limits)
+        if breached is not None:
+            return JSONResponse({"message": breached.message}, status_code=429, headers=headers)
+        response = await endpoint(request)
+        response.headers.update(headers)
+        return response
+
+    limited.__doc__ = endpoint.__doc__
+    return limited
+
+
+def no_chat_route(endpoint: Endpoint) -> Endpoint:
+    """On an ``aihorde`` scenario, a native chat route does not exist: Flask's HTML 404, no ``rc``, no limit
+    headers (the public Horde has no ``/v2/generate/chat/...``).
+    """
+
+    async def native(request: Request) -> Response:
+        if _horde(request).scenario.aihorde is not None:
+            return HTMLResponse(FLASK_NOT_FOUND_HTML, status_code=404)
+        return await endpoint(request)
+
+    native.__doc__ = endpoint.__doc__
+    return native
 
 
 async def submit(request: Request) -> Response:
@@ -119,14 +175,14 @@ async def text_status(request: Request) -> Response:
     """``GET /v2/generate/text/status/{id}``; 404 ``RequestNotFound``."""
     horde = _horde(request)
     await horde.start()
-    return _respond(horde.text.status(request.path_params["request_id"]))
+    return _respond(horde.text.status(request.path_params["request_id"], request.url.path))
 
 
 async def text_cancel(request: Request) -> Response:
     """``DELETE /v2/generate/text/status/{id}``: cancel; 404 ``RequestNotFound``."""
     horde = _horde(request)
     await horde.start()
-    return _respond(horde.text.cancel(request.path_params["request_id"]))
+    return _respond(horde.text.cancel(request.path_params["request_id"], request.url.path))
 
 
 async def models(request: Request) -> Response:
@@ -134,6 +190,15 @@ async def models(request: Request) -> Response:
     horde = _horde(request)
     await horde.start()
     return JSONResponse(horde.models_status(request.query_params.get("type", "text")))
+
+
+async def workers(request: Request) -> Response:
+    """``GET /v2/workers?type=text``: the workers the Horde counts online, with their declared limits."""
+    horde = _horde(request)
+    await horde.start()
+    if request.query_params.get("type", "text") not in ("text", "all", ""):
+        return JSONResponse([])
+    return JSONResponse(horde.text.workers_status())
 
 
 async def heartbeat(request: Request) -> Response:
@@ -200,19 +265,21 @@ async def list_submits(request: Request) -> Response:
 
 
 async def reset(request: Request) -> Response:
-    """``POST /_devhorde/reset``: forget every request; ``{"forgotten": n}``."""
+    """``POST /_devhorde/reset``: forget every request and every rate limit window; ``{"forgotten": n}``."""
+    request.app.state.limiter.clear()
     return JSONResponse({"forgotten": _horde(request).reset()})
 
 
 NATIVE_ROUTES = [
-    Route("/v2/generate/chat/async", submit, methods=["POST"]),
-    Route("/v2/generate/chat/status/{request_id}", status, methods=["GET"]),
-    Route("/v2/generate/chat/status/{request_id}", cancel, methods=["DELETE"]),
-    Route("/v2/generate/text/async", text_submit, methods=["POST"]),
-    Route("/v2/generate/text/status/{request_id}", text_status, methods=["GET"]),
-    Route("/v2/generate/text/status/{request_id}", text_cancel, methods=["DELETE"]),
-    Route("/v2/status/models", models, methods=["GET"]),
-    Route("/v2/status/heartbeat", heartbeat, methods=["GET"]),
+    Route("/v2/generate/chat/async", no_chat_route(submit), methods=["POST"]),
+    Route("/v2/generate/chat/status/{request_id}", no_chat_route(status), methods=["GET"]),
+    Route("/v2/generate/chat/status/{request_id}", no_chat_route(cancel), methods=["DELETE"]),
+    Route("/v2/generate/text/async", public_horde(text_submit), methods=["POST"]),
+    Route("/v2/generate/text/status/{request_id}", public_horde(text_status), methods=["GET"]),
+    Route("/v2/generate/text/status/{request_id}", public_horde(text_cancel), methods=["DELETE"]),
+    Route("/v2/status/models", public_horde(models), methods=["GET"]),
+    Route("/v2/workers", public_horde(workers), methods=["GET"]),
+    Route("/v2/status/heartbeat", public_horde(heartbeat), methods=["GET"]),
 ]
 
 CONTROL_ROUTES = [
@@ -262,6 +329,8 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.horde = horde
+    app.state.limiter = RateLimiter()
+    """The ``aihorde`` scenario's rate limit windows (tests may set its ``clock``)."""
     return app
 
 

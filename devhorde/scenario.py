@@ -131,6 +131,9 @@ class WorkerSpec(_Strict):
     """Whether ``ended`` markers carry ``reason`` (``completed``, ``restarted``, ``faulted``, ``cancelled``)."""
     done_without_generation: bool = False
     """The job ends with the request ``done`` and no generation, not faulted."""
+    text_state: Literal["ok", "censored", "csam"] = "ok"
+    """The ``state`` of the worker's text API generations (the real worker's submit ``state``); ``csam`` also adds
+    ``{"type": "censorship", "value": "csam"}`` to ``gen_metadata``, as the Horde does."""
     done_while_processing: bool = False
     """While this worker processes a request, its status reads ``done: true`` with ``processing: 1`` and no
     generation (a transient native state the front must treat as unfinished)."""
@@ -220,6 +223,26 @@ class SubmitRefusal(_Strict):
     """Refuse only this many requests, then stop applying; null: always."""
 
 
+class AiHordeSpec(_Strict):
+    """The public AI Horde's own rules (``shared/spec/real-horde.md``), simulated when a scenario sets ``aihorde``:
+    no chat routes, the rate limits, upfront kudos, the text API's bounds and cancel, the worker window.
+    """
+
+    online_window_seconds: float = Field(default=300.0, gt=0)
+    """A worker counts as online (listed, serving ``is_possible``) this long after its last pop; a simulated worker
+    pops while it is ``online``, so the window starts when it goes offline. The real Horde's value is 300."""
+    proxy_passkey: str | None = None
+    """A service account's proxy passkey: a request with ``Proxy-Authorization: <it>`` is limited as its
+    ``Proxied-For`` address. Null: no passkey is known, the header is ignored."""
+    kudos_api_keys: list[str] = Field(default_factory=list)
+    """Keys whose users hold kudos, so upfront kudos never refuse them; every other key is a new user's (0 kudos)."""
+    model_parameters: dict[str, int] = Field(default_factory=dict)
+    """The model reference's parameter count per model: the upfront kudos of a request are
+    ``round(max_length * parameters / 1e9 / 21, 2)`` (a model not listed counts 1e9)."""
+    rate_limits: bool = True
+    """Apply the rate limits (flask-limiter's fixed windows) and their headers."""
+
+
 class Scenario(_Strict):
     """A whole development Horde scenario: workers, known models and the Horde's knobs."""
 
@@ -257,6 +280,9 @@ class Scenario(_Strict):
     """Scripted submit refusals; the first matching one applies."""
     submit_warnings: list[dict[str, str]] = Field(default_factory=list)
     """``warnings`` returned in every 202 (each ``{"code", "message"}``); empty: the key is omitted."""
+    aihorde: AiHordeSpec | None = None
+    """Behave as the public AI Horde does (no chat routes, its limits, kudos and cancel); null: the native Horde of
+    the contract."""
 
     @model_validator(mode="after")
     def _unique_worker_names(self) -> Scenario:

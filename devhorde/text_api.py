@@ -13,6 +13,11 @@ Every online worker of a scenario serves the text API for its model, chat or not
 is accepted and reads ``is_possible: false`` (as the public Horde does). Jobs share the workers' threads with chat
 jobs. The reply is the scenario worker's reply style over the prompt, cut at ``max_length`` simulator tokens and at
 the first stop sequence; it is written whole when the job ends (the text API has no progress stream).
+
+On an ``aihorde`` scenario the public AI Horde's own rules apply (devhorde.aihorde): its parameter bounds and
+messages, upfront kudos and ``allow_downgrade``, ``kudos: 0.0`` at submit with the no-worker warning, cancel that only
+empties the request, faults that restart a request until its third, and workers that count online for a window after
+their last pop (:meth:`TextHorde.counts_online`), in the model list and ``/v2/workers`` this module answers then.
 """
 
 from __future__ import annotations
@@ -22,12 +27,25 @@ import math
 import time
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from horde_sdk.ai_horde_api.apimodels.generate.text.async_ import ModelPayloadRootKobold, TextGenerateAsyncRequest
 from pydantic import ValidationError
 
+from devhorde.aihorde import (
+    DEFAULT_MAX_CONTEXT_LENGTH,
+    DEFAULT_MAX_LENGTH,
+    FAULTED_JOBS_TO_FAULT,
+    NO_WORKER_WARNING,
+    free_token_ceiling,
+    kudos_upfront_message,
+    not_found_message,
+    param_bound_errors,
+    param_rule_refusal,
+    required_kudos,
+)
 from devhorde.answers import (
     CONTROL_INVALID_KEY_MESSAGE,
     MAINTENANCE_MESSAGE,
@@ -36,10 +54,7 @@ from devhorde.answers import (
     refusal,
 )
 from devhorde.replies import conversation_seed, count_tokens, cut_reply, reply_text
-from devhorde.scenario import WorkerSpec
-
-if TYPE_CHECKING:
-    from devhorde.horde import DevHorde
+from devhorde.scenario import AiHordeSpec, Scenario, WorkerSpec
 
 DEFAULT_TEXT_MAX_LENGTH: Final[int] = int(ModelPayloadRootKobold.model_fields["max_length"].default)
 """``params.max_length`` when a text request sets none (horde_sdk's ``ModelPayloadRootKobold`` default)."""
@@ -71,6 +86,10 @@ class TextRequest:
     worker_name: str | None = None
     generations: list[dict[str, Any]] = field(default_factory=list)
     cancelled: bool = False
+    restarted: int = 0
+    """``aihorde``: jobs that faulted and returned the request to the queue."""
+    emptied: bool = False
+    """``aihorde``: a cancel set ``n = 0``; the request reads not done, not waiting, impossible until it expires."""
     cancel_requests: int = 0
     kudos_consumed: float = 0.0
     task: asyncio.Task[None] | None = None
@@ -83,22 +102,56 @@ def _field_errors(error: ValidationError) -> dict[str, str]:
     }
 
 
-class TextQueue:
-    """The text generation requests of one :class:`devhorde.horde.DevHorde` and their simulated jobs."""
+class TextHorde(Protocol):
+    """What the text API simulation needs of the Horde it runs in (:class:`devhorde.horde.DevHorde`)."""
 
-    def __init__(self, horde: DevHorde) -> None:
+    @property
+    def scenario(self) -> Scenario:
+        """The workers and knobs now."""
+        ...
+
+    def now(self) -> float:
+        """The Horde's clock (the event loop's monotonic time)."""
+        ...
+
+    def busy(self) -> Counter[str]:
+        """Running jobs per worker name, chat and text (both share a worker's threads)."""
+        ...
+
+    def dispatch(self) -> None:
+        """Pop waiting requests, chat and text, onto free threads."""
+        ...
+
+    def scripted_refusal(self, payload: Mapping[str, Any], apikey: str, models: list[str]) -> HordeReply | None:
+        """The scenario's first matching ``submit_refusals`` rule as an answer, or None."""
+        ...
+
+    def counts_online(self, worker: WorkerSpec) -> bool:
+        """Whether the Horde counts the worker as online (on an ``aihorde`` scenario, for a while after its last
+        pop).
+        """
+        ...
+
+
+class TextQueue:
+    """The text generation requests of one Horde and their simulated jobs."""
+
+    def __init__(self, horde: TextHorde) -> None:
         self.horde = horde
         self.requests: dict[str, TextRequest] = {}
         self._next_seq = 0
+        self._started: float | None = None
 
     # ----------------------------------------------------------------- routing
 
-    def eligible_workers(self, request: TextRequest) -> list[WorkerSpec]:
-        """Online workers of the request's models whose declared limits cover its ``params``."""
+    def eligible_workers(self, request: TextRequest, *, counted: bool = False) -> list[WorkerSpec]:
+        """Online workers of the request's models whose declared limits cover its ``params`` (those that pop it);
+        ``counted``: also the workers the Horde still counts online (those that keep it possible).
+        """
         return [
             worker
             for worker in self.horde.scenario.workers
-            if worker.online
+            if (worker.online or (counted and self.horde.counts_online(worker)))
             and worker.model in request.models
             and worker.max_length >= request.max_length
             and worker.max_context_length >= request.max_context_length
@@ -117,6 +170,13 @@ class TextQueue:
         """
         if not isinstance(payload, dict):
             return HordeReply(400, {"message": TEXT_VALIDATION_FAILED_MESSAGE, "errors": {"": "not an object"}})
+        spec = self.horde.scenario.aihorde
+        raw_params = payload.get("params")
+        params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
+        if spec is not None:
+            bounds = param_bound_errors(params)
+            if bounds:
+                return HordeReply(400, {"errors": bounds, "message": TEXT_VALIDATION_FAILED_MESSAGE})
         errors: dict[str, str] = {}
         try:
             parsed = TextGenerateAsyncRequest.model_validate(payload)
@@ -134,15 +194,65 @@ class TextQueue:
             return refusal(401, CONTROL_INVALID_KEY_MESSAGE, "InvalidAPIKey")
         if scenario.maintenance:
             return refusal(503, MAINTENANCE_MESSAGE, "MaintenanceMode")
-        scripted = self.horde._scripted_refusal(payload, apikey, list(parsed.models))
+        scripted = self.horde.scripted_refusal(payload, apikey, list(parsed.models))
         if scripted is not None:
             return scripted
-        params = payload.get("params") or {}
+        if spec is not None:
+            return self._submit_aihorde(payload, parsed, apikey, spec)
         max_length = int(params.get("max_length") or DEFAULT_TEXT_MAX_LENGTH)
         kudos = round(max_length * scenario.kudos_per_token, 2)
         if parsed.dry_run:
             return HordeReply(200, {"kudos": kudos})
-        now = self.horde._now()
+        context = int(params.get("max_context_length") or DEFAULT_TEXT_MAX_CONTEXT_LENGTH)
+        request = self._queue_request(payload, parsed, apikey, (max_length, context), kudos)
+        return HordeReply(202, {"id": request.id, "kudos": kudos})
+
+    def _submit_aihorde(
+        self, payload: dict[str, Any], parsed: TextGenerateAsyncRequest, apikey: str, spec: AiHordeSpec
+    ) -> HordeReply:
+        """The public AI Horde's submit after payload validation and the key: its parameter rules, upfront kudos
+        (or ``allow_downgrade`` to the free ceiling), then 202 ``{"id", "kudos": 0.0}`` with the warning
+        ``message`` when no worker can serve it, or a dry run's 200 ``{"kudos"}``.
+        """
+        params = payload.get("params") or {}
+        rule = param_rule_refusal(params)
+        if rule is not None:
+            return rule
+        max_length = int(params.get("max_length", DEFAULT_MAX_LENGTH))
+        models = list(parsed.models)
+        threads = sum(w.threads for w in self.horde.scenario.workers if self.horde.counts_online(w))
+        queued = sum(1 for request in self.requests.values() if request.state == "waiting")
+        slow_workers = payload.get("slow_workers", True) is not False
+        ceiling = free_token_ceiling(threads, queued, slow_workers=slow_workers)
+        needs_kudos = not slow_workers or max_length > ceiling
+        required = required_kudos(max_length, models, spec.model_parameters)
+        if needs_kudos and required > 0 and apikey not in spec.kudos_api_keys:
+            if payload.get("allow_downgrade") is True:
+                max_length = min(max_length, ceiling)
+            else:
+                return refusal(403, kudos_upfront_message(ceiling, required), "KudosUpfront")
+        kudos = round(max_length * self.horde.scenario.kudos_per_token, 2)
+        if parsed.dry_run:
+            return HordeReply(200, {"kudos": float(round(kudos))})
+        context = int(params.get("max_context_length", DEFAULT_MAX_CONTEXT_LENGTH))
+        request = self._queue_request(payload, parsed, apikey, (max_length, context), kudos)
+        body: dict[str, Any] = {"id": request.id, "kudos": 0.0}
+        if not self.eligible_workers(request, counted=True):
+            body["message"] = NO_WORKER_WARNING
+        return HordeReply(202, body)
+
+    def _queue_request(
+        self,
+        payload: dict[str, Any],
+        parsed: TextGenerateAsyncRequest,
+        apikey: str,
+        lengths: tuple[int, int],
+        kudos: float,
+    ) -> TextRequest:
+        """Queue an accepted request with its ``(max_length, max_context_length)`` and pop what can pop."""
+        params = payload.get("params") or {}
+        scenario = self.horde.scenario
+        now = self.horde.now()
         request = TextRequest(
             id=str(uuid.uuid4()),
             seq=self._next_seq,
@@ -150,8 +260,8 @@ class TextQueue:
             apikey=apikey,
             prompt=parsed.prompt or "",
             models=list(parsed.models),
-            max_length=max_length,
-            max_context_length=int(params.get("max_context_length") or DEFAULT_TEXT_MAX_CONTEXT_LENGTH),
+            max_length=lengths[0],
+            max_context_length=lengths[1],
             stop_sequence=[stop for stop in params.get("stop_sequence") or [] if isinstance(stop, str)],
             submitted_at=now,
             expires_at=now + scenario.request_expiry_seconds,
@@ -160,29 +270,46 @@ class TextQueue:
         self._next_seq += 1
         self.requests[request.id] = request
         self.dispatch()
-        return HordeReply(202, {"id": request.id, "kudos": kudos})
+        return request
 
     def _lookup(self, request_id: str) -> TextRequest | None:
         request = self.requests.get(request_id)
-        if request is not None and self.horde._now() >= request.expires_at:
+        if request is not None and self.horde.now() >= request.expires_at:
             self._stop(request)
             del self.requests[request_id]
             return None
         return request
 
-    def status(self, request_id: str) -> HordeReply:
+    def _not_found(self, request_id: str, action: str, path: str) -> HordeReply:
+        if self.horde.scenario.aihorde is not None:
+            return refusal(404, not_found_message(request_id, action, path), "RequestNotFound")
+        return refusal(404, NOT_FOUND_MESSAGE, "RequestNotFound")
+
+    def status(self, request_id: str, path: str = "") -> HordeReply:
         """``GET /v2/generate/text/status/{id}``; 404 ``RequestNotFound``."""
         request = self._lookup(request_id)
         if request is None:
-            return refusal(404, NOT_FOUND_MESSAGE, "RequestNotFound")
+            return self._not_found(request_id, "Status", path)
         return HordeReply(200, self.status_body(request))
 
-    def cancel(self, request_id: str) -> HordeReply:
-        """``DELETE /v2/generate/text/status/{id}``: a waiting or processing request ends done with no generation."""
+    def cancel(self, request_id: str, path: str = "") -> HordeReply:
+        """``DELETE /v2/generate/text/status/{id}``: a waiting or processing request ends done with no generation.
+
+        On an ``aihorde`` scenario the answer is the status from before the cancel, which only sets ``n = 0``: the
+        job stops and every later read says ``done: false, waiting: 0, processing: 0, is_possible: false``.
+        """
         request = self._lookup(request_id)
         if request is None:
-            return refusal(404, NOT_FOUND_MESSAGE, "RequestNotFound")
+            return self._not_found(request_id, "Delete", path)
         request.cancel_requests += 1
+        if self.horde.scenario.aihorde is not None:
+            before = self.status_body(request)
+            if request.state in ("waiting", "processing"):
+                self._stop(request)
+                request.state = "cancelled"
+                request.cancelled = request.emptied = True
+                self.horde.dispatch()
+            return HordeReply(200, before)
         if request.state in ("waiting", "processing"):
             self._stop(request)
             request.state = "cancelled"
@@ -192,7 +319,21 @@ class TextQueue:
 
     def status_body(self, request: TextRequest) -> dict[str, Any]:
         """A ``TextGenerateStatusResponse``: progress counts, queue estimate, kudos and the generations."""
-        eligible = self.eligible_workers(request)
+        if request.emptied:
+            return {
+                "generations": [],
+                "finished": 0,
+                "processing": 0,
+                "restarted": 0,
+                "waiting": 0,
+                "done": False,
+                "faulted": False,
+                "wait_time": 0,
+                "queue_position": 0,
+                "kudos": float(request.kudos_estimate),
+                "is_possible": False,
+            }
+        eligible = self.eligible_workers(request, counted=True)
         waiting = request.state == "waiting"
         position, wait_time = 0, 0
         if waiting:
@@ -201,26 +342,26 @@ class TextQueue:
             position = len(ahead) + 1
             if throughput > 0:
                 wait_time = math.ceil((sum(r.max_length for r in ahead) + request.max_length) / throughput)
-        terminal = request.state in ("done", "cancelled")
+        terminal = request.state in ("done", "cancelled", "faulted")
         return {
+            "generations": [dict(generation) for generation in request.generations],
             "finished": len(request.generations),
             "processing": int(request.state == "processing"),
-            "restarted": 0,
+            "restarted": request.restarted,
             "waiting": int(waiting),
             "done": terminal,
-            "faulted": False,
+            "faulted": request.state == "faulted",
             "wait_time": wait_time,
             "queue_position": position,
-            "kudos": request.kudos_consumed if terminal else request.kudos_estimate,
+            "kudos": float(request.kudos_consumed if terminal else request.kudos_estimate),
             "is_possible": not waiting or bool(eligible),
-            "generations": [dict(generation) for generation in request.generations],
         }
 
     # ----------------------------------------------------------------- jobs
 
     def dispatch(self) -> None:
         """Pop waiting text requests in FIFO order onto eligible workers with a free thread."""
-        busy = self.horde._busy()
+        busy = self.horde.busy()
         for request in sorted((r for r in self.requests.values() if r.state == "waiting"), key=lambda r: r.seq):
             free = [worker for worker in self.eligible_workers(request) if busy[worker.name] < worker.threads]
             if not free:
@@ -237,6 +378,10 @@ class TextQueue:
             task.cancel()
 
     async def _run(self, request: TextRequest, worker: WorkerSpec) -> None:
+        if worker.fault_reason is not None and self.horde.scenario.aihorde is not None:
+            await asyncio.sleep(worker.time_to_first_token_seconds)
+            self._fault(request)
+            return
         messages = [{"role": "user", "content": request.prompt}]
         if worker.reply_style == "echo":
             content = "You said: " + request.prompt.strip().splitlines()[-1] if request.prompt.strip() else ""
@@ -260,14 +405,88 @@ class TextQueue:
                 "worker_id": worker.worker_id,
                 "worker_name": worker.name,
                 "model": worker.model,
-                "state": "ok",
-                "gen_metadata": [],
+                "state": worker.text_state,
+                "gen_metadata": [{"type": "censorship", "value": "csam"}] if worker.text_state == "csam" else [],
             }
         ]
         request.kudos_consumed = round(plan.completion_tokens * self.horde.scenario.kudos_per_token, 2)
         request.state = "done"
         request.task = None
-        self.horde._dispatch()
+        self.horde.dispatch()
+
+    # ----------------------------------------------------------------- the public Horde's lists
+
+    def models_status(self) -> list[dict[str, Any]]:
+        """``GET /v2/status/models?type=text`` as the public AI Horde answers it: one entry per model with a worker
+        it counts online, ``{"performance", "queued", "jobs", "eta", "type", "name", "count"}`` (no chat entry).
+        """
+        entries: list[dict[str, Any]] = []
+        for model in sorted(self.horde.scenario.text_models):
+            workers = [w for w in self.horde.scenario.workers if w.model == model and self.horde.counts_online(w)]
+            if not workers:
+                continue
+            waiting = [r for r in self.requests.values() if r.state == "waiting" and model in r.models]
+            jobs = waiting + [r for r in self.requests.values() if r.state == "processing" and model in r.models]
+            queued = sum(r.max_length for r in waiting)
+            throughput = sum(w.tokens_per_second * w.threads for w in workers)
+            entries.append(
+                {
+                    "performance": round(sum(w.tokens_per_second for w in workers) / len(workers), 1),
+                    "queued": float(queued),
+                    "jobs": float(len(jobs)),
+                    "eta": math.ceil(queued / throughput) if throughput else 0,
+                    "type": "text",
+                    "name": model,
+                    "count": len(workers),
+                }
+            )
+        return entries
+
+    def workers_status(self) -> list[dict[str, Any]]:
+        """``GET /v2/workers?type=text``: every worker the Horde counts online, with the real fields (``models``,
+        ``threads``, ``max_length``, ``max_context_length``, ``online``, ``trusted``, ``maintenance_mode``,
+        ``uptime``, ...).
+        """
+        now = self.horde.now()
+        if self._started is None:
+            self._started = now
+        started = self._started
+        return [
+            {
+                "requests_fulfilled": 0,
+                "kudos_rewards": 0.0,
+                "kudos_details": {"generated": None, "uptime": None},
+                "performance": f"{float(worker.tokens_per_second):.1f} tokens per second",
+                "threads": worker.threads,
+                "uptime": int(now - started),
+                "maintenance_mode": False,
+                "nsfw": True,
+                "trusted": worker.trusted,
+                "flagged": False,
+                "uncompleted_jobs": 0,
+                "models": [worker.model],
+                "team": {"name": None, "id": None},
+                "bridge_agent": "devhorde simulated text worker",
+                "max_length": worker.max_length,
+                "max_context_length": worker.max_context_length,
+                "type": "text",
+                "name": worker.name,
+                "id": worker.worker_id,
+                "online": True,
+            }
+            for worker in self.horde.scenario.workers
+            if self.horde.counts_online(worker)
+        ]
+
+    def _fault(self, request: TextRequest) -> None:
+        """A faulted job (``aihorde``): the request returns to the queue with ``restarted`` raised, and faults (``done``
+        and ``faulted``, no generation) at its third faulted job, as the real Horde's cleaner does.
+        """
+        request.restarted += 1
+        request.task = None
+        request.worker_name = None
+        request.state = "faulted" if request.restarted >= FAULTED_JOBS_TO_FAULT else "waiting"
+        self.horde.dispatch()
 
     def stop_all(self) -> list[asyncio.Task[None]]:
         """Cancel every running job; return their tasks."""
@@ -278,7 +497,7 @@ class TextQueue:
 
     def describe(self) -> list[dict[str, Any]]:
         """Every text request for ``GET /_devhorde/requests`` (``api: "text"``)."""
-        now = self.horde._now()
+        now = self.horde.now()
         return [
             {
                 "id": request.id,

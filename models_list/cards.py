@@ -11,9 +11,9 @@ from typing import Any, Final
 
 from horde_sdk.generation_parameters.text.chat_policy import ChatFeature, ChatGuarantee
 
-from chat.prompt_templates import template_for_model
-from chat.text_api import MAX_TEXT_MAX_LENGTH, TEXT_API, TextApiFallback, text_path_models
-from chat.worker_limits import ModelWorkers, WorkerSnapshot
+from chat.horde.worker_limits import ModelWorkers, WorkerSnapshot
+from chat.serving.prompt_templates import template_for_model
+from chat.serving.text_route import MAX_TEXT_MAX_LENGTH, TEXT_API, TextApiFallback, text_path_models
 
 BASE_SUPPORTED_PARAMETERS: Final[tuple[str, ...]] = ("max_tokens", "temperature", "top_p", "stop")
 """Parameters every chat worker applies."""
@@ -38,8 +38,8 @@ native chat routes. The legacy ``/v1/completions`` serves only models reached th
 API (:data:`TEXT_API_ROUTES`)."""
 
 TEXT_API_ROUTES: Final[tuple[str, ...]] = ("/v1/chat/completions", "/v1/responses", "/v1/completions")
-"""``x_horde.routes`` of a model served through the Horde's text generation API (chat.text_api): chat completions
-and the Responses API (within the text API's features), and the legacy completions route."""
+"""``x_horde.routes`` of a model served through the Horde's text generation API (chat.serving.text_route): chat
+completions and the Responses API (within the text API's features), and the legacy completions route."""
 
 OWNED_BY: Final[str] = "aihorde"
 """``owned_by`` of every card: the models run on the Horde's volunteer workers."""
@@ -110,16 +110,16 @@ def model_card(entry: dict[str, Any]) -> dict[str, Any]:
 
 TEXT_API_SUPPORTED_PARAMETERS: Final[tuple[str, ...]] = BASE_SUPPORTED_PARAMETERS
 """Parameters of a model served through the text generation API: ``max_tokens``, ``temperature``, ``top_p`` and
-``stop`` (chat.text_api refuses the rest)."""
+``stop`` (chat.serving.text_route refuses the rest)."""
 
 
 def text_model_card(entry: dict[str, Any], workers: ModelWorkers | None = None) -> dict[str, Any]:
-    """The card of a model served through the text generation API (chat.text_api): the text API's list entry has no
-    declared limits or features, so ``context_length`` and ``top_provider``'s limits come from the worker list
-    (``workers``, chat.worker_limits: the largest ``max_context_length`` and ``max_length``, the latter at most the
-    text API's bound, an online worker declares; ``x_horde.threads`` their threads), null without it; ``features``
-    and ``image_transports`` are empty; ``architecture.instruct_type`` names the prompt template; ``x_horde.api`` is
-    ``text`` and ``x_horde.workers`` the online text workers (``count``).
+    """The card of a model served through the text generation API (chat.serving.text_route): the text API's list entry
+    has no declared limits or features, so ``context_length`` and ``top_provider``'s limits come from the worker list
+    (``workers``, chat.horde.worker_limits: the largest ``max_context_length`` and ``max_length``, the latter at most
+    the text API's bound, an online worker declares; ``x_horde.threads`` their threads), null without it;
+    ``features`` and ``image_transports`` are empty; ``architecture.instruct_type`` names the prompt template;
+    ``x_horde.api`` is ``text`` and ``x_horde.workers`` the online text workers (``count``).
     """
     name = entry["name"]
     declared = workers if workers is not None and workers.workers > 0 else None
@@ -178,7 +178,7 @@ def model_list(
     entries: list[dict[str, Any]], text_api_fallback: TextApiFallback = "off", workers: WorkerSnapshot | None = None
 ) -> dict[str, Any]:
     """``{"object": "list", "data": [card, ...]}`` for every text entry with at least one online chat worker, and
-    every entry chat.text_api serves through the text generation API under ``text_api_fallback``
+    every entry chat.serving.text_route serves through the text generation API under ``text_api_fallback``
     (:func:`text_model_card`, its limits from the worker list ``workers`` when given).
     """
     cards = [

@@ -6,29 +6,33 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
-from chat import errors, refusals, text_api, worker_limits
-from chat.errors import OpenAIError, json_response
-from chat.horde_client import HordeRefusal, HordeUnreachable
-from chat.runtime import get_runtime
-from chat.views import method_not_allowed
+from chat import errors
+from chat.errors import OpenAIError, json_response, method_not_allowed
+from chat.horde import refusals
+from chat.horde.native import HordeRefusal, HordeUnreachable
+from chat.horde.worker_limits import directory_for
+from chat.serving import text_route
+from chat.serving.runtime import get_runtime
 from models_list.cards import model_list
 
-MODELS_CACHE_KEY = text_api.MODELS_CACHE_KEY
-"""The key of the native model list in Django's ``default`` cache (chat.text_api's, shared with its detection)."""
+MODELS_CACHE_KEY = text_route.MODELS_CACHE_KEY
+"""The key of the native model list in Django's ``default`` cache (chat.serving.text_route's, shared with its
+detection)."""
 
 
 async def native_text_models() -> list[dict[str, Any]]:
     """The native text model list, reused for ``HORDE_OAI_MODELS_CACHE_SECONDS`` through Django's ``default`` cache
-    (:func:`chat.text_api.cached_text_models`, which the text API detection reads too).
+    (:func:`chat.serving.text_route.cached_text_models`, which the text API detection reads too).
     """
-    return await text_api.cached_text_models(get_runtime())
+    return await text_route.cached_text_models(get_runtime())
 
 
 async def served_model_list() -> dict[str, Any]:
     """The model list (``{"object": "list", "data": [card, ...]}``) built from :func:`native_text_models`.
 
     Raises:
-        OpenAIError: The Horde's refusal mapped by ``chat.refusals.error_from_refusal`` (429 ``rate_limit_exceeded``
+        OpenAIError: The Horde's refusal mapped by ``chat.horde.refusals.error_from_refusal`` (429
+        ``rate_limit_exceeded``
             or its rc, 503 ``MaintenanceMode``, ...), or 502 ``HordeUnavailable`` when it cannot be reached.
     """
     try:
@@ -40,18 +44,16 @@ async def served_model_list() -> dict[str, Any]:
     runtime = get_runtime()
     mode = runtime.settings.text_api_fallback
     workers = None
-    if text_api.text_path_models(entries, mode):
-        # The text API's list entries declare no limits: the worker list has them (chat.worker_limits).
-        workers = await worker_limits.directory_for(runtime.text_horde).snapshot()
+    if text_route.text_path_models(entries, mode):
+        # The text API's list entries declare no limits: the worker list has them (chat.horde.worker_limits).
+        workers = await directory_for(runtime.text_horde).snapshot()
     return model_list(entries, mode, workers)
 
 
 def model_not_found(model: str) -> OpenAIError:
     """404 ``not_found_error`` ``model_not_found`` with param null, in OpenAI's wording (OpenAI's models retrieve)."""
-    return OpenAIError(
-        status=404,
-        message=f"The model `{model}` does not exist or you do not have access to it.",
-        code=errors.MODEL_NOT_FOUND,
+    return errors.failure(
+        errors.MODEL_NOT_FOUND, f"The model `{model}` does not exist or you do not have access to it."
     )
 
 

@@ -7,10 +7,10 @@ configures the log sink (oaifront.logconfig) and, when enabled, telemetry (oaifr
 application is built. The layers, outermost first:
 
 1. :func:`chat.asgi.with_front_lifespan` answers the lifespan events itself: at startup it logs the Redis in use and
-   chains :func:`chat.runtime.stop_open_requests` ahead of the server's SIGTERM/SIGINT handler, so a stop ends every
-   open request at once (streams with an error event and ``data: [DONE]``, waiting requests with a 503 and
+   chains :func:`chat.serving.runtime.stop_open_requests` ahead of the server's SIGTERM/SIGINT handler, so a stop ends
+   every open request at once (streams with an error event and ``data: [DONE]``, waiting requests with a 503 and
    ``Retry-After``, each native request cancelled); at shutdown it retries pending cancels once more, stops the
-   Redis tasks and closes the HTTP pool (:func:`chat.runtime.close_runtime`).
+   Redis tasks and closes the HTTP pool (:func:`chat.serving.runtime.close_runtime`).
 2. The OpenTelemetry ASGI instrumentation, when telemetry is configured (server spans).
 3. The admission guards (oaifront.guards) refuse a request over the in-flight caps, a body over the size limit or one
    that arrives too slowly, before Django reads it.
@@ -29,7 +29,7 @@ import django
 django.setup(set_prefix=False)
 
 from chat.asgi import ASGIApplication, with_front_lifespan  # noqa: E402 - after django.setup()
-from oaifront.conf import front_settings  # noqa: E402 - after django.setup()
+from chat.settings import front_settings  # noqa: E402 - after django.setup()
 from oaifront.guards import AdmissionGuards, ASGIApp  # noqa: E402 - after django.setup()
 from oaifront.handler import FrontASGIHandler  # noqa: E402 - after django.setup()
 from oaifront.logconfig import configure_logging  # noqa: E402 - after django.setup()

@@ -19,7 +19,6 @@ from asgiref.sync import markcoroutinefunction
 from django.http import HttpRequest, HttpResponseBase
 
 from chat import errors
-from chat.errors import OpenAIError
 from oaifront.views import not_found, server_error
 
 HTML_ERROR_STATUSES: Final[frozenset[int]] = frozenset({400, 404, 500})
@@ -34,7 +33,7 @@ REFUSED_REQUEST_MESSAGE: Final[str] = (
 
 def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponseBase:
     """400 ``BadRequest`` for a request Django refused before any view, such as a disallowed ``Host``."""
-    return OpenAIError(status=400, message=REFUSED_REQUEST_MESSAGE, code=errors.BAD_REQUEST).to_response()
+    return errors.failure(errors.BAD_REQUEST, REFUSED_REQUEST_MESSAGE).to_response()
 
 
 class JsonErrorPagesMiddleware:

@@ -26,8 +26,8 @@ from typing import Any, Final
 
 from chat import errors
 from chat.errors import CORS_HEADERS, OpenAIError
-from chat.logs import record_refusal
-from oaifront.conf import FrontSettings
+from chat.serving.request_record import record_refusal
+from chat.settings import FrontSettings
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -55,29 +55,22 @@ UNCAPPED_PATHS: Final[frozenset[str]] = frozenset(
 
 def too_large_error(limit: int) -> OpenAIError:
     """413 ``RequestTooLarge``: the body is over ``limit`` bytes."""
-    return OpenAIError(
-        status=413,
-        message=f"The request body is larger than this front's limit of {limit} bytes.",
-        code=errors.REQUEST_TOO_LARGE,
+    return errors.failure(
+        errors.REQUEST_TOO_LARGE, f"The request body is larger than this front's limit of {limit} bytes."
     )
 
 
 def body_timeout_error(seconds: float) -> OpenAIError:
     """408 ``RequestBodyTimeout``: the body did not arrive within ``seconds``."""
-    return OpenAIError(
-        status=408,
-        message=f"The request body was not received within {seconds:g} seconds.",
-        code=errors.REQUEST_BODY_TIMEOUT,
-    )
+    return errors.failure(errors.REQUEST_BODY_TIMEOUT, f"The request body was not received within {seconds:g} seconds.")
 
 
 def at_capacity_error(retry_after: int, *, per_client: bool) -> OpenAIError:
     """503 ``FrontAtCapacity`` with ``Retry-After``: the per-client or the total in-flight cap is reached."""
     which = "from your address" if per_client else "in total"
-    return OpenAIError(
-        status=503,
-        message=f"The front is serving as many requests {which} as it accepts at once. Retry shortly.",
-        code=errors.FRONT_AT_CAPACITY,
+    return errors.failure(
+        errors.FRONT_AT_CAPACITY,
+        f"The front is serving as many requests {which} as it accepts at once. Retry shortly.",
         retry_after=retry_after,
     )
 

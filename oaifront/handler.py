@@ -10,7 +10,7 @@ request started and stopped two threads. A profile of the non-streamed path show
 of a request (``Thread.start``, ``ThreadPoolExecutor.shutdown``; bench/README.md).
 
 The API's views (:data:`API_PATH_PREFIX`) are all async; what stays synchronous in their requests is closing the
-response (``chat.streaming.ChatEventStream.close`` hands its end back to the event loop) and Django's
+response (``chat.views.event_stream.ChatEventStream.close`` hands its end back to the event loop) and Django's
 ``request_finished`` signal, whose database receivers the chat app disconnects (chat.apps). Those requests are served
 without the per-request context: the close runs in asgiref's one shared thread-sensitive thread, started once per
 process. Every other path (the API description, whose view is synchronous and may wait on the Horde; the docs pages;

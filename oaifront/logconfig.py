@@ -16,11 +16,12 @@ from typing import Final
 
 from loguru import logger
 
-from oaifront.conf import FrontSettings
+from chat.settings import FrontSettings
 from oaifront.error_pages import strip_traceback
 
-TEXT_FORMAT: Final[str] = "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | {name}:{function}:{line} - {message}"
-"""The plain-text line of each record (the message last, so the reference's lines read whole)."""
+TEXT_FORMAT: Final[str] = "{time:YYYY-MM-DD HH:mm:ss.SSSZ} | {level: <8} | {name}:{function}:{line} - {message}"
+"""The plain-text line of each record (the message last, so the reference's lines read whole). The time carries its
+UTC offset (``+00:00`` with the front's ``TIME_ZONE``; a host project's own zone shows as its offset)."""
 
 DJANGO_REQUEST_LOGGER: Final[str] = "django.request"
 DISALLOWED_HOST_LOGGER: Final[str] = "django.security.DisallowedHost"

@@ -1,8 +1,12 @@
 """``GET /readyz``: whether this process can serve requests now (``/healthz`` only says that it runs).
 
-Ready means the Horde answers ``GET /v2/status/heartbeat`` and, when ``HORDE_OAI_REDIS_URL`` is set, Redis answers
-``PING``. The result is reused for ``HORDE_OAI_READINESS_CACHE_SECONDS``, so a probe every second costs little. The
-answer names each check and what failed, without the Horde's or Redis's address (a Redis URL may hold a password).
+Ready means the Horde answers ``GET /v2/status/heartbeat``. When ``HORDE_OAI_REDIS_URL`` is set and Redis does not
+answer ``PING``, the front still serves every request, in the mode :data:`REDIS_FALLBACK_MODE` (streams delivered
+whole, waits ended by timer re-reads instead of wake-up signals), so readiness is *degraded*: 200 with ``"redis":
+"degraded"`` and that mode, and a load balancer keeps every replica in its pool through a Redis blip. With
+``HORDE_OAI_READINESS_STRICT=true`` Redis down is not ready (503) instead. The result is reused for
+``HORDE_OAI_READINESS_CACHE_SECONDS``, so a probe every second costs little. The answer names each check and what
+failed, without the Horde's or Redis's address (a Redis URL may hold a password).
 """
 
 from __future__ import annotations
@@ -15,13 +19,23 @@ from typing import Final
 from django.http import HttpRequest, JsonResponse
 from redis.asyncio import Redis
 
-from chat.horde_client import HordeRefusal, HordeUnreachable
-from chat.runtime import get_runtime
+from chat.horde.native import HordeRefusal, HordeUnreachable
+from chat.serving.runtime import get_runtime
 
 CHECK_TIMEOUT_SECONDS: Final[float] = 2.0
 """The longest one check may take before it counts as failed."""
 
 OK: Final[str] = "ok"
+
+DEGRADED: Final[str] = "degraded"
+"""A check that failed without stopping the front from serving (Redis, unless readiness is strict)."""
+
+REDIS_FALLBACK_MODE: Final[str] = "buffered"
+"""How the front serves without Redis: every stream is delivered whole, in one content chunk, and waits end on timer
+re-reads of the native status instead of Redis wake-up signals."""
+
+DEGRADABLE_CHECKS: Final[frozenset[str]] = frozenset({"redis"})
+"""Checks whose failure leaves the front serving (degraded), unless ``HORDE_OAI_READINESS_STRICT`` is true."""
 
 
 @dataclass(frozen=True)
@@ -30,11 +44,37 @@ class Readiness:
 
     checks: dict[str, str]
     checked_at: float
+    strict: bool = False
+    """Whether every check must pass (``HORDE_OAI_READINESS_STRICT``); else only those outside
+    :data:`DEGRADABLE_CHECKS`."""
 
     @property
     def ready(self) -> bool:
-        """Whether every check passed."""
-        return all(result == OK for result in self.checks.values())
+        """Whether the front can serve: every check passed, or only degradable ones failed and readiness is not
+        strict.
+        """
+        return all(
+            result == OK or (not self.strict and name in DEGRADABLE_CHECKS) for name, result in self.checks.items()
+        )
+
+    @property
+    def degraded(self) -> dict[str, dict[str, str]]:
+        """The failed degradable checks of a ready front: why each failed and the mode the front serves in."""
+        if not self.ready:
+            return {}
+        return {
+            name: {"reason": result, "fallback": REDIS_FALLBACK_MODE}
+            for name, result in self.checks.items()
+            if result != OK
+        }
+
+    def body(self) -> dict[str, object]:
+        """The ``/readyz`` answer (see :func:`readyz`)."""
+        degraded = self.degraded
+        if not degraded:
+            return {"status": "ready" if self.ready else "not_ready", "checks": self.checks}
+        checks = {name: DEGRADED if name in degraded else result for name, result in self.checks.items()}
+        return {"status": DEGRADED, "checks": checks, "degraded": degraded}
 
 
 _cached: dict[asyncio.AbstractEventLoop, Readiness] = {}
@@ -81,17 +121,16 @@ async def readiness() -> Readiness:
         names.append("redis")
         checks.append(check_redis(runtime.settings.redis_url))
     results = await asyncio.gather(*checks)
-    fresh = Readiness(dict(zip(names, results, strict=True)), time.monotonic())
+    fresh = Readiness(dict(zip(names, results, strict=True)), time.monotonic(), runtime.settings.readiness_strict)
     _cached[loop] = fresh
     return fresh
 
 
 async def readyz(request: HttpRequest) -> JsonResponse:
-    """200 ``{"status": "ready", "checks": {"horde": "ok", "redis": "ok"}}``; 503 ``{"status": "not_ready",
-    "checks": {...}}`` naming what failed (``redis`` only when configured). Left out of the API description.
+    """200 ``{"status": "ready", "checks": {"horde": "ok", "redis": "ok"}}``; with Redis down (and readiness not
+    strict) 200 ``{"status": "degraded", "checks": {"horde": "ok", "redis": "degraded"}, "degraded": {"redis":
+    {"reason": ..., "fallback": "buffered"}}}``; else 503 ``{"status": "not_ready", "checks": {...}}`` naming what
+    failed (``redis`` only when configured). Left out of the API description.
     """
     result = await readiness()
-    return JsonResponse(
-        {"status": "ready" if result.ready else "not_ready", "checks": result.checks},
-        status=200 if result.ready else 503,
-    )
+    return JsonResponse(result.body(), status=200 if result.ready else 503)

@@ -1,4 +1,4 @@
-"""Django settings of the chat front. No database; every front knob comes from the environment (oaifront.conf)."""
+"""Django settings of the chat front. No database; every front knob comes from the environment (chat.settings)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from django.core.management.utils import get_random_secret_key
 from pydantic import ValidationError
 
 from chat.cors_settings import *  # noqa: F403 - CORS_ALLOW_ALL_ORIGINS, CORS_ALLOW_HEADERS, ... (documented there)
-from oaifront.conf import FrontSettings, describe_invalid_settings
+from chat.settings import FrontSettings, describe_invalid_settings
 from oaifront.middleware import MiddlewareSetting
 
 DEBUG = os.environ.get("DJANGO_DEBUG", "").lower() in {"1", "true", "yes"}
@@ -37,7 +37,7 @@ MIDDLEWARE = MiddlewareSetting(
         # Django's security, CSRF and clickjacking middleware with their hooks on the event loop (oaifront.middleware).
         "oaifront.middleware.SecurityMiddleware",
         # Serves the Swagger UI and ReDoc assets (drf-spectacular-sidecar) in every mode; WhiteNoise kept async.
-        "oaifront.openapi.StaticAssetsMiddleware",
+        "oaifront.openapi.assets.StaticAssetsMiddleware",
         # Django's HTML 400/404/500 pages (a disallowed Host, DEBUG's technical pages) become JSON envelopes.
         "oaifront.error_pages.JsonErrorPagesMiddleware",
         # Browser access (reference: Browser access) through django-cors-headers, configured by chat.cors_settings.
@@ -65,6 +65,9 @@ ROOT_URLCONF = "oaifront.urls"
 ASGI_APPLICATION = "oaifront.asgi.application"
 DATABASES: dict[str, dict[str, str]] = {}
 USE_TZ = True
+# Django sets the process's time zone (TZ) from this: UTC, as the devhorde's and uvicorn's lines are, so the log
+# lines of the front and the Horde read on one clock (Django's default is America/Chicago).
+TIME_ZONE = "UTC"
 APPEND_SLASH = False
 STATIC_URL = "/static/"
 # Static files (only the docs pages' assets) come straight from the app finders: no collectstatic step.
@@ -101,7 +104,7 @@ SPECTACULAR_SETTINGS = {
     "OAS_VERSION": "3.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_AUTHENTICATION": [],
-    "POSTPROCESSING_HOOKS": ["oaifront.openapi.add_front_paths"],
+    "POSTPROCESSING_HOOKS": ["oaifront.openapi.document.add_front_paths"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
@@ -112,7 +115,7 @@ try:
     HORDE_OAI = FrontSettings()
 except ValidationError as invalid:
     raise ImproperlyConfigured(describe_invalid_settings(invalid)) from None
-"""The front's namespaced settings (see oaifront.conf.FrontSettings for each variable)."""
+"""The front's namespaced settings (see chat.settings.FrontSettings for each variable)."""
 
 if HORDE_OAI.redis_url:
     # Shared by every worker process (the model list cache, models_list.views); a Redis that cannot be reached is

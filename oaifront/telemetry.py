@@ -4,11 +4,16 @@
 
 - With ``HORDE_OAI_TELEMETRY_ENABLED=true`` and ``OTEL_SDK_DISABLED`` not ``true``, it configures Logfire with the
   standard ``LOGFIRE_*`` / ``OTEL_*`` variables (nothing leaves the process unless a token or an OTLP endpoint is
-  set), the service name ``horde-oai`` unless ``OTEL_SERVICE_NAME`` sets another, and the histogram views of
-  :func:`chat.metrics.histogram_views`; it bridges Loguru records to OpenTelemetry logs and instruments httpx, so
-  each call to the Horde is a client span whose ``traceparent`` header the Horde continues. It returns True, and
-  :func:`instrument_app` then adds the server spans (the OpenTelemetry ASGI middleware), ``/healthz`` and
-  ``/readyz`` excluded, no header or body captured; a streamed request's span lasts until its stream ends.
+  set), the service name ``horde-oai`` unless ``OTEL_SERVICE_NAME`` sets another, and exactly the histogram views of
+  :func:`chat.metrics.histogram_views` (Logfire's default views are left out: they would add an exponential histogram
+  beside each explicit-bucket one, which Prometheus cannot read); it bridges Loguru records to OpenTelemetry logs
+  (:class:`LoguruToOpenTelemetry`: the bound values become the log record's attributes) and instruments httpx, so
+  each call to the Horde is a client span whose ``traceparent`` header the Horde continues (its URL shows ``{id}``
+  for the native request id: :func:`without_request_ids`). It returns True, and
+  :func:`instrument_app` then adds the server spans (the OpenTelemetry ASGI middleware behind
+  :class:`PrivateScopeTracing`), named by route (``POST /v1/chat/completions``, ``GET /v1/models``) with
+  ``http.route``, none for ``/healthz``, ``/readyz`` or ``/metrics``, no header, body, query string, client address
+  or user agent captured; a streamed request's span lasts until its stream ends.
 - With ``HORDE_OAI_METRICS_ENDPOINT=true`` the instruments are also read by a Prometheus reader that
   ``GET /metrics`` serves (oaifront.urls), with or without the rest of telemetry.
 - With ``PYROSCOPE_ENABLED=true`` it starts Pyroscope (``pyroscope-io``) with the ``PYROSCOPE_*`` variables and the
@@ -20,20 +25,65 @@ Off (the default), nothing is configured: the OpenTelemetry API's no-op provider
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from typing import Any, Final
+import re
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final, cast
 
+from django.urls import Resolver404, resolve
 from loguru import logger
 from opentelemetry import metrics
+from opentelemetry._logs import Logger, LoggerProvider, SeverityNumber, get_logger_provider
+from opentelemetry.propagate import get_global_textmap
+from opentelemetry.semconv.attributes import code_attributes
 
 from chat.metrics import configure_metrics, histogram_views
-from oaifront.conf import FrontSettings
+from chat.settings import FrontSettings
+
+if TYPE_CHECKING:
+    from loguru import Message
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 DEFAULT_SERVICE_NAME: Final[str] = "horde-oai"
 """The service name unless ``OTEL_SERVICE_NAME`` sets another."""
 
-EXCLUDED_URLS: Final[str] = "/healthz,/readyz"
-"""Paths without server spans: the listener and the container poll them every few seconds."""
+UNTRACED_PATHS: Final[frozenset[str]] = frozenset({"/healthz", "/readyz", "/metrics"})
+"""Paths without server spans: the listener and the container poll the probes every few seconds, and Prometheus
+scrapes ``/metrics``."""
+
+LOG_SCOPE: Final[str] = "horde.oai"
+"""The instrumentation scope of the log records bridged from Loguru."""
+
+SEVERITY_BY_LEVEL: Final[Mapping[str, SeverityNumber]] = MappingProxyType(
+    {
+        "TRACE": SeverityNumber.TRACE,
+        "DEBUG": SeverityNumber.DEBUG,
+        "INFO": SeverityNumber.INFO,
+        "SUCCESS": SeverityNumber.INFO2,
+        "WARNING": SeverityNumber.WARN,
+        "ERROR": SeverityNumber.ERROR,
+        "CRITICAL": SeverityNumber.FATAL,
+    }
+)
+"""The OpenTelemetry severity of each of Loguru's levels (a custom level counts as INFO)."""
+
+_ORIGINAL_SCOPE: Final[str] = "horde.oai.original_scope"
+"""The key under which :class:`PrivateScopeTracing` hands the request's own scope past the instrumentation."""
+
+_ROUTE_PARAMETER = re.compile(r"<(?:\w+:)?(\w+)>")
+
+NATIVE_REQUEST_ID: Final = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+"""A native request id (a UUID) in a Horde URL (``/v2/generate/chat/status/<id>``)."""
+
+REQUEST_ID_PLACEHOLDER: Final[str] = "{id}"
+"""What a Horde call's span shows in place of the native request id."""
+
+URL_ATTRIBUTES: Final[tuple[str, ...]] = ("http.url", "url.full", "http.target", "url.path")
+"""The client span attributes that hold the Horde call's URL or path (old and stable HTTP conventions)."""
 
 _prometheus_reader: Any = None
 
@@ -125,20 +175,132 @@ def configure_telemetry(
         console=False,
         inspect_arguments=False,
         additional_span_processors=list(additional_span_processors) or None,
-        metrics=logfire.MetricsOptions(
-            additional_readers=readers, views=[*logfire.MetricsOptions.DEFAULT_VIEWS, *histogram_views()]
-        ),
+        metrics=logfire.MetricsOptions(additional_readers=readers, views=histogram_views()),
     )
     configure_metrics()
-    logger.add(**logfire.loguru_handler(), level=settings.log_level)
-    logfire.instrument_httpx(capture_headers=False)
+    logger.add(LoguruToOpenTelemetry(get_logger_provider()), level=settings.log_level, format="{message}")
+    logfire.instrument_httpx(
+        capture_headers=False, request_hook=without_request_ids, async_request_hook=async_without_request_ids
+    )
     return True
 
 
+def without_request_ids(span: Any, request: Any) -> None:
+    """Httpx request hook: the client span's URL attributes with :data:`REQUEST_ID_PLACEHOLDER` in place of the
+    native request id, so no span attribute holds a request id (reference: Metrics).
+    """
+    attributes = getattr(span, "attributes", None) or {}
+    for key in URL_ATTRIBUTES:
+        value = attributes.get(key)
+        if isinstance(value, str) and NATIVE_REQUEST_ID.search(value):
+            span.set_attribute(key, NATIVE_REQUEST_ID.sub(REQUEST_ID_PLACEHOLDER, value))
+
+
+async def async_without_request_ids(span: Any, request: Any) -> None:
+    """:func:`without_request_ids` for the async client."""
+    without_request_ids(span, request)
+
+
+class LoguruToOpenTelemetry:
+    """A Loguru sink that writes each record as an OpenTelemetry log record (reference: Configuration).
+
+    The body is the record's message, the severity its level, and the attributes the values bound to its ``extra``
+    (the finished-request and no-visible-text lines bind theirs; a ``None`` value is left out, as OpenTelemetry has
+    no null) with the code location. The log record joins the active span's trace, if any. Nothing becomes a span.
+    """
+
+    def __init__(self, provider: LoggerProvider) -> None:
+        self._provider = provider
+        self._loggers: dict[str, Logger] = {}
+
+    def _logger(self, name: str) -> Logger:
+        found = self._loggers.get(name)
+        if found is None:
+            found = self._loggers[name] = self._provider.get_logger(name or LOG_SCOPE)
+        return found
+
+    def __call__(self, message: Message) -> None:
+        """Emit ``message``'s record."""
+        record = message.record
+        attributes: dict[str, Any] = {
+            key: value for key, value in record["extra"].items() if isinstance(value, str | bool | int | float)
+        }
+        attributes[code_attributes.CODE_FILE_PATH] = record["file"].path
+        attributes[code_attributes.CODE_FUNCTION_NAME] = record["function"]
+        attributes[code_attributes.CODE_LINE_NUMBER] = record["line"]
+        exception = record["exception"]
+        self._logger(record["name"] or LOG_SCOPE).emit(
+            timestamp=int(record["time"].timestamp() * 1e9),
+            severity_number=SEVERITY_BY_LEVEL.get(record["level"].name, SeverityNumber.INFO),
+            severity_text=record["level"].name,
+            body=record["message"],
+            attributes=attributes,
+            exception=exception.value if exception is not None else None,
+        )
+
+
+def route_of(scope: Mapping[str, Any]) -> str | None:
+    """The URL pattern that serves the request's path (``/v1/chat/completions``, ``/v1/models/{model}``), or None."""
+    path = str(scope.get("path", ""))
+    root = str(scope.get("root_path", ""))
+    try:
+        match = resolve(path.removeprefix(root) or "/")
+    except Resolver404:
+        return None
+    return "/" + _ROUTE_PARAMETER.sub(r"{\1}", match.route)
+
+
+def span_details(scope: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The server span's name and extra attributes: ``POST /v1/chat/completions`` with ``http.route``, or the method
+    alone for a path no route serves (so the name stays bounded).
+    """
+    method = str(scope.get("method", "HTTP"))
+    route = route_of(scope)
+    if route is None:
+        return method, {}
+    return f"{method} {route}", {"http.route": route}
+
+
+class PrivateScopeTracing:
+    """The OpenTelemetry ASGI middleware, shown a scope without the client's address, query string or headers (but
+    the trace context's), so neither the server spans nor the ``http.server.*`` metrics carry a client address, user
+    agent, ``Host`` value or other header: their labels stay bounded. The application behind it gets the request's
+    own scope back. :data:`UNTRACED_PATHS` skip the instrumentation.
+    """
+
+    def __init__(self, app: ASGIApp, instrument: Callable[[ASGIApp], ASGIApp]) -> None:
+        self._app = app
+        self._traced = instrument(self._restore)
+        self._kept_headers = frozenset(name.encode() for name in get_global_textmap().fields)
+
+    async def _restore(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._app(scope[_ORIGINAL_SCOPE], receive, send)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one connection: an HTTP request through the instrumentation unless untraced."""
+        if scope["type"] != "http" or scope.get("path") in UNTRACED_PATHS:
+            await self._app(scope, receive, send)
+            return
+        shown = {
+            key: value for key, value in scope.items() if key not in {"client", "headers", "query_string", "state"}
+        }
+        shown["headers"] = [(name, value) for name, value in scope.get("headers", ()) if name in self._kept_headers]
+        shown["query_string"] = b""
+        shown[_ORIGINAL_SCOPE] = scope
+        await self._traced(shown, receive, send)
+
+
 def instrument_app(app: Any) -> Any:
-    """Wrap the ASGI ``app`` with the OpenTelemetry ASGI middleware through Logfire: one server span per request,
-    none for :data:`EXCLUDED_URLS`, no header or body captured.
+    """Wrap the ASGI ``app`` with the OpenTelemetry ASGI middleware through Logfire, behind
+    :class:`PrivateScopeTracing`: one server span per request named by its route, none for :data:`UNTRACED_PATHS`,
+    no header, body or client address captured.
     """
     import logfire  # noqa: PLC0415 - configured only when telemetry is on
 
-    return logfire.instrument_asgi(app, capture_headers=False, excluded_urls=EXCLUDED_URLS)
+    def instrument(inner: ASGIApp) -> ASGIApp:
+        traced: Any = logfire.instrument_asgi(
+            cast("Any", inner), capture_headers=False, default_span_details=span_details
+        )
+        return cast("ASGIApp", traced)
+
+    return PrivateScopeTracing(app, instrument)

@@ -7,16 +7,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from oaifront.conf import front_settings
-from oaifront.openapi import (
-    FrontSchemaView,
-    OfflineRedocView,
-    OfflineSwaggerView,
-    behaviour_guide,
-    clients_guide,
-    favicon,
-    redoc_bundle,
-)
+from chat.settings import front_settings
+from oaifront.openapi.assets import favicon, redoc_bundle
+from oaifront.openapi.pages import FrontSchemaView, OfflineRedocView, OfflineSwaggerView, behaviour_guide, clients_guide
 from oaifront.readiness import readyz
 from oaifront.views import not_found
 

@@ -63,11 +63,11 @@ class Process:
         return self.log_path.read_text(errors="replace")
 
 
-def start_process(args: list[str], env: dict[str, str], log_path: Path) -> Process:
-    """Start ``args`` with ``env`` added to this environment, output to ``log_path``."""
+def start_process(args: list[str], env: dict[str, str], log_path: Path, *, cwd: Path = ROOT) -> Process:
+    """Start ``args`` in ``cwd`` with ``env`` added to this environment, output to ``log_path``."""
     full_env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
     log = log_path.open("wb")
-    popen = subprocess.Popen(args, cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT)
+    popen = subprocess.Popen(args, cwd=cwd, env=full_env, stdout=log, stderr=subprocess.STDOUT)
     return Process(popen, log_path)
 
 
@@ -103,19 +103,22 @@ def start_front(
     env: dict[str, str] | None = None,
     app: str = "oaifront.asgi:application",
     workers: int = 1,
+    python: Path | str = sys.executable,
+    cwd: Path = ROOT,
 ) -> tuple[Process, str]:
     """Start the front under uvicorn (``workers`` processes behind one port); return it and its base URL
     (``http://127.0.0.1:<port>``).
 
     ``app`` is the ASGI application uvicorn serves (another project's, such as ``tests.hostproject.asgi``, with its
-    ``DJANGO_SETTINGS_MODULE`` in ``env``); the readiness probe is then the model list instead of ``/healthz``."""
+    ``DJANGO_SETTINGS_MODULE`` in ``env``); the readiness probe is then the model list instead of ``/healthz``.
+    ``python`` and ``cwd`` serve it from another environment (the apps installed in a venv, ``tests/installed.py``)."""
     port = free_port()
     front_env = {**FAST_FRONT_ENV, "HORDE_URL": horde_url, **(env or {})}
     if redis:
         front_env.setdefault("HORDE_OAI_REDIS_URL", REDIS_URL)
         front_env.setdefault("HORDE_OAI_STREAM_REDIS_DB", str(STREAM_REDIS_DB))
     args = [
-        sys.executable,
+        str(python),
         "-m",
         "uvicorn",
         app,
@@ -127,7 +130,7 @@ def start_front(
     ]
     if workers > 1:
         args += ["--workers", str(workers)]
-    process = start_process(args, front_env, tmp / f"front-{port}.log")
+    process = start_process(args, front_env, tmp / f"front-{port}.log", cwd=cwd)
     base = f"http://127.0.0.1:{port}"
     # Each worker imports Django on its own: a loaded 2-core machine needs longer for several.
     probe = f"{base}/healthz" if app == "oaifront.asgi:application" else f"{base}/v1/models"
@@ -191,7 +194,7 @@ def in_process_horde_url() -> Iterator[None]:
     a ``HORDE_URL``: Django's settings are read before this file, so the settings object is replaced here."""
     from django.conf import settings
 
-    from oaifront.conf import front_settings
+    from chat.settings import front_settings
 
     configured = settings.HORDE_OAI
     if "HORDE_URL" not in os.environ:

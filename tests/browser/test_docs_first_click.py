@@ -17,7 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from oaifront.openapi import DOCS_URL, EMPTY_IMAGE, REDOC_CDN_LOGO
+from oaifront.openapi.assets import EMPTY_IMAGE, REDOC_CDN_LOGO
+from oaifront.openapi.document import DOCS_URL
 from tests.conftest import ROOT, start_devhorde, start_front
 
 RENDER_TIMEOUT_MS = 30_000

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from oaifront.conf import FrontSettings
+from chat.settings import FrontSettings
 from tests.conformance.cases import (
     FEATURED_MODEL,
     PLAIN_MODEL,

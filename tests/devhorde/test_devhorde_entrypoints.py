@@ -13,7 +13,7 @@ from devhorde_helpers import API, chat, scenario, status, submit_ok, worker
 
 from devhorde import __main__ as devhorde_main
 from devhorde.app import create_app
-from devhorde.horde import RequestState
+from devhorde.chat_queue import RequestState
 from devhorde.scenario import SCENARIOS_DIR, load_scenario
 
 

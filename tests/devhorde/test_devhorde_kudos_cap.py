@@ -8,7 +8,7 @@ import pytest
 from devhorde_helpers import chat, scenario, submit, worker
 
 from chat.errors import KUDOS_CAP_EXCESS_PATTERN, kudos_cap_error
-from devhorde.horde import format_number
+from devhorde.answers import format_number
 
 
 @pytest.mark.parametrize(

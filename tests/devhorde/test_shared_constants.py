@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 from horde_sdk.generic_api.consts import ANON_API_KEY
 
-import chat.horde_client
+import chat.horde.native
 import chat.limits
 import devhorde.limits
 
@@ -25,7 +25,7 @@ import devhorde.limits
         ("DEFAULT_CHAT_MAX_TOKENS", chat.limits),
         ("MAX_CHAT_MODEL_COUNT", chat.limits),
         ("HORDE_CHAT_REQUEST_EXPIRY_SECONDS", chat.limits),
-        ("ANONYMOUS_API_KEY", chat.horde_client),
+        ("ANONYMOUS_API_KEY", chat.horde.native),
     ],
 )
 def test_front_and_devhorde_copies_are_equal(name: str, front_module: object) -> None:
@@ -39,4 +39,4 @@ def test_front_and_devhorde_copies_are_equal(name: str, front_module: object) ->
 
 def test_anonymous_key_is_horde_sdks() -> None:
     """Both copies of the anonymous key are horde-sdk's ``ANON_API_KEY``."""
-    assert chat.horde_client.ANONYMOUS_API_KEY == devhorde.limits.ANONYMOUS_API_KEY == ANON_API_KEY
+    assert chat.horde.native.ANONYMOUS_API_KEY == devhorde.limits.ANONYMOUS_API_KEY == ANON_API_KEY

@@ -2,7 +2,7 @@
 SQLite), plus the front's two apps and django-cors-headers configured by :mod:`chat.cors_settings`.
 
 Nothing here comes from ``oaifront``; the front's knobs come from the environment (``HORDE_URL``,
-``HORDE_OAI_*``), as ``oaifront.conf.front_settings`` reads them when ``HORDE_OAI`` is not set.
+``HORDE_OAI_*``), as ``chat.settings.front_settings`` reads them when ``HORDE_OAI`` is not set.
 """
 
 from __future__ import annotations

@@ -52,7 +52,8 @@ def _text_model(stack: LiveStack) -> None:
 
 
 def test_models_list_through_the_sdk(stack: LiveStack) -> None:
-    """ref: model-card-fields.2"""
+    """This module drives the front through the official OpenAI Python SDK.
+    ref: contract-tests.1, model-card-fields.2"""
     models = sync_client(stack).models.list()
     ids = [model.id for model in models]
     assert len(ids) >= 3

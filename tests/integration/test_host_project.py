@@ -3,6 +3,10 @@ middleware, ``chat`` and ``models_list`` in ``INSTALLED_APPS``, their URLs inclu
 from :mod:`chat.cors_settings`, and the ASGI application wrapped by :func:`chat.asgi.with_front_lifespan`. Nothing
 is copied from ``oaifront``.
 
+The apps come installed, as a team installs them: the distribution is built into a wheel from a fresh clone and
+installed into a venv of its own (``tests/installed.py``), and the host project, copied out of the checkout, is served
+from its own directory by that venv's Python, so nothing is imported from the checkout.
+
 The project is served by uvicorn in front of the devhorde (``default`` scenario, Redis on 127.0.0.1:6379: its
 ``devhorde/tiny-1b`` posts a few words every 0.35 s, so a relayed stream arrives in several chunks), called with
 the official ``openai`` SDK, and called cross-origin from headless Chromium with the headers the Node SDK sends, so
@@ -12,8 +16,8 @@ the browser must pass a preflight first.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +29,7 @@ import pytest
 
 from tests.browser.conftest import chromium  # noqa: F401 - the module-scoped headless Chromium fixture
 from tests.conftest import ROOT, Process, start_devhorde, start_front
+from tests.installed import imported_from, install_the_apps
 
 pytestmark = pytest.mark.integration
 
@@ -49,29 +54,56 @@ header, so each needs the preflight to allow it."""
 
 
 @dataclass
+class Installed:
+    """The apps installed in a venv (``python``) and the host project copied out of the checkout (``project``)."""
+
+    python: Path
+    project: Path
+
+
+@dataclass
 class HostProject:
     front: Process
     front_url: str
     devhorde: Process
     horde_url: str
+    installed: Installed
 
 
 @pytest.fixture(scope="module")
-def host_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProject]:
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    tmp = tmp_path_factory.mktemp("installed")
+    python = install_the_apps(tmp)
+    project = tmp / "project"
+    shutil.copytree(ROOT / "tests" / "hostproject", project / "tests" / "hostproject")
+    for name, path in imported_from(python, project).items():
+        assert not Path(path).is_relative_to(ROOT), f"{name} imported from the checkout: {path}"
+    return Installed(python, project)
+
+
+def serve_host_project(tmp: Path, horde_url: str, installed: Installed, *, redis: bool = True) -> tuple[Process, str]:
+    return start_front(
+        tmp,
+        horde_url,
+        redis=redis,
+        env={"DJANGO_SETTINGS_MODULE": HOST_SETTINGS, "HOST_PROJECT_DIR": str(tmp)},
+        app=HOST_APP,
+        python=installed.python,
+        cwd=installed.project,
+    )
+
+
+@pytest.fixture(scope="module")
+def host_project(tmp_path_factory: pytest.TempPathFactory, installed: Installed) -> Iterator[HostProject]:
     tmp = tmp_path_factory.mktemp("hostproject")
     devhorde, horde_url = start_devhorde(tmp, scenario="default")
     try:
-        front, front_url = start_front(
-            tmp,
-            horde_url,
-            env={"DJANGO_SETTINGS_MODULE": HOST_SETTINGS, "HOST_PROJECT_DIR": str(tmp)},
-            app=HOST_APP,
-        )
+        front, front_url = serve_host_project(tmp, horde_url, installed)
     except Exception:
         devhorde.stop()
         raise
     try:
-        yield HostProject(front, front_url, devhorde, horde_url)
+        yield HostProject(front, front_url, devhorde, horde_url, installed)
     finally:
         front.stop()
         devhorde.stop()
@@ -83,9 +115,9 @@ def test_the_host_project_passes_djangos_checks_with_the_apps_installed(host_pro
     """
     env = {**os.environ, "HORDE_URL": host_project.horde_url}
     result = subprocess.run(
-        [sys.executable, "-m", "django", "check", "--settings", HOST_SETTINGS],
+        [host_project.installed.python, "-m", "django", "check", "--settings", HOST_SETTINGS],
         check=False,
-        cwd=ROOT,
+        cwd=host_project.installed.project,
         env=env,
         capture_output=True,
         text=True,
@@ -118,18 +150,12 @@ def test_the_sdk_lists_completes_and_streams_through_the_host_project(host_proje
     assert missing.value.response.headers["access-control-allow-origin"] == "*"
 
 
-def test_the_lifespan_runs_at_start_and_at_shutdown(tmp_path: Path) -> None:
+def test_the_lifespan_runs_at_start_and_at_shutdown(tmp_path: Path, installed: Installed) -> None:
     """Without the wrapper uvicorn logs "ASGI 'lifespan' protocol appears unsupported" and skips it; with it the start
     line names the Redis and shutdown completes after closing the runtime."""
     devhorde, horde_url = start_devhorde(tmp_path, redis=False)
     try:
-        front, front_url = start_front(
-            tmp_path,
-            horde_url,
-            redis=False,
-            env={"DJANGO_SETTINGS_MODULE": HOST_SETTINGS, "HOST_PROJECT_DIR": str(tmp_path)},
-            app=HOST_APP,
-        )
+        front, front_url = serve_host_project(tmp_path, horde_url, installed, redis=False)
         client = openai.OpenAI(base_url=f"{front_url}/v1", api_key=API_KEY, max_retries=0)
         assert client.chat.completions.create(model="devhorde/reasoner-8b", messages=PROMPT, max_tokens=16).choices
         front.stop()

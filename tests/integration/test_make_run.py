@@ -211,6 +211,36 @@ def test_make_run_with_redis_off_delivers_streams_whole(tmp_path: Path, make_run
     assert len(content_chunks(run.client)) == 1
 
 
+def test_ctrl_c_says_the_front_is_stopping(tmp_path: Path) -> None:
+    """Ctrl-C sends SIGINT to the whole foreground group (bin/run, the devhorde and uvicorn): bin/run says the front is
+    stopping (never restarting), everything stops, and the status is 130, the interrupt's."""
+    port = free_port()
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"HORDE_URL", "HORDE_OAI_REDIS_URL", "HORDE_OAI_STREAM_REDIS_DB", "DEVHORDE_SCENARIO"}
+    }
+    env |= {"PORT": str(port), "DEVHORDE_PORT": str(free_port()), "PYTHONUNBUFFERED": "1", "REDIS": "off"}
+    log_path = tmp_path / "make-run.log"
+    with log_path.open("wb") as log:
+        popen = subprocess.Popen(
+            ["bin/run"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    run = MakeRun(popen, log_path, port)
+    try:
+        run.wait_ready()
+        os.killpg(popen.pid, signal.SIGINT)
+        assert popen.wait(STOP_TIMEOUT_SECONDS) == 130
+    finally:
+        run.stop()
+    output = run.output()
+    after_ready = output[output.index("\nready: ") :]
+    assert "\nstopping: the front and everything make run started\n" in after_ready
+    assert "restarting" not in output.lower()
+    with socket.socket() as sock:
+        assert sock.connect_ex(("127.0.0.1", port)) != 0, "the front outlived bin/run"
+
+
 @pytest.mark.parametrize("taken", ["PORT", "DEVHORDE_PORT"])
 def test_a_port_in_use_is_reported_before_anything_starts(tmp_path: Path, make_run: list[MakeRun], taken: str) -> None:
     """A port already listened on ends the script with one line naming it, before any devhorde, front or ready line."""

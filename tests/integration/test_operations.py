@@ -21,6 +21,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from chat.metrics import BUCKETS_SECONDS
 from tests.conftest import Process, start_devhorde, start_front
 
 pytestmark = pytest.mark.integration
@@ -140,8 +141,8 @@ def finished_of(front: Front, request_id: str) -> dict[str, Any]:
 
 
 def test_served_request_logs_the_finished_line(ops: Front) -> None:
-    """ref: finished-request-log-line.1, finished-request-log-line.3, finished-request-log-line.5,
-    finished-request-log-line.6, finished-request-log-line.9, completion-limit-source.3"""
+    """ref: finished-request-log-line.1, finished-request-log-line.2, finished-request-log-line.3,
+    finished-request-log-line.5, finished-request-log-line.6, finished-request-log-line.9, completion-limit-source.3"""
     before = time.time()
     completion = sdk(ops).chat.completions.create(model="ops/plain-2b", messages=prompt(), max_tokens=64)
     request_id = completion.id.removeprefix("chatcmpl-")
@@ -221,7 +222,8 @@ def test_queue_unavailable_logs_the_queue_fields(ops: Front) -> None:
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_reasoning_only_logs_the_no_visible_text_line_first(ops: Front, stream: bool) -> None:
-    """ref: no-visible-text-log-line.1, no-visible-text-log-line.2, no-visible-text-log-line.3"""
+    """ref: no-visible-text-log-line.1, no-visible-text-log-line.2, no-visible-text-log-line.3,
+    no-visible-text-log-line.4"""
     client = sdk(ops)
     if stream:
         chunks = list(
@@ -251,6 +253,11 @@ def test_reasoning_only_logs_the_no_visible_text_line_first(ops: Front, stream: 
         f"finish_reason={finish_reason}"
     )
     assert messages[1].startswith(f"Chat request {request_id} finished: streamed={stream} ")
+    line = messages[0]
+    assert "Tell me about tides." not in line and "tides" not in line  # not the messages
+    assert "reasoning" not in line.replace("reasoning_effort", "").replace("reasoning_tokens", "").replace(
+        "reasoning_only", ""
+    )  # no reasoning or reply text, only the listed fields
     extra = next(r for r in ops.records() if "returned no visible text" in r["message"] and request_id in r["message"])
     assert extra["extra"] == {
         "request_id": request_id,
@@ -266,7 +273,7 @@ def test_reasoning_only_logs_the_no_visible_text_line_first(ops: Front, stream: 
 
 def test_refused_parameter_line_and_no_django_refusal_line(ops: Front) -> None:
     """ref: refused-parameter-log-line.1, refused-parameter-log-line.2, refused-parameter-log-line.4,
-    refusal-attributes.7"""
+    refused-parameter-log-line.5, refused-parameter-log-line.6, refusal-attributes.7, refusal-attributes.10"""
     client = sdk(ops)
     for key in ("top_k", "frobnicate\nlevel"):
         with pytest.raises(openai.BadRequestError):
@@ -279,8 +286,27 @@ def test_refused_parameter_line_and_no_django_refusal_line(ops: Front) -> None:
     assert "Service Unavailable: /v1/chat/completions" not in log
 
 
+def test_metrics_endpoint_parses_with_telemetry_off(ops: Front) -> None:
+    """``/metrics`` with only ``HORDE_OAI_METRICS_ENDPOINT=true``: 200 in Prometheus text format that
+    prometheus_client's parser reads, each family once, the histograms with their explicit buckets (ref:
+    histogram-buckets.1)."""
+    sdk(ops).models.list()
+    response = httpx.get(f"{ops.url}/metrics", timeout=5)
+    assert response.status_code == 200
+    families = list(text_string_to_metric_families(response.text))
+    names = [family.name for family in families]
+    assert len(names) == len(set(names))
+    (call_duration,) = [family for family in families if family.name == "horde_oai_horde_call_duration_seconds"]
+    assert call_duration.type == "histogram"
+    bounds = sorted(
+        {sample.labels["le"] for sample in call_duration.samples if sample.name.endswith("_bucket")}, key=float
+    )
+    assert bounds == [*(repr(float(bound)) for bound in BUCKETS_SECONDS), "+Inf"]
+
+
 def test_metrics_after_real_requests(ops: Front) -> None:
-    """ref: metrics.4, metrics.5, metrics.7, refusal-attributes.1, refusal-attributes.6, refusal-attributes.7,
+    """ref: completion-attributes.1, metrics.4, metrics.5, metrics.7, refusal-attributes.1, refusal-attributes.6,
+    refusal-attributes.7,
     error-attributes.2, error-attributes.3, error-attributes.4, error-attributes.5, outcome-class.1, outcome-class.4,
     outcome-class.6, completion-limit-source.1, completion-limit-source.2"""
     refused = "horde_oai_requests_refused_total"
@@ -342,8 +368,8 @@ def test_metrics_after_real_requests(ops: Front) -> None:
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_responses_route_logs_and_counts_like_chat_completions(ops: Front, stream: bool) -> None:
-    """``POST /v1/responses`` goes through the same path as chat completions (chat.views.serve_chat), so it writes the
-    same finished-request line and counts the same completion and request duration.
+    """``POST /v1/responses`` goes through the same path as chat completions (chat.serving.service.serve_chat),
+    so it writes the same finished-request line and counts the same completion and request duration.
 
     ref: finished-request-log-line.1, metrics.4"""
     completions = "horde_oai_completions_total"

@@ -6,8 +6,8 @@ reconciliation", "Model and fingerprint". The shared stack (``stack``: the devho
 read with the final reply of the native status and, where it matters, with the entries the devhorde wrote to
 ``horde:chat:stream:<id>``.
 
-(The file is not named ``test_relay.py``: ``tests/unit/test_relay.py`` has that basename, and without package
-``__init__`` files pytest refuses two test modules with one basename.)
+(The in-process tests of the Redis side are ``tests/unit/test_delta_stream.py``; without package ``__init__`` files
+pytest refuses two test modules with one basename, so each keeps its own.)
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import openai
 import pytest
 import redis
 
-from chat.schema import ChatCompletionChunk
+from chat.protocol.chat_request import ChatCompletionChunk
 from tests.conftest import REDIS_URL, STREAM_REDIS_DB, LiveStack, Process, start_front
 
 pytestmark = pytest.mark.integration
@@ -180,7 +180,8 @@ class Streamed:
 def stream_chat(
     base_url: str, control_url: str | None = None, *, watch: int = 0, on_content: Any = None, **kwargs: Any
 ) -> Streamed:
-    """Stream one completion with the official SDK; validate each chunk against ``chat.schema.ChatCompletionChunk``.
+    """Stream one completion with the official SDK; validate each chunk against
+    ``chat.protocol.chat_request.ChatCompletionChunk``.
 
     ``watch``: record the native request's state (from ``control_url``) when each of the first ``watch`` content
     chunks arrives. ``on_content(n)`` is called after the n-th content chunk. An ``openai.APIError`` raised by the

@@ -21,8 +21,8 @@ import httpx
 import openai
 import pytest
 
-from chat.mapping import EMPTY_REPLY_NOTICE, REASONING_ONLY_NOTICE
-from chat.schema import ChatCompletionChunk, ChatCompletionResponse
+from chat.protocol.chat_request import ChatCompletionChunk, ChatCompletionResponse
+from chat.rendering.completion import EMPTY_REPLY_NOTICE, REASONING_ONLY_NOTICE
 from tests.conftest import LiveStack, Process, start_front
 
 pytestmark = pytest.mark.integration
@@ -169,7 +169,8 @@ def buffered_front(live_stack: LiveStack, tmp_path_factory: pytest.TempPathFacto
 def create(stack: LiveStack, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
     """A non-streamed completion through the SDK: ``(the SDK's ChatCompletion, the JSON the front sent)``.
 
-    The JSON is validated against ``chat.schema.ChatCompletionResponse`` and must serialize back unchanged.
+    The JSON is validated against ``chat.protocol.chat_request.ChatCompletionResponse`` and must serialize back
+    unchanged.
     """
     raw = client_for(stack.openai_base_url).chat.completions.with_raw_response.create(**kwargs)
     body = raw.http_response.json()

@@ -15,7 +15,7 @@ import httpx
 import openai
 import pytest
 
-from chat.prompt_templates import LLAMA_3, render, template_messages
+from chat.serving.prompt_templates import LLAMA_3, render, template_messages
 from tests.conftest import LiveStack
 
 pytestmark = pytest.mark.integration
@@ -427,7 +427,7 @@ def test_text_model_cards_list_the_three_routes(text_stack: LiveStack) -> None:
 
 def test_text_path_requests_log_the_finished_line(text_stack: LiveStack) -> None:
     """A chat completion and a streamed response served through the text API each write the finished-request line
-    (chat.logs.RequestRecord), with the text request's id, estimated usage and the served model.
+    (chat.serving.request_record.RequestRecord), with the text request's id, estimated usage and the served model.
 
     ref: finished-request-log-line.1"""
     mark = marker()

@@ -12,15 +12,14 @@ from typing import Any
 import pytest
 
 from chat import errors
-from chat.horde_client import HordeRefusal, HordeUnreachable, NativeStatus
-from chat.schema import ChatCompletionRequest
-from chat.waiter import (
+from chat.horde.native import HordeRefusal, HordeUnreachable, NativeStatus
+from chat.protocol.chat_request import ChatCompletionRequest
+from chat.waiting.availability import (
     NO_ELIGIBLE_THREADS,
     QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS,
     WAIT_EXCEEDS_BUDGET,
     declaration_gap_message,
     grace_error,
-    has_queue_information,
     is_size_limit_gap,
     join_names,
     largest_declared_limit,
@@ -32,6 +31,7 @@ from chat.waiter import (
     size_limit_gap_message,
     submit_refusal_error,
 )
+from chat.waiting.status import has_queue_information
 
 REQUEST_ID = "req-1"
 REFERENCE_EXAMPLE = (
@@ -273,7 +273,7 @@ def test_size_limit_message_without_cancellation() -> None:
 
 
 class FakeHorde:
-    """Stands in for chat.horde_client.HordeClient's model list."""
+    """Stands in for chat.horde.native.HordeClient's model list."""
 
     def __init__(self, entries: list[dict[str, Any]] | Exception) -> None:
         self.entries = entries
@@ -448,7 +448,7 @@ def test_grace_error_has_retry_after_30_and_should_retry_false() -> None:
         "metadata": {"request_id": REQUEST_ID},
     }
     assert (headers["Retry-After"], headers["x-should-retry"]) == ("30", "false")
-    event = grace_error(1.5, REQUEST_ID).sse_event()
+    event = grace_error(1.5, REQUEST_ID).stream_event()
     assert event.startswith(b"data: ") and event.endswith(b"\n\n")
     assert json.loads(event[len(b"data: ") :])["error"]["metadata"] == {
         "request_id": REQUEST_ID,

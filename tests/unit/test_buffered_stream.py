@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 from chat.errors import OpenAIError
-from chat.horde_client import NativeStatus
-from chat.mapping import buffered_chunks
-from chat.schema import ChatCompletionRequest
-from chat.streaming import DONE_EVENT, KEEPALIVE_COMMENT, sse_event
+from chat.horde.native import NativeStatus
+from chat.protocol.chat_request import ChatCompletionRequest
+from chat.rendering.completion import buffered_chunks
+from chat.rendering.sse import DONE_EVENT, KEEPALIVE_COMMENT, data_event
 
 
 def request(**extra: object) -> ChatCompletionRequest:
@@ -44,8 +44,8 @@ def deltas(chunks: list[dict]) -> list[dict]:
 
 
 def test_reasoning_then_content_then_finish_then_usage() -> None:
-    """ref: buffered-stream-events.3, buffered-stream-events.5, buffered-stream-events.7, buffered-stream-events.11,
-    buffered-stream-events.12"""
+    """ref: buffered-stream-events.3, buffered-stream-events.4, buffered-stream-events.5, buffered-stream-events.6,
+    buffered-stream-events.7, buffered-stream-events.11, buffered-stream-events.12"""
     chunks = buffered_chunks(
         request(stream_options={"include_usage": True}),
         status({"role": "assistant", "content": "Hello.", "reasoning_content": "Think."}),
@@ -82,7 +82,7 @@ def test_reasoning_left_out_when_include_reasoning_is_false_and_no_usage_without
 
 
 def test_tool_calls_chunk_has_each_call_whole_with_index_and_no_content() -> None:
-    """ref: buffered-stream-events.9, buffered-stream-events.10"""
+    """ref: buffered-stream-events.8, buffered-stream-events.9, buffered-stream-events.10"""
     calls = [
         {"id": "call_a", "type": "function", "function": {"name": "f", "arguments": '{"x":1}'}},
         {"id": "call_b", "type": "function", "function": {"name": "g", "arguments": "{}"}},
@@ -105,11 +105,11 @@ def test_sse_framing_and_error_event() -> None:
     """ref: buffered-stream-events.13, stream-errors.2, stream-errors.3"""
     assert DONE_EVENT == b"data: [DONE]\n\n"
     assert KEEPALIVE_COMMENT.startswith(b":")
-    assert sse_event({"a": "é"}) == 'data: {"a":"é"}\n\n'.encode()
+    assert data_event({"a": "é"}) == 'data: {"a":"é"}\n\n'.encode()
     error = OpenAIError(
         status=503, message="m", code="no_eligible_worker", retry_after=30, metadata={"request_id": "r"}
     )
-    event = error.sse_event()
+    event = error.stream_event()
     assert event.startswith(b"data: ") and event.endswith(b"\n\n")
     assert json.loads(event[6:]) == {
         "error": {

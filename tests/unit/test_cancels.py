@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from chat.cancels import MAX_FAILED_CANCELS, RETRIED_OUTCOMES, CancelQueue, PendingCancel
-from chat.horde_client import HordeRefusal, HordeUnreachable, NativeStatus
+from chat.horde.cancels import MAX_FAILED_CANCELS, RETRIED_OUTCOMES, CancelQueue, PendingCancel
+from chat.horde.native import HordeRefusal, HordeUnreachable, NativeStatus
 from chat.limits import HORDE_CHAT_REQUEST_EXPIRY_SECONDS
 
 pytestmark = pytest.mark.asyncio
@@ -206,11 +206,11 @@ async def test_a_pending_entry_keeps_its_key_and_submit_time() -> None:
 
 
 async def test_a_client_leaving_during_the_submit_still_gets_the_request_cancelled() -> None:
-    """ref: cancel-outcomes.1 (chat.views.submit_shielded)"""
+    """ref: cancel-outcomes.1 (chat.serving.service.submit_shielded)"""
     from types import SimpleNamespace
 
-    from chat.horde_client import SubmitResult
-    from chat.views import submit_shielded
+    from chat.horde.native import SubmitResult
+    from chat.serving.service import submit_shielded
 
     answer: asyncio.Future[SubmitResult] = asyncio.get_running_loop().create_future()
     cancels: list[tuple[str, str | None]] = []
@@ -237,8 +237,8 @@ async def test_a_client_leaving_during_the_submit_still_gets_the_request_cancell
 
 
 async def test_a_stream_never_started_still_ends_when_django_closes_it() -> None:
-    """ref: cancel-outcomes.1 (chat.streaming.ChatEventStream)"""
-    from chat.streaming import ChatEventStream
+    """ref: cancel-outcomes.1 (chat.views.event_stream.ChatEventStream)"""
+    from chat.views.event_stream import ChatEventStream
 
     ended: list[str] = []
     started: list[bool] = []

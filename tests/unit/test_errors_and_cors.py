@@ -8,8 +8,8 @@ import pytest
 from django.test import AsyncClient
 
 from chat.errors import OpenAIError
-from chat.horde_client import HordeRefusal
-from chat.refusals import error_from_refusal
+from chat.horde.native import HordeRefusal
+from chat.horde.refusals import error_from_refusal
 
 
 def test_envelope_has_message_type_param_code() -> None:
@@ -145,7 +145,7 @@ async def test_unknown_routes_answer_in_the_openai_envelope(path: str) -> None:
 def test_invalid_configuration_names_the_environment_variable() -> None:
     from pydantic import ValidationError
 
-    from oaifront.conf import FrontSettings, describe_invalid_settings
+    from chat.settings import FrontSettings, describe_invalid_settings
 
     with pytest.raises(ValidationError) as invalid:
         FrontSettings(keepalive_seconds="ten", horde_url=3)

@@ -1,4 +1,4 @@
-"""ChatEventStream runs ``on_end`` once whether Django closes it or drops it unclosed (chat.streaming)."""
+"""ChatEventStream runs ``on_end`` once whether Django closes it or drops it unclosed (chat.streaming.buffered)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from chat.streaming import ChatEventStream
+from chat.views.event_stream import ChatEventStream
 
 
 async def events() -> AsyncIterator[bytes]:

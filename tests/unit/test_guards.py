@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from oaifront.conf import DEFAULT_MAX_BODY_BYTES, FrontSettings
+from chat.settings import DEFAULT_MAX_BODY_BYTES, FrontSettings
 from oaifront.guards import AdmissionGuards
 
 MIB = 1024 * 1024

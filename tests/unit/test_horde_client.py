@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from chat.errors import horde_unavailable
-from chat.horde_client import HordeClient, HordeRefusal, HordeUnreachable
-from chat.refusals import error_from_refusal
+from chat.horde.native import HordeClient, HordeRefusal, HordeUnreachable
+from chat.horde.refusals import error_from_refusal
 
 
 def client_answering(status: int, content: bytes, headers: dict[str, str] | None = None) -> HordeClient:

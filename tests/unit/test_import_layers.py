@@ -1,17 +1,22 @@
-"""No import cycles between the modules of the apps (``chat``, ``models_list``, ``oaifront``, ``devhorde``).
+"""The apps' imports run one way: ``chat`` in layers (:data:`CHAT_LAYERS`), no cycle anywhere, each module alone.
 
-Two checks, because a cycle can hide from either alone:
+Three checks, because a cycle or a back-import can hide from any one alone:
 
-- **The import graph** read from the source (every ``import`` and ``from ... import``, at module level or inside a
-  function; those under ``if TYPE_CHECKING:`` are left out, as they never run) has no cycle. An import deferred into a
-  function body still ties two modules together (``chat.errors`` once imported ``chat.screening`` inside
-  ``error_from_refusal`` while ``chat.screening`` imported ``chat.errors``), so it counts.
+- **The import graph** read from the source (every ``import`` and ``from ... import``, at module level, inside a
+  function, or under ``if TYPE_CHECKING:``) has no cycle, across the apps too (``chat`` <-> ``oaifront``). An import
+  deferred into a function body still ties two modules together (``chat.errors`` once imported ``chat.screening``
+  inside ``error_from_refusal`` while ``chat.screening`` imported ``chat.errors``), and a ``TYPE_CHECKING`` import
+  ties them for the reader and the type checker, so both count.
+- **The layers**: each ``chat`` module imports only modules of its own layer or the layers below it in
+  :data:`CHAT_LAYERS`; nothing in ``chat`` imports another app (the app is reusable without the project); no view
+  module imports another view module, and ``models_list`` imports no view module.
 - **Each module imports alone** in a fresh interpreter: one process is started with the third-party libraries loaded
   and Django set up, and each module is imported in a child forked from it after every app module is dropped from
   ``sys.modules``, so the module under test is the first app module the child imports. A top-level cycle that only
   breaks in one import order fails here with its traceback.
 
-``chat.errors`` is the bottom layer: the envelope, codes and statuses, importing nothing from ``chat``.
+``chat.errors`` is the bottom layer: the envelope, codes, statuses and the failure catalogue, importing nothing from
+``chat``.
 """
 
 from __future__ import annotations
@@ -41,20 +46,11 @@ def module_files(root: Path, apps: Iterable[str]) -> dict[str, Path]:
     return modules
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def _imported_names(tree: ast.AST, module: str, is_package: bool) -> Iterable[str]:
-    """Dotted names ``tree`` imports (``from a import b`` gives ``a`` and ``a.b``), outside ``if TYPE_CHECKING``."""
+    """Dotted names ``tree`` imports (``from a import b`` gives ``a`` and ``a.b``), ``if TYPE_CHECKING`` included."""
     pending: list[ast.AST] = [tree]
     while pending:
         node = pending.pop()
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            pending.extend(node.orelse)
-            continue
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -118,10 +114,73 @@ def import_cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
     return sorted(groups)
 
 
+CHAT_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("floor", ("chat", "chat.errors", "chat.limits", "chat.horde_url")),
+    ("settings and metrics", ("chat.settings", "chat.cors_settings", "chat.metrics")),
+    ("protocol: wire models, no I/O", ("chat.protocol",)),
+    ("reading: bytes -> a validated request", ("chat.reading",)),
+    ("horde: the clients, Redis readers, cancels, ports", ("chat.horde",)),
+    ("rendering: native status -> replies, SSE framing", ("chat.rendering",)),
+    ("waiting: the waiter and availability refusals", ("chat.waiting",)),
+    ("streaming: buffered, relayed, pacing", ("chat.streaming",)),
+    ("serving: the one path, its outcome, the record", ("chat.serving",)),
+    ("views: the HTTP adapters", ("chat.views",)),
+    ("the app: checks, URLs, ASGI wrapper", ("chat.apps", "chat.checks", "chat.urls", "chat.asgi")),
+)
+"""The layers of ``chat``, bottom first: a module imports only its own layer and the ones below. ``chat`` itself (its
+``__init__`` imports only ``chat.horde_url``) is at the floor, since importing any submodule runs it."""
+
+VIEW_MODULES: tuple[str, ...] = ("chat.views.chat_completions", "chat.views.responses", "chat.views.completions")
+"""One module per API; the shared adapter modules of ``chat.views`` (the prelude, the event stream) are not here."""
+
+
+def chat_layer(module: str) -> int:
+    """The index in :data:`CHAT_LAYERS` of a ``chat`` module (its longest listed prefix)."""
+    best: tuple[int, int] | None = None
+    for index, (_, prefixes) in enumerate(CHAT_LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), index)
+    assert best is not None, f"{module} is in no layer of CHAT_LAYERS"
+    return best[1]
+
+
 def test_the_apps_have_no_import_cycle() -> None:
     graph = import_graph(ROOT, APPS)
     assert len(graph) > 40  # every module was read
     assert import_cycles(graph) == []
+
+
+def edges(graph: Mapping[str, set[str]]) -> list[tuple[str, str]]:
+    """Every import of the graph as ``(module, imported module)``, sorted."""
+    return sorted((module, target) for module, targets in graph.items() for target in targets)
+
+
+def app_of(module: str) -> str:
+    return module.split(".", maxsplit=1)[0]
+
+
+def test_chat_imports_run_down_its_layers_only() -> None:
+    upward = [
+        f"{module} ({CHAT_LAYERS[chat_layer(module)][0]}) -> {target} ({CHAT_LAYERS[chat_layer(target)][0]})"
+        for module, target in edges(import_graph(ROOT, APPS))
+        if app_of(module) == app_of(target) == "chat" and chat_layer(target) > chat_layer(module)
+    ]
+    assert upward == []
+
+
+def test_chat_imports_no_other_app() -> None:
+    graph = import_graph(ROOT, APPS)
+    assert [(module, target) for module, target in edges(graph) if app_of(module) == "chat" != app_of(target)] == []
+
+
+def test_no_view_module_imports_another_and_models_list_imports_none() -> None:
+    crossing = [
+        (module, target)
+        for module, target in edges(import_graph(ROOT, APPS))
+        if (module in VIEW_MODULES or app_of(module) == "models_list") and target in VIEW_MODULES
+    ]
+    assert crossing == []
 
 
 def test_chat_errors_is_the_bottom_layer() -> None:
@@ -129,7 +188,7 @@ def test_chat_errors_is_the_bottom_layer() -> None:
     assert import_graph(ROOT, APPS)["chat.errors"] == set()
 
 
-def test_a_deferred_import_circle_is_found(tmp_path: Path) -> None:
+def test_a_deferred_or_type_checking_import_circle_is_found(tmp_path: Path) -> None:
     """The checker's own test: the old circle's shape (an import inside a function closing the loop) is a cycle."""
     package = tmp_path / "front"
     package.mkdir()
@@ -144,9 +203,9 @@ def test_a_deferred_import_circle_is_found(tmp_path: Path) -> None:
     (package / "views.py").write_text("from . import contract\n")
     graph = import_graph(tmp_path, ["front"])
     assert graph["front.errors"] == {"front", "front.screening"}
-    assert graph["front.contract"] == set()  # TYPE_CHECKING imports never run
+    assert graph["front.contract"] == {"front", "front.views"}  # a TYPE_CHECKING import counts
     assert graph["front.views"] == {"front", "front.contract"}
-    assert import_cycles(graph) == [["front.errors", "front.screening"]]
+    assert import_cycles(graph) == [["front.contract", "front.views"], ["front.errors", "front.screening"]]
 
 
 IMPORT_EACH_ALONE = textwrap.dedent(

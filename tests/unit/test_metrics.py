@@ -1,4 +1,4 @@
-"""chat.metrics and the metrics of chat.logs.RequestRecord, read from an ``InMemoryMetricReader``.
+"""chat.metrics and the metrics of chat.serving.request_record.RequestRecord, read from an ``InMemoryMetricReader``.
 
 Reference: Metrics, Refusal attributes, Error attributes, Completion limit source, Histogram buckets, Outcome class.
 """
@@ -16,20 +16,23 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 import chat.metrics
 from chat import errors
 from chat.errors import OpenAIError
-from chat.logs import RequestRecord, record_refusal
 from chat.metrics import (
+    BUCKETS_BODY_BYTES,
     BUCKETS_MAX_TOKENS,
     BUCKETS_PIECES_PER_POST,
     BUCKETS_POST_GAP_SECONDS,
     BUCKETS_REASONING_SHARE,
     BUCKETS_REQUEST_LIFECYCLE_SECONDS,
+    BUCKETS_SECONDS,
     configure_metrics,
+    front_metrics,
     histogram_views,
     max_tokens_bucket,
     outcome_class_for,
 )
-from chat.pacing import DeltaPacer, Piece
-from chat.screening import read_chat_request
+from chat.reading.screening import read_chat_request
+from chat.serving.request_record import RequestRecord, record_refusal
+from chat.streaming.pacing import DeltaPacer, Piece
 
 
 @pytest.fixture
@@ -68,7 +71,8 @@ def points(reader: InMemoryMetricReader, name: str) -> list[Any]:
     ],
 )
 def test_outcome_class_for(code: str | None, stage: str, expected: str) -> None:
-    """ref: outcome-class.1, outcome-class.4, outcome-class.6, outcome-class.9, outcome-class.11"""
+    """ref: outcome-class.1, outcome-class.2, outcome-class.3, outcome-class.4, outcome-class.5, outcome-class.6,
+    outcome-class.7, outcome-class.9, outcome-class.11, outcome-class.12"""
     assert outcome_class_for(code, stage) == expected
 
 
@@ -113,7 +117,7 @@ def test_refusal_labels_an_unknown_key_other(reader: InMemoryMetricReader) -> No
 
 
 def test_a_refusal_at_submit_is_an_error_at_stage_submit_and_records_no_limit(reader: InMemoryMetricReader) -> None:
-    """ref: error-attributes.3, error-attributes.5, completion-limit-source.2"""
+    """ref: error-attributes.3, error-attributes.5, error-attributes.7, completion-limit-source.2"""
     request = read_chat_request(b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 600}')
     record = RequestRecord(request)
     record.failed(errors.no_eligible_worker("No worker is currently serving the model 'm'. Retry later."))
@@ -134,7 +138,7 @@ def test_a_refusal_at_submit_is_an_error_at_stage_submit_and_records_no_limit(re
 
 
 def test_a_grace_refusal_is_stage_grace_and_records_the_limit_source(reader: InMemoryMetricReader) -> None:
-    """ref: error-attributes.4, completion-limit-source.1, completion-limit-source.3"""
+    """ref: error-attributes.4, completion-limit-source.1, completion-limit-source.3, completion-limit-source.4"""
     request = read_chat_request(b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}')
     record = RequestRecord(request, request_id="r1", submitted_at=1.0)
     record.waiter = SimpleNamespace(
@@ -167,3 +171,66 @@ def test_pacing_records_post_gap_pieces_per_post_and_pacing_lag(reader: InMemory
     assert lag.sum == pytest.approx(0.21)
     assert (lag.min, lag.max) == (pytest.approx(0.02), pytest.approx(0.12))
     assert tuple(lag.bucket_counts[:2]) == (2, 1)  # 0.02 and 0.07 s up to 0.1 s, 0.12 s in (0.1, 0.2]
+
+
+def test_the_global_meter_provider_is_used_unless_one_is_supplied(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a supplied provider the instruments come from the global one. ref: metrics.1"""
+    memory = InMemoryMetricReader()
+    monkeypatch.setattr(chat.metrics.metrics, "get_meter_provider", lambda: MeterProvider(metric_readers=[memory]))
+    configure_metrics()
+    try:
+        front_metrics().requests_refused.add(1, {"horde.code": "BadRequest"})
+        [point] = points(memory, "horde.oai.requests.refused")
+        assert (dict(point.attributes), point.value) == ({"horde.code": "BadRequest"}, 1)
+    finally:
+        chat.metrics._metrics = None
+
+
+def test_an_unconfigured_global_provider_records_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The API's no-op provider (what an unconfigured process has once nothing sets one) makes no-op instruments.
+    ref: metrics.3"""
+    from opentelemetry.metrics import NoOpCounter, NoOpHistogram, NoOpMeterProvider
+
+    monkeypatch.setattr(chat.metrics.metrics, "get_meter_provider", NoOpMeterProvider)
+    try:
+        instruments = configure_metrics()
+        assert isinstance(instruments.requests_refused, NoOpCounter)
+        assert isinstance(instruments.completions, NoOpCounter)
+        assert isinstance(instruments.request_duration, NoOpHistogram)
+        assert isinstance(instruments.horde_call_duration, NoOpHistogram)
+    finally:
+        chat.metrics._metrics = None
+
+
+def test_native_call_latency_and_body_size_use_their_buckets(reader: InMemoryMetricReader) -> None:
+    """ref: histogram-buckets.1, histogram-buckets.3"""
+    front_metrics().horde_call_duration.record(0.2, {"horde.call": "submit", "horde.status": 202})
+    front_metrics().body_size.record(2048, {})
+    [call] = points(reader, "horde.oai.horde.call.duration")
+    assert tuple(call.explicit_bounds) == BUCKETS_SECONDS
+    assert BUCKETS_SECONDS == (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+    [size] = points(reader, "horde.oai.request.body_size")
+    assert tuple(size.explicit_bounds) == BUCKETS_BODY_BYTES
+
+
+def test_the_completion_model_is_the_served_model(reader: InMemoryMetricReader) -> None:
+    """The model attribute comes from the delivered completion (the served model), not the request. ref: metrics.6"""
+    request = read_chat_request(b'{"models": ["asked/a", "asked/b"], "messages": [{"role": "user", "content": "hi"}]}')
+    record = RequestRecord(request, request_id="r1", submitted_at=1.0)
+    record.completion = {"model": "asked/b", "choices": [{"finish_reason": "stop", "message": {"content": "x"}}]}
+    record.finish()
+    [point] = points(reader, "horde.oai.completions")
+    assert point.attributes["horde.model"] == "asked/b"
+
+
+def test_a_client_limit_that_ended_before_any_status_read_is_recorded_as_client(reader: InMemoryMetricReader) -> None:
+    """ref: completion-limit-source.4"""
+    request = read_chat_request(b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 100}')
+    record = RequestRecord(request, request_id="r1", submitted_at=1.0)
+    record.waiter = SimpleNamespace(
+        last_status=None, first_status=None, wakes=0, woke_by=None, woke_at=None, done_without_generation_reads=0
+    )
+    record.failed(errors.no_eligible_worker("No online worker could serve this request."))
+    record.finish()
+    [limit] = points(reader, "horde.oai.request.max_tokens")
+    assert (dict(limit.attributes), limit.sum) == ({"horde.source": "client"}, 100)

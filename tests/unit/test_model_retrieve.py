@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from django.test import AsyncClient
 
-from chat.horde_client import HordeRefusal, HordeUnreachable
+from chat.horde.native import HordeRefusal, HordeUnreachable
 from models_list import views
 
 REASONER = "devhorde/reasoner-8b"

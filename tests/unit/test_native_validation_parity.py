@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from chat.errors import OpenAIError
-from chat.screening import read_chat_request
+from chat.reading.screening import read_chat_request
 from devhorde.payload import validate_payload
 
 USER = {"role": "user", "content": "Hi"}
@@ -640,7 +640,7 @@ HORDE_TOP_LEVEL += ("worker_blacklist",)
 
 def naive_native_payload(body: dict[str, Any]) -> dict[str, Any]:
     """The native payload of ``body`` forwarded without the front's checks, key for key as
-    ``chat.mapping.build_native_payload`` maps a valid request (``model`` as a one-entry ``models``, the token limit
+    ``chat.horde.native_payload.build_native_payload`` maps a valid request (``model`` as a one-entry ``models``, the token limit
     as ``params.max_length``, ``stop`` as ``params.stop_sequence``, the ``horde`` options in their native places)."""
     payload: dict[str, Any] = {}
     if "messages" in body:

@@ -26,25 +26,25 @@ from openapi_spec_validator import OpenAPIV31SpecValidator, validate
 from pydantic import BaseModel, ConfigDict, model_serializer
 from pydantic.json_schema import GenerateJsonSchema
 
-import chat.response_schema
-import chat.responses_schema
-import chat.schema
+import chat.protocol.chat_completion
+import chat.protocol.chat_request
+import chat.protocol.responses_api
 import models_list.schema
 from chat.errors import OpenAIError
-from chat.schema import ChatCompletionRequest
-from chat.screening import DEFAULT_NO_OP_PARAMETERS, read_chat_request
+from chat.protocol.chat_request import ChatCompletionRequest
+from chat.reading.parameters import DEFAULT_NO_OP_PARAMETERS
+from chat.reading.screening import read_chat_request
 from models_list.cards import model_list
 from models_list.schema import ModelCard, ModelList
-from oaifront import openapi
-from oaifront.openapi import (
-    CLIENTS_GUIDE_URL,
-    DOCS_URL,
+from oaifront.openapi import error_table
+from oaifront.openapi.assets import StaticAssetsMiddleware
+from oaifront.openapi.document import CLIENTS_GUIDE_URL, DOCS_URL
+from oaifront.openapi.schemas import (
     KEY_DROPPING_MODELS,
     MODEL_SELECTION_SCHEMA,
     NO_OP_PARAMETER_SCHEMAS,
     SCHEMA_REF,
     DocumentedJsonSchema,
-    StaticAssetsMiddleware,
     model_schemas,
     plain_description,
 )
@@ -153,7 +153,7 @@ def test_the_redoc_bundle_is_the_sidecars_without_its_remote_logo() -> None:
     """The sidecar's ReDoc bundle names one remote asset, its sidebar logo; the served copy has an empty image there."""
     from django.contrib.staticfiles import finders
 
-    from oaifront.openapi import EMPTY_IMAGE, REDOC_BUNDLE, REDOC_CDN_LOGO
+    from oaifront.openapi.assets import EMPTY_IMAGE, REDOC_BUNDLE, REDOC_CDN_LOGO
 
     response = Client().get("/docs/assets/redoc.standalone.js")
     assert response.status_code == 200
@@ -200,7 +200,7 @@ def test_static_assets_middleware_stays_async() -> None:
     # WhiteNoise's own advice: directly after SecurityMiddleware, before everything else.
     assert settings.MIDDLEWARE[:2] == [
         "oaifront.middleware.SecurityMiddleware",
-        "oaifront.openapi.StaticAssetsMiddleware",
+        "oaifront.openapi.assets.StaticAssetsMiddleware",
     ]
 
 
@@ -232,10 +232,10 @@ def generated(model: type[BaseModel], mode: str) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("model", "mode"),
     [
-        (chat.schema.ChatCompletionRequest, "validation"),
-        (chat.schema.ChatCompletionResponse, "serialization"),
-        (chat.schema.ChatCompletionChunk, "serialization"),
-        (chat.schema.OpenAIErrorEnvelope, "serialization"),
+        (chat.protocol.chat_request.ChatCompletionRequest, "validation"),
+        (chat.protocol.chat_request.ChatCompletionResponse, "serialization"),
+        (chat.protocol.chat_request.ChatCompletionChunk, "serialization"),
+        (chat.protocol.chat_request.OpenAIErrorEnvelope, "serialization"),
         (ModelList, "serialization"),
         (ModelCard, "serialization"),
     ],
@@ -541,7 +541,7 @@ def test_success_responses_are_the_completion_the_event_stream_and_the_model_lis
     """ref: schema-generation.1, schema-generation.2"""
     chat_ok = document["paths"][CHAT]["post"]["responses"]["200"]
     assert chat_ok["content"] == {
-        "application/json": {"schema": ref(chat.schema.ChatCompletionResponse)},
+        "application/json": {"schema": ref(chat.protocol.chat_request.ChatCompletionResponse)},
         "text/event-stream": {"schema": {"$ref": "#/components/schemas/ChatCompletionStreamEvent"}},
     }
     assert "`data: [DONE]` ends the stream" in chat_ok["description"]
@@ -552,8 +552,8 @@ def test_success_responses_are_the_completion_the_event_stream_and_the_model_lis
         (branch.get("contentMediaType"), branch.get("contentSchema"), branch.get("const"))
         for branch in event["properties"]["data"]["anyOf"]
     ] == [
-        ("application/json", ref(chat.schema.ChatCompletionChunk), None),
-        ("application/json", ref(chat.schema.OpenAIErrorEnvelope), None),
+        ("application/json", ref(chat.protocol.chat_request.ChatCompletionChunk), None),
+        ("application/json", ref(chat.protocol.chat_request.OpenAIErrorEnvelope), None),
         (None, None, "[DONE]"),
     ]
     assert event["properties"]["data"]["anyOf"][1]["description"] == (
@@ -614,7 +614,9 @@ def test_error_responses_by_status_with_their_codes(
     assert sorted(responses) == sorted(["200", *expected])
     for status, codes in expected.items():
         response = responses[status]
-        assert response["content"] == {"application/json": {"schema": ref(chat.schema.OpenAIErrorEnvelope)}}
+        assert response["content"] == {
+            "application/json": {"schema": ref(chat.protocol.chat_request.OpenAIErrorEnvelope)}
+        }
         listed = re.findall(r"^- `([^`]+)`: ", response["description"], flags=re.MULTILINE)
         assert listed == codes, status
         assert response["description"].endswith("- or the Horde's own `rc`, passed through with its message.")
@@ -680,7 +682,12 @@ def test_bearer_key_is_optional(document: dict[str, Any]) -> None:
 def documented_models() -> dict[str, type[BaseModel]]:
     """Every pydantic model of the request, response and model list modules, by class name."""
     found: dict[str, type[BaseModel]] = {}
-    for module in (chat.schema, chat.response_schema, chat.responses_schema, models_list.schema):
+    for module in (
+        chat.protocol.chat_request,
+        chat.protocol.chat_completion,
+        chat.protocol.responses_api,
+        models_list.schema,
+    ):
         for value in vars(module).values():
             if inspect.isclass(value) and issubclass(value, BaseModel) and value.__module__ == module.__name__:
                 found[value.__name__] = value
@@ -736,11 +743,12 @@ def test_info_description_links_to_the_guide_per_client_which_the_front_serves(d
     ("docstring", "plain"),
     [
         (
-            "The effective limit (see [`effective_completion_limit`][chat.mapping.effective_completion_limit]).",
+            "The effective limit (see "
+            "[`effective_completion_limit`][chat.rendering.completion.effective_completion_limit]).",
             "The effective limit.",
         ),
         (
-            "Relayed when [`relays_deltas`][chat.mapping.relays_deltas] selects the request.",
+            "Relayed when [`relays_deltas`][chat.horde.native_payload.relays_deltas] selects the request.",
             "Relayed when `relays_deltas` selects the request.",
         ),
         ("An autorefs shorthand: [`ChatConformance`][].", "An autorefs shorthand: `ChatConformance`."),
@@ -758,13 +766,13 @@ def test_plain_description(docstring: str, plain: str) -> None:
 
 
 class CrossReferenced(BaseModel):
-    """A model whose docstrings hold cross-references (see [`plain_description`][oaifront.openapi])."""
+    """A model whose docstrings hold cross-references (see [`plain_description`][oaifront.openapi.schemas])."""
 
     model_config = ConfigDict(use_attribute_docstrings=True)
 
     limit: int
-    """Lowered by [`effective_completion_limit`][chat.mapping.effective_completion_limit]
-    (see [`mapping`][chat.mapping])."""
+    """Lowered by [`effective_completion_limit`][chat.rendering.completion.effective_completion_limit]
+    (see [`mapping`][chat.rendering.completion])."""
 
 
 class WrapSerialized(BaseModel):
@@ -895,7 +903,7 @@ def test_openapi_module_constants_come_from_chat_errors() -> None:
     """The status table names the front's codes through chat.errors' constants (ref: error-attributes.1)."""
     from chat import errors
 
-    table_codes = {error.code for codes in openapi.CHAT_COMPLETION_ERRORS.values() for error in codes}
+    table_codes = {error.code for codes in error_table.CHAT_COMPLETION_ERRORS.values() for error in codes}
     for constant in (
         "BAD_REQUEST",
         "UNSUPPORTED_CHAT_PARAMETER",

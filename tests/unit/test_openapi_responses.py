@@ -11,16 +11,11 @@ import pytest
 from django.test import Client
 
 from chat.errors import OpenAIError
-from chat.horde_client import NativeStatus
-from chat.mapping import buffered_chunks, build_completion
-from chat.responses import (
-    REQUEST_KEYS,
-    STATEFUL_PARAMETERS,
-    ResponseEventWriter,
-    build_response,
-    read_responses_request,
-)
-from oaifront.openapi import RESPONSE_EVENT_TYPES, RESPONSES_STATE_PARAMETER_SCHEMAS
+from chat.horde.native import NativeStatus
+from chat.reading.responses import RESPONSES_REQUEST_KEYS, STATEFUL_PARAMETERS, read_responses_request
+from chat.rendering.completion import buffered_chunks, build_completion
+from chat.rendering.responses_events import ResponseEventWriter, build_response
+from oaifront.openapi.schemas import RESPONSE_EVENT_TYPES, RESPONSES_STATE_PARAMETER_SCHEMAS
 
 RESPONSES = "/v1/responses"
 
@@ -40,7 +35,7 @@ def validator(document: dict[str, Any], schema: dict[str, Any]) -> jsonschema.Dr
 
 def test_request_documents_every_key_the_handler_reads_and_no_other(document: dict[str, Any]) -> None:
     request = document["components"]["schemas"]["ResponsesRequest"]
-    assert set(request["properties"]) == REQUEST_KEYS | set(STATEFUL_PARAMETERS) | {"include"}
+    assert set(request["properties"]) == RESPONSES_REQUEST_KEYS | set(STATEFUL_PARAMETERS) | {"include"}
     assert request["additionalProperties"] is False
     assert request["required"] == ["model", "input"]
     for key, schema in RESPONSES_STATE_PARAMETER_SCHEMAS.items():

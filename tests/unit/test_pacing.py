@@ -12,7 +12,8 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chat.pacing import (
+from chat.horde.delta_stream import stream_id_ms
+from chat.streaming.pacing import (
     MIN_WINDOW_SECONDS,
     DeltaPacer,
     Piece,
@@ -21,7 +22,6 @@ from chat.pacing import (
     graphemes,
     piece_budget,
     plan_pieces,
-    stream_id_ms,
 )
 
 # --- strategies ---------------------------------------------------------------------------------------------------

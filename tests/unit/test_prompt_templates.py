@@ -1,4 +1,4 @@
-"""Chat messages rendered into text prompts for the Horde's text generation API (chat.prompt_templates)."""
+"""Chat messages rendered into text prompts for the Horde's text generation API (chat.serving.prompt_templates)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from horde_model_reference.text_guidance import (
     TextPromptContract,
 )
 
-from chat.prompt_templates import (
+from chat.serving.prompt_templates import (
     ALPACA,
     CHATML,
     GENERIC_INSTRUCT,

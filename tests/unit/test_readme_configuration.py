@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from oaifront.conf import FrontSettings, environment_variable
+from chat.settings import FrontSettings, environment_variable
 
 ROOT = Path(__file__).resolve().parents[2]
 ROW = re.compile(r"^\| `([A-Z_]+)` \| (.*?) \| ")

@@ -11,8 +11,8 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from chat.horde_client import HordeApiRootWrong, HordeClient
-from oaifront.conf import FrontSettings, describe_invalid_settings, redacted_url, redis_url_database
+from chat.horde.native import HordeApiRootWrong, HordeClient
+from chat.settings import FrontSettings, describe_invalid_settings, redacted_url, redis_url_database
 from tests.conftest import ROOT
 
 

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from chat.errors import OpenAIError
-from chat.horde_client import NativeStatus
-from chat.mapping import buffered_chunks, build_system_fingerprint
-from chat.pacing import plan_pieces
-from chat.relay import DeltaEntry
-from chat.relayed_stream import STREAM_DIVERGED_MESSAGE, relayed_stream
-from chat.schema import ChatCompletionRequest
-from chat.streaming import DONE_EVENT, KEEPALIVE_COMMENT
+from chat.horde.delta_stream import DeltaEntry
+from chat.horde.native import NativeStatus
+from chat.protocol.chat_request import ChatCompletionRequest
+from chat.rendering.completion import buffered_chunks, build_system_fingerprint
+from chat.rendering.sse import DONE_EVENT, KEEPALIVE_COMMENT
+from chat.streaming.pacing import plan_pieces
+from chat.streaming.relayed import STREAM_DIVERGED_MESSAGE, relayed_stream
 
 pytestmark = pytest.mark.asyncio
 
@@ -39,7 +39,7 @@ GUARD_SECONDS = 10.0
 
 
 class FakeDeltas:
-    """Stands in for chat.relay.DeltaStreamReader: one queue per registered request, fed by the test."""
+    """Stands in for chat.horde.delta_stream.DeltaStreamReader: one queue per registered request, fed by the test."""
 
     def __init__(self) -> None:
         self.queues: dict[str, asyncio.Queue[DeltaEntry]] = {}
@@ -56,7 +56,7 @@ class FakeDeltas:
 
 
 class FakeWaiter:
-    """Stands in for chat.waiter.ChatWaiter: ``wait_done`` returns (or raises) what the test sets."""
+    """Stands in for chat.waiting.waiter.ChatWaiter: ``wait_done`` returns (or raises) what the test sets."""
 
     def __init__(self, **settings: float) -> None:
         defaults = {

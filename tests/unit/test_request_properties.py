@@ -1,10 +1,11 @@
 """Property tests: arbitrary JSON at every key never makes the front fail (reference: Request keys, Parameter
 screening, Value and contract validation).
 
-Driven in process: :func:`chat.screening.read_chat_request` reads the body, and an accepted request goes through
-:func:`chat.mapping.build_native_payload` and the JSON encoder that sends it. The front must answer either a native
-payload or an :class:`~chat.errors.OpenAIError` with a 4xx status whose envelope validates against
-:class:`chat.schema.OpenAIErrorEnvelope`, and whose ``param`` is a request path, never a pydantic union tag.
+Driven in process: :func:`chat.reading.screening.read_chat_request` reads the body, and an accepted request goes through
+:func:`chat.horde.native_payload.build_native_payload` and the JSON encoder that sends it. The front must answer either
+a native payload or an :class:`~chat.errors.OpenAIError` with a 4xx status whose envelope validates against
+:class:`chat.protocol.chat_request.OpenAIErrorEnvelope`, and whose ``param`` is a request path, never a pydantic union
+tag.
 """
 
 from __future__ import annotations
@@ -20,15 +21,15 @@ from hypothesis import strategies as st
 from loguru import logger
 
 from chat.errors import OpenAIError, dumps
-from chat.mapping import build_native_payload
-from chat.schema import UNION_TAGS, OpenAIErrorEnvelope
-from chat.screening import (
+from chat.horde.native_payload import build_native_payload
+from chat.protocol.chat_request import UNION_TAGS, OpenAIErrorEnvelope
+from chat.reading.parameters import (
+    CHAT_REQUEST_KEYS,
     COMMON_NON_OPENAI_SAMPLER_PARAMETERS,
     DEFAULT_NO_OP_PARAMETERS,
-    REQUEST_KEYS,
     UNDEFINED_OPENAI_PARAMETERS,
-    read_chat_request,
 )
+from chat.reading.screening import read_chat_request
 
 PROPERTY_SETTINGS = settings(
     max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
@@ -125,7 +126,10 @@ def base_body() -> dict[str, Any]:
 
 # Where a value can go: (the object's path in the base body, the keys tried there).
 TOP_LEVEL_KEYS = sorted(
-    REQUEST_KEYS | set(DEFAULT_NO_OP_PARAMETERS) | UNDEFINED_OPENAI_PARAMETERS | COMMON_NON_OPENAI_SAMPLER_PARAMETERS
+    CHAT_REQUEST_KEYS
+    | set(DEFAULT_NO_OP_PARAMETERS)
+    | UNDEFINED_OPENAI_PARAMETERS
+    | COMMON_NON_OPENAI_SAMPLER_PARAMETERS
 )
 SLOTS: list[tuple[tuple[Any, ...], list[str]]] = [
     ((), TOP_LEVEL_KEYS),

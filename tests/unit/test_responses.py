@@ -20,19 +20,20 @@ from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
 from chat.errors import OpenAIError
-from chat.horde_client import NativeStatus
-from chat.mapping import buffered_chunks, build_completion, build_native_payload
-from chat.responses import (
+from chat.horde.native import NativeStatus
+from chat.horde.native_payload import build_native_payload
+from chat.protocol.chat_request import ChatCompletionRequest
+from chat.protocol.responses_api import ResponseObject, ResponsesRequest
+from chat.reading.responses import read_responses_request
+from chat.rendering.completion import buffered_chunks, build_completion
+from chat.rendering.responses_events import (
     ResponseEventWriter,
     build_response,
     event_types,
     output_text,
-    read_responses_request,
     response_events,
 )
-from chat.responses_schema import ResponseObject, ResponsesRequest
-from chat.schema import ChatCompletionRequest
-from chat.streaming import KEEPALIVE_COMMENT, sse_event
+from chat.rendering.sse import KEEPALIVE_COMMENT, data_event
 
 CREATED = 1_700_000_000
 COMPLETED = 1_700_000_009
@@ -660,7 +661,7 @@ def test_keepalives_pass_through_and_a_stream_error_is_one_error_event() -> None
     error = OpenAIError(
         status=400, message="Too long.", code="no_worker_supports_limit", param="max_completion_tokens", retry_after=30
     )
-    chat_items = [KEEPALIVE_COMMENT, sse_event(relayed_chunks([])[0]), error.sse_event(), b"data: [DONE]\n\n"]
+    chat_items = [KEEPALIVE_COMMENT, data_event(relayed_chunks([])[0]), error.stream_event(), b"data: [DONE]\n\n"]
 
     async def collect() -> list[bytes]:
         return [item async for item in response_events(writer, _chat_stream(chat_items), sources, lambda: COMPLETED)]
@@ -718,7 +719,7 @@ def test_a_stream_error_message_names_the_responses_path() -> None:
     error = OpenAIError(
         status=400, message="Invalid 'max_completion_tokens': too large.", param="max_completion_tokens"
     )
-    chat_items = [error.sse_event(), b"data: [DONE]\n\n"]
+    chat_items = [error.stream_event(), b"data: [DONE]\n\n"]
 
     async def collect() -> list[bytes]:
         return [item async for item in response_events(writer, _chat_stream(chat_items), sources, lambda: COMPLETED)]
@@ -780,7 +781,7 @@ def test_tool_history_refusals_use_openais_responses_wording(items: list[dict[st
 def test_chat_params_map_back_to_responses_paths(chat_param: str | None, responses_path: str | None) -> None:
     """An error of the shared chat path (validation, the waiter's limit gaps, the Horde's refusals) names the
     Responses field the client sent."""
-    from chat.responses import responses_param
+    from chat.reading.responses import responses_param
 
     _, _, sources = read({"model": "org/m", "instructions": "Be brief.", "input": [{"role": "user", "content": "Hi"}]})
     assert sources == ["instructions", "input[0]"]

@@ -25,11 +25,11 @@ from horde_sdk.generation_parameters.text.chat_limits import (
 )
 from pydantic import BaseModel
 
-from chat import errors, waiter
-from chat.horde_client import NativeStatus
+from chat import errors
+from chat.horde.native import NativeStatus
 from chat.limits import DEFAULT_CHAT_MAX_TOKENS, MAX_CHAT_MODEL_COUNT
-from chat.response_schema import OpenAIErrorBody, OpenAIErrorEnvelope
-from chat.schema import (
+from chat.protocol.chat_completion import OpenAIErrorBody, OpenAIErrorEnvelope
+from chat.protocol.chat_request import (
     ChatCompletionRequest,
     FunctionDefinition,
     ImageContentPart,
@@ -40,7 +40,8 @@ from chat.schema import (
     TextResponseFormat,
     ToolDefinition,
 )
-from chat.screening import read_chat_request
+from chat.reading.screening import read_chat_request
+from chat.waiting import waiter
 
 NUMBER = re.compile(r"-?\d+")
 
@@ -197,7 +198,7 @@ def sent_metadata_keys() -> set[str]:
     status = NativeStatus(eligible_worker_threads=0, wait_time=0, faulted=True, fault_reason="backend crashed")
     queue = waiter.queue_unavailable_error(waiter.NO_ELIGIBLE_THREADS, status, remaining_seconds=12.5, request_id="r1")
     faulted = waiter.faulted_error(status, "r1")
-    stream_error = json.loads(errors.no_eligible_worker("No worker.").sse_event().removeprefix(b"data: "))
+    stream_error = json.loads(errors.no_eligible_worker("No worker.").stream_event().removeprefix(b"data: "))
     keys: set[str] = set()
     for error in (kudos, queue, faulted, waiter.no_generation_error("r1"), waiter.grace_error(60, "r1")):
         keys |= set(error.metadata or {})

@@ -14,8 +14,8 @@ import pytest
 from loguru import logger
 
 from chat.errors import OpenAIError
-from chat.mapping import build_native_payload
-from chat.schema import (
+from chat.horde.native_payload import build_native_payload
+from chat.protocol.chat_request import (
     AssistantMessage,
     ChatCompletionRequest,
     DeveloperMessage,
@@ -34,12 +34,16 @@ from chat.schema import (
     ToolMessage,
     UserMessage,
 )
-from chat.screening import (
+from chat.reading.parameters import (
     COMMON_NON_OPENAI_SAMPLER_PARAMETERS,
-    CONTENT_PART_KEYS,
     DEFAULT_NO_OP_PARAMETERS,
-    IMAGE_URL_KEYS,
     REFUSED_PARAMETER_LOG_LENGTH,
+    UNDEFINED_OPENAI_PARAMETERS,
+    refusal_parameter_label,
+)
+from chat.reading.screening import (
+    CONTENT_PART_KEYS,
+    IMAGE_URL_KEYS,
     SUPPORTED_MESSAGE_KEYS,
     TOOL_CALL_FUNCTION_KEYS,
     TOOL_CALL_KEYS,
@@ -47,12 +51,10 @@ from chat.screening import (
     TOOL_CHOICE_KEYS,
     TOOL_FUNCTION_KEYS,
     TOOL_KEYS,
-    UNDEFINED_OPENAI_PARAMETERS,
     drop_default_no_ops,
     drop_unknown_nested_keys,
     find_refused_parameter,
     read_chat_request,
-    refusal_parameter_label,
 )
 
 NOT_JSON = (

@@ -12,8 +12,8 @@ from django.test import override_settings
 from pydantic import ValidationError
 
 from chat.checks import horde_warning, limit_warnings, redacted_url, redis_warning, secret_key_check
+from chat.settings import FrontSettings, describe_invalid_settings
 from devhorde.launch import free_port
-from oaifront.conf import FrontSettings, describe_invalid_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

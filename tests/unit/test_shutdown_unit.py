@@ -1,4 +1,4 @@
-"""The front's shutdown work (chat.runtime): every open request ends at once with 503 ``FrontShuttingDown``.
+"""The front's shutdown work (chat.serving.runtime): every open request ends at once with 503 ``FrontShuttingDown``.
 
 The process-level behaviour (SIGTERM to a real uvicorn with open streams) is in
 tests/integration/test_sigterm_shutdown.py.
@@ -15,8 +15,8 @@ import pytest
 import pytest_asyncio
 
 from chat.errors import OpenAIError
-from chat.runtime import FrontRuntime, chain_shutdown_signals, stop_open_requests
-from oaifront.conf import FrontSettings
+from chat.serving.runtime import FrontRuntime, chain_shutdown_signals, stop_open_requests
+from chat.settings import FrontSettings
 
 MESSAGE = (
     "The front is restarting, so it stopped waiting for this request and cancelled it at the Horde. "
@@ -64,7 +64,7 @@ async def test_a_wait_in_progress_ends_with_503_front_shutting_down(runtime: Fro
     )
     assert error.metadata == {"request_id": "req-1"}
     assert error.headers() == {"Retry-After": "5"}
-    event = json.loads(error.sse_event().removeprefix(b"data: "))
+    event = json.loads(error.stream_event().removeprefix(b"data: "))
     assert event == {
         "error": {
             "message": MESSAGE,
@@ -91,7 +91,7 @@ async def test_a_wait_that_ends_first_returns_its_result_and_later_waits_stop_at
 @pytest.mark.asyncio
 async def test_stop_open_requests_reaches_every_runtime_from_a_signal_handler(runtime: FrontRuntime) -> None:
     """:func:`chain_shutdown_signals` runs the shutdown work on SIGTERM, then the handler installed before it."""
-    from chat import runtime as runtime_module
+    from chat.serving import runtime as runtime_module
 
     loop = asyncio.get_running_loop()
     runtime_module._runtimes[loop] = runtime

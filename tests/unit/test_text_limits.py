@@ -1,5 +1,5 @@
-"""chat.text_limits and its hooks: the limits a text path request is sent with (the workers' declared limits, the
-upfront kudos ceiling), reported as the native path reports worker_max_length (x_horde.context_adjustments, the
+"""chat.serving.text_limits and its hooks: the limits a text path request is sent with (the workers' declared limits,
+the upfront kudos ceiling), reported as the native path reports worker_max_length (x_horde.context_adjustments, the
 effective completion limit, ``max_tokens_source``), and the text model cards' limits (httpx.MockTransport)."""
 
 from __future__ import annotations
@@ -16,14 +16,15 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from chat import metrics as chat_metrics
-from chat.horde_client import HordeClient
-from chat.logs import RequestRecord, max_tokens_source
-from chat.mapping import build_completion, effective_completion_limit
+from chat.horde.native import HordeClient
+from chat.horde.text import TextBounds, native_status
+from chat.horde.worker_limits import WorkerSnapshot, WorkerState
 from chat.metrics import configure_metrics, histogram_views
-from chat.schema import ChatCompletionRequest
-from chat.text_api import MAX_TEXT_MAX_LENGTH, native_status, prepare_chat_request
-from chat.text_limits import TextBounds, chat_text_bounds
-from chat.worker_limits import WorkerSnapshot, WorkerState
+from chat.protocol.chat_request import ChatCompletionRequest
+from chat.rendering.completion import build_completion, effective_completion_limit
+from chat.serving.request_record import RequestRecord, max_tokens_source
+from chat.serving.text_limits import chat_text_bounds
+from chat.serving.text_route import MAX_TEXT_MAX_LENGTH, prepare_chat_request
 from models_list.cards import model_list
 from models_list.schema import ModelList
 
@@ -234,7 +235,9 @@ def test_text_cards_state_the_workers_limits() -> None:
 
 
 def test_a_legacy_completion_is_lowered_and_reports_it_too() -> None:
-    from chat.legacy_completions import build_text_completion, prepare_completion_request, read_completion_request
+    from chat.reading.completions import read_completion_request
+    from chat.rendering.text_completion import build_text_completion
+    from chat.serving.text_route import prepare_completion_request
 
     legacy = read_completion_request(json.dumps({"model": QWEN, "prompt": "Once upon", "max_tokens": 1024}).encode())
     prepared = prepare_completion_request(legacy, LOWERED)

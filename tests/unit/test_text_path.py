@@ -1,5 +1,5 @@
-"""chat.text_api without processes: detection per Horde and per model, the request sent, the status read back, the
-text API cards of ``GET /v1/models``."""
+"""chat.serving.text_route without processes: detection per Horde and per model, the request sent, the status read back,
+the text API cards of ``GET /v1/models``."""
 
 from __future__ import annotations
 
@@ -8,15 +8,9 @@ from typing import Any
 import pytest
 
 from chat.errors import OpenAIError
-from chat.schema import ChatCompletionRequest
-from chat.text_api import (
-    PreparedTextRequest,
-    merged_stops,
-    native_status,
-    prepare_chat_request,
-    text_api_enabled,
-    text_path_models,
-)
+from chat.horde.text import PreparedTextRequest, native_status
+from chat.protocol.chat_request import ChatCompletionRequest
+from chat.serving.text_route import merged_stops, prepare_chat_request, text_api_enabled, text_path_models
 from models_list.cards import model_list
 from models_list.schema import ModelList
 
@@ -180,7 +174,7 @@ async def test_the_native_path_reads_the_model_list_at_most_once_a_minute_under_
     reads it (through the cache, 0 s here) for every request; ``off`` never reads it."""
     from types import SimpleNamespace
 
-    from chat.text_api import find_text_route
+    from chat.serving.text_route import find_text_route
 
     horde = CountingHorde([CHAT_ENTRY, TEXT_ENTRY])
     runtime = SimpleNamespace(settings=SimpleNamespace(text_api_fallback=mode, models_cache_seconds=0), horde=horde)

@@ -1,11 +1,11 @@
 """The front's tool history rule and the Horde's agree: one table of histories, both sides, the same verdict.
 
-The front applies OpenAI's tool history rule before it submits (``chat.contract.find_tool_history_violation``, run by
-``chat.screening.read_chat_request``); the native route repeats it (the devhorde's ``devhorde.payload``, which imports
-nothing from the front's ``chat`` package, as the real Horde does not). Each history goes through both whole paths:
-the front reads the OpenAI body, the devhorde validates and rule-checks the native payload the front would send. A
-history both accept also checks that the devhorde accepts the exact payload the front builds.
-"""
+The front applies OpenAI's tool history rule before it submits
+(``chat.reading.request_rules.find_tool_history_violation``, run by ``chat.reading.screening.read_chat_request``); the
+native route repeats it (the devhorde's ``devhorde.payload``, which imports nothing from the front's ``chat`` package,
+as the real Horde does not). Each history goes through both whole paths: the front reads the OpenAI body, the devhorde
+validates and rule-checks the native payload the front would send. A history both accept also checks that the devhorde
+accepts the exact payload the front builds."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from chat.contract import find_tool_history_violation
 from chat.errors import OpenAIError
-from chat.mapping import build_native_payload
-from chat.screening import read_chat_request
+from chat.horde.native_payload import build_native_payload
+from chat.reading.request_rules import find_tool_history_violation
+from chat.reading.screening import read_chat_request
 from devhorde.payload import request_rule_refusal, tool_history_refusal, validate_payload
 
 MODEL = "m/tools-7b"

@@ -1,4 +1,4 @@
-"""chat.upfront_kudos: the Horde's free ceiling from ``GET /v2/status/performance`` (the real server's
+"""chat.horde.upfront_kudos: the Horde's free ceiling from ``GET /v2/status/performance`` (the real server's
 ``require_upfront_kudos``), the user's kudos from ``GET /v2/find_user`` under a hashed key, both shared through
 Django's cache, and when a request is lowered to the ceiling (httpx.MockTransport)."""
 
@@ -13,8 +13,8 @@ import httpx
 import pytest
 from django.core.cache import cache
 
-from chat.horde_client import HordeClient
-from chat.upfront_kudos import (
+from chat.horde.native import HordeClient
+from chat.horde.upfront_kudos import (
     USER_KUDOS_CACHE_KEY,
     free_ceiling,
     key_hash,

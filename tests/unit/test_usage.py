@@ -13,17 +13,11 @@ from typing import Any
 
 import pytest
 
-from chat.horde_client import NativeStatus
+from chat.horde.native import NativeStatus
+from chat.horde.native_payload import CHARACTERS_PER_TOKEN, estimate_prompt_tokens, estimate_tokens
 from chat.limits import DEFAULT_CHAT_MAX_TOKENS
-from chat.mapping import (
-    CHARACTERS_PER_TOKEN,
-    build_completion,
-    build_usage,
-    effective_completion_limit,
-    estimate_prompt_tokens,
-    estimate_tokens,
-)
-from chat.schema import ChatCompletionRequest, ChatCompletionResponse
+from chat.protocol.chat_request import ChatCompletionRequest, ChatCompletionResponse
+from chat.rendering.completion import build_completion, build_usage, effective_completion_limit
 
 PROMPT = [{"role": "user", "content": "Tell me about tides."}]  # 20 characters: 5 estimated tokens
 CALL = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Oslo"}'}}
@@ -67,8 +61,8 @@ def completion(req: ChatCompletionRequest, st: NativeStatus) -> dict[str, Any]:
     ],
 )
 def test_effective_completion_limit_order(extra: dict, applied: int | None, expected: int) -> None:
-    """ref: reasoning-and-usage.9, reasoning-and-usage.11, reasoning-and-usage.12, reasoning-and-usage.13,
-    reasoning-and-usage.15, reasoning-and-usage.16"""
+    """ref: reasoning-and-usage.9, reasoning-and-usage.10, reasoning-and-usage.11, reasoning-and-usage.12,
+    reasoning-and-usage.13, reasoning-and-usage.14, reasoning-and-usage.15, reasoning-and-usage.16"""
     assert effective_completion_limit(request(**extra), status({"content": "x"}, applied=applied)) == expected
 
 

@@ -21,19 +21,19 @@ from horde_sdk.generation_parameters.text.chat_limits import (
     SUPPORTED_CHAT_CHOICE_COUNT,
 )
 
-from chat.contract import (
+from chat.errors import NATIVE_FIELD_PARAMETERS, OpenAIError
+from chat.horde.native import HordeRefusal
+from chat.horde.native_payload import build_native_payload
+from chat.horde.refusals import error_from_refusal
+from chat.limits import MAX_CHAT_MODEL_COUNT
+from chat.protocol.chat_request import ChatCompletionRequest, OpenAIErrorEnvelope
+from chat.reading.request_rules import (
     find_json_guard_conflict,
     find_strict_schema_violation,
     find_tool_choice_conflict,
     find_tool_history_violation,
 )
-from chat.errors import NATIVE_FIELD_PARAMETERS, OpenAIError
-from chat.horde_client import HordeRefusal
-from chat.limits import MAX_CHAT_MODEL_COUNT
-from chat.mapping import build_native_payload
-from chat.refusals import error_from_refusal
-from chat.schema import ChatCompletionRequest, OpenAIErrorEnvelope
-from chat.screening import read_chat_request
+from chat.reading.screening import read_chat_request
 
 USER = {"role": "user", "content": "Hi"}
 BASE: dict[str, Any] = {"model": "example/model-7b", "messages": [USER]}
@@ -601,7 +601,7 @@ ROWS = [
         ),
         id="horde-enum",
     ),
-    # --- Contract rules (chat.contract) ---
+    # --- Contract rules (chat.reading.request_rules) ---
     pytest.param(
         body(tool_choice="none"),
         (
@@ -931,7 +931,7 @@ def test_models_are_forwarded_unchanged() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# chat.contract reads plain JSON (shared with the native route)
+# chat.reading.request_rules reads plain JSON (shared with the native route)
 
 
 def test_contract_functions_read_plain_json() -> None:

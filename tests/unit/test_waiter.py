@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from chat.errors import OpenAIError
-from chat.horde_client import HordeRefusal, HordeUnreachable, NativeStatus
-from chat.relay import RESUBSCRIBED_EVENT
-from chat.schema import ChatCompletionRequest
-from chat.waiter import POSITIONED_READ_WAIT_SECONDS, ChatWaiter
+from chat.horde.delta_stream import RESUBSCRIBED_EVENT
+from chat.horde.native import HordeRefusal, HordeUnreachable, NativeStatus
+from chat.protocol.chat_request import ChatCompletionRequest
+from chat.waiting.waiter import POSITIONED_READ_WAIT_SECONDS, ChatWaiter
 
 pytestmark = pytest.mark.asyncio
 
@@ -441,7 +441,7 @@ async def test_a_prompt_overflow_fault_is_not_retried(fault_reason: str | None, 
         {"request_id": REQUEST_ID, "fault_reason": fault_reason},
     )
     assert error.headers() == headers
-    event = json.loads(error.sse_event().removeprefix(b"data: "))
+    event = json.loads(error.stream_event().removeprefix(b"data: "))
     expected_metadata = {"request_id": REQUEST_ID, "fault_reason": fault_reason}
     if headers:
         expected_metadata["should_retry"] = False

@@ -1,6 +1,7 @@
-"""chat.worker_limits: the Horde's text worker list read through the shared cache (httpx.MockTransport, an injected
-wall clock), each model's declared limits, a stopped worker told from its unchanging ``uptime``, and what the text
-status and the waiter make of it (a request whose workers all stopped meets the fail-fast grace, not the timeout)."""
+"""chat.horde.worker_limits: the Horde's text worker list read through the shared cache (httpx.MockTransport, an
+injected wall clock), each model's declared limits, a stopped worker told from its unchanging ``uptime``, and what
+the text status and the waiter make of it (a request whose workers all stopped meets the fail-fast grace, not the
+timeout)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,9 @@ import httpx
 import pytest
 
 from chat.errors import OpenAIError
-from chat.horde_client import HordeClient, NativeStatus
-from chat.schema import ChatCompletionRequest
-from chat.text_api import PreparedTextRequest, TextRoutes
-from chat.waiter import ChatWaiter
-from chat.worker_limits import (
+from chat.horde.native import HordeClient, NativeStatus
+from chat.horde.text import PreparedTextRequest, TextRoutes
+from chat.horde.worker_limits import (
     ModelWorkers,
     WorkerDirectory,
     WorkerSnapshot,
@@ -26,6 +25,8 @@ from chat.worker_limits import (
     apply_liveness,
     track_uptimes,
 )
+from chat.protocol.chat_request import ChatCompletionRequest
+from chat.waiting.waiter import ChatWaiter
 
 QWEN = "koboldcpp/Qwen2.5-7B-Instruct"
 START = 1_800_000_000.0

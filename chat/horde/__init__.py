@@ -1,0 +1,1 @@
+"""The AI Horde side: the native and text clients, the Redis readers, cancels and the ports the layers above use."""

@@ -1,0 +1,226 @@
+"""The Horde's text generation API behind the native ports: the client, the prepared request and the status mapping.
+
+A request on the text path (chat.serving.text_route chose it and prepared it) is submitted to
+``POST /v2/generate/text/async`` by :class:`TextHordeClient`; :class:`TextRoutes` reads its text status back as a native
+status, so the waiter, the buffered stream, the cancels and every availability rule are the native path's own: the
+generation's ``text`` is cut at the first stop sequence and, for chat, stripped of leading whitespace;
+``finish_reason`` is ``stop`` when a stop sequence ended it or its estimated tokens are under ``max_length``, else
+``length``; ``prompt_tokens`` is the rendered prompt's estimate. ``horde.max_kudos`` is checked with the text API's
+dry run before submit (:func:`check_max_kudos`: 400 ``max_kudos_exceeded`` as on the native path). Each status
+carries the front's changes to the client's limits (``context_adjustments``, chat.serving.text_limits) and, with the
+worker list (chat.horde.worker_limits), the live workers' threads as ``eligible_worker_threads``; it reads as
+impossible when every worker of the models has stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Final
+
+from horde_sdk.ai_horde_api.endpoints import AI_HORDE_API_ENDPOINT_SUBPATH
+from pydantic import ValidationError
+
+from chat import errors
+from chat.horde import refusals
+from chat.horde.native import HordeClient, HordeRefusal, HordeUnreachable, NativeGeneration, NativeStatus, SubmitResult
+from chat.horde.native_payload import estimate_tokens
+from chat.horde.worker_limits import WorkerDirectory, apply_liveness
+
+TEXT_ASYNC_PATH: Final[str] = AI_HORDE_API_ENDPOINT_SUBPATH.v2_generate_text_async.value
+TEXT_STATUS_PATH: Final[str] = AI_HORDE_API_ENDPOINT_SUBPATH.v2_generate_text_status.value
+
+
+STATUS_KEYS: Final[tuple[str, ...]] = (
+    "done",
+    "faulted",
+    "waiting",
+    "processing",
+    "finished",
+    "restarted",
+    "queue_position",
+    "wait_time",
+    "kudos",
+    "is_possible",
+    "eligible_workers",
+    "eligible_worker_threads",
+    "might_stall",
+)
+"""The keys a text status shares with a native one; others are dropped (an absent key stays unknown)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreparedTextRequest:
+    """A request ready for ``POST /v2/generate/text/async``.
+
+    Attributes:
+        payload: The text API body (``TextGenerateAsyncRequest`` fields, only those set).
+        stop_sequences: Every stop sequence sent; the reply is cut at the first one found.
+        max_length: The completion limit sent.
+        estimated_prompt_tokens: The prompt's estimated tokens (the completion's ``prompt_tokens``).
+        strip_leading_whitespace: Whether the reply's leading whitespace is removed (chat: the template's generation
+            prompt ends where the worker's reply starts, often before a space).
+        x_horde: The keys added to the reply's ``x_horde``.
+        context_adjustments: The front's changes to the client's limits (chat.serving.text_limits), which every
+            status of the request carries as ``context_adjustments``.
+    """
+
+    payload: dict[str, Any]
+    stop_sequences: tuple[str, ...]
+    max_length: int
+    estimated_prompt_tokens: int
+    strip_leading_whitespace: bool
+    x_horde: dict[str, Any] = field(default_factory=dict)
+    context_adjustments: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextBounds:
+    """The limits a text request is sent with (chat.serving.text_limits; chat.serving.text_route prepares with them).
+
+    Attributes:
+        max_length: The completion limit to send.
+        max_context_length: The context limit to send.
+        adjustments: The lowerings made (``{"kind", "requested", "applied"}``), reported in every status.
+    """
+
+    max_length: int
+    max_context_length: int
+    adjustments: tuple[dict[str, Any], ...] = ()
+
+
+def format_kudos(value: float) -> str:
+    """A kudos amount as the Horde's messages write it: the shortest exact decimal, no exponent (``215``, ``1.5``)."""
+    return format(Decimal(repr(float(value))).normalize(), "f")
+
+
+class TextHordeClient(HordeClient):
+    """The text generation routes, over their own pooled client (same base URL, agent and timeout)."""
+
+    async def submit(self, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
+        """``POST /v2/generate/text/async``; 202 ``{"id", "kudos"}``. Raises HordeRefusal or HordeUnreachable."""
+        body = await self._call("POST", TEXT_ASYNC_PATH, apikey, payload=payload)
+        if not isinstance(body, dict) or not isinstance(body.get("id"), str):
+            raise HordeUnreachable("the text submit without a request id", reached=True)
+        return SubmitResult(id=body["id"], kudos=body.get("kudos"), warnings=list(body.get("warnings") or []))
+
+    async def dry_run_kudos(self, payload: dict[str, Any], apikey: str | None) -> float:
+        """The kudos estimate of ``payload`` from the text API's dry run (``dry_run: true``, 200 ``{"kudos"}``)."""
+        body = await self._call("POST", TEXT_ASYNC_PATH, apikey, payload={**payload, "dry_run": True})
+        kudos = body.get("kudos") if isinstance(body, dict) else None
+        if not isinstance(kudos, int | float) or isinstance(kudos, bool):
+            raise HordeUnreachable("the text dry run without kudos", reached=True)
+        return float(kudos)
+
+    async def status_body(self, request_id: str, apikey: str | None) -> dict[str, Any]:
+        """``GET /v2/generate/text/status/{id}`` as JSON."""
+        body = await self._call("GET", TEXT_STATUS_PATH.format(id=request_id), apikey)
+        if not isinstance(body, dict):
+            raise HordeUnreachable("a text status that is not an object", reached=True)
+        return body
+
+    async def cancel(self, request_id: str, apikey: str | None) -> Any:
+        """``DELETE /v2/generate/text/status/{id}``; the answer is not read (the cancel queue needs no status)."""
+        return await self._call("DELETE", TEXT_STATUS_PATH.format(id=request_id), apikey)
+
+
+def cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:
+    """``text`` up to the first stop sequence it contains, and whether one was found."""
+    cuts = [text.find(stop) for stop in stops if stop and stop in text]
+    return (text[: min(cuts)], True) if cuts else (text, False)
+
+
+def native_status(body: Mapping[str, Any], prepared: PreparedTextRequest) -> NativeStatus:
+    """A text status read as a native one: its progress keys, and each ``GenerationKobold`` as a generation whose
+    message content is the cleaned text (see the module docstring).
+
+    Raises:
+        HordeUnreachable: The answer does not match the text status shape.
+    """
+    generations = []
+    for item in body.get("generations") or []:
+        if not isinstance(item, Mapping):
+            continue
+        text, stopped = cut_at_stop(str(item.get("text") or ""), prepared.stop_sequences)
+        if prepared.strip_leading_whitespace:
+            text = text.lstrip()
+        finish = "stop" if stopped or estimate_tokens(text) < prepared.max_length else "length"
+        generations.append(
+            {
+                "id": item.get("id"),
+                "worker_id": item.get("worker_id"),
+                "worker_name": item.get("worker_name"),
+                "model": item.get("model"),
+                "message": {"content": text},
+                "finish_reason": finish,
+                "prompt_tokens": prepared.estimated_prompt_tokens,
+            }
+        )
+    fields = {key: body[key] for key in STATUS_KEYS if key in body}
+    if prepared.context_adjustments:
+        fields["context_adjustments"] = [dict(adjustment) for adjustment in prepared.context_adjustments]
+    try:
+        status = NativeStatus.model_validate(
+            {**fields, "generations": [NativeGeneration.model_validate(g) for g in generations]}
+        )
+    except ValidationError as exc:
+        raise HordeUnreachable(
+            f"a text status that does not match the text contract ({exc.error_count()} errors)", reached=True
+        ) from exc
+    status.front_x_horde.update(prepared.x_horde)
+    return status
+
+
+class TextRoutes:
+    """One text request's view of the Horde with the native client's methods (``submit``, ``status``, ``cancel``,
+    ``text_models``), so chat.serving.service and chat.waiting.waiter serve it as a native request. With
+    ``workers`` (the worker list, chat.horde.worker_limits), each status also says whether the models' workers still
+    run (chat.horde.worker_limits.apply_liveness).
+    """
+
+    def __init__(
+        self, client: TextHordeClient, prepared: PreparedTextRequest, workers: WorkerDirectory | None = None
+    ) -> None:
+        self.client = client
+        self.prepared = prepared
+        self.workers = workers
+
+    async def submit(self, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
+        """Submit to the text API."""
+        return await self.client.submit(payload, apikey)
+
+    async def status(self, request_id: str, apikey: str | None) -> NativeStatus:
+        """The text status as a native status (:func:`native_status`), with the workers' liveness."""
+        status = native_status(await self.client.status_body(request_id, apikey), self.prepared)
+        snapshot = await self.workers.snapshot() if self.workers is not None else None
+        if snapshot is not None:
+            apply_liveness(status, snapshot.for_models(self.prepared.payload.get("models") or []))
+        return status
+
+    async def cancel(self, request_id: str, apikey: str | None) -> Any:
+        """Cancel at the text API."""
+        return await self.client.cancel(request_id, apikey)
+
+    async def text_models(self) -> list[dict[str, Any]]:
+        """The native model list."""
+        return await self.client.text_models()
+
+
+async def check_max_kudos(client: TextHordeClient, payload: dict[str, Any], apikey: str | None, cap: float) -> None:
+    """Refuse a request whose dry-run kudos estimate exceeds ``horde.max_kudos`` (400 ``max_kudos_exceeded``, the
+    native path's error and wording). A dry run the Horde refuses is that refusal, mapped as at submit.
+
+    Raises:
+        OpenAIError: The refusal.
+        HordeUnreachable: The dry run could not be made.
+    """
+    try:
+        estimate = await client.dry_run_kudos(payload, apikey)
+    except HordeRefusal as refusal:
+        raise refusals.error_from_refusal(refusal) from None
+    if estimate > cap:
+        raise errors.kudos_cap_error(
+            f"The request's kudos estimate at current pricing is {format_kudos(estimate)}, above its horde.max_kudos "
+            f"of {format_kudos(cap)}. The estimate assumes the full max_tokens is generated."
+        )

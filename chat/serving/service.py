@@ -1,0 +1,345 @@
+"""The one path every API shares: submit a validated request, wait or stream, and return the outcome.
+
+The service never builds an HTTP response. :func:`serve_chat` (chat completions and the Responses API, on the native
+chat route or the text generation API) and :func:`serve_text_completion` (legacy completions, text API only) return
+an :data:`Outcome`:
+
+- :class:`Answered`: the finished request's body (a ``chat.completion``, or a ``text_completion``);
+- :class:`Streaming`: the request's event stream (chat chunk frames, or ``text_completion`` chunk frames), with the
+  callback that ends the request once (cancel unless terminal, log and count), which the HTTP response runs when it
+  closes;
+- :class:`Refused`: the error to answer before any header (chat.errors.OpenAIError).
+
+Each view (chat.views) maps the outcome to HTTP with its own renderers, so a wire format never bends this path. A
+request left before it is terminal (refusal, timeout, client disconnect, the process stopping) is cancelled at the
+Horde (chat.horde.cancels).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from chat import errors
+from chat.errors import OpenAIError
+from chat.horde import refusals
+from chat.horde.cancels import CancelQueue
+from chat.horde.native import HordeRefusal, HordeUnreachable, NativeStatus, SubmitResult
+from chat.horde.native_payload import build_native_payload, relays_deltas
+from chat.horde.ports import HordeApi, WaitedRequest
+from chat.horde.text import TextRoutes, check_max_kudos
+from chat.horde.worker_limits import directory_for
+from chat.metrics import STAGE_SUBMIT
+from chat.protocol.chat_request import ChatCompletionRequest
+from chat.protocol.legacy_completion import CompletionRequest
+from chat.rendering.completion import build_completion
+from chat.rendering.text_completion import build_text_completion, text_completion_chunks
+from chat.serving import text_limits, text_route
+from chat.serving.request_record import RequestRecord, record_refusal
+from chat.serving.runtime import FrontRuntime, get_runtime
+from chat.streaming.buffered import buffered_stream
+from chat.streaming.relayed import relayed_stream
+from chat.waiting.availability import submit_refusal_error
+from chat.waiting.waiter import ChatWaiter
+
+NO_TEXT_ROUTE_MESSAGE: Final[str] = (
+    "The model `{model}` is not served through the Horde's text generation API here, and POST /v1/completions takes "
+    "a raw prompt only there. Send the conversation to POST /v1/chat/completions instead."
+)
+"""The 404 message of a legacy completion for a model without a text API path (``{model}`` is the requested id)."""
+
+
+@dataclass(frozen=True)
+class Answered:
+    """A request answered whole: ``body`` is what the finished status became (chat.rendering)."""
+
+    body: dict[str, Any]
+    request_id: str
+    created: int
+
+
+@dataclass(frozen=True)
+class Streaming:
+    """A streamed request whose headers may go out: ``events`` are its SSE frames; ``finish`` ends it, once."""
+
+    events: AsyncIterator[bytes]
+    request_id: str
+    created: int
+    finish: Callable[[], None]
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A request answered with an error before any header."""
+
+    error: OpenAIError
+
+
+Outcome = Answered | Streaming | Refused
+"""What the service returns for one request; never an HTTP response."""
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """A request the Horde accepted, and how its reply is built: the parameter object of :func:`wait_for_outcome`.
+
+    ``request`` is the validated request (``is_stream``, and what chat.waiting.waiter.ChatWaiter reads); ``horde``
+    and ``cancels`` are the routes it was submitted to; ``build_body`` makes the body of the finished status and
+    ``build_chunks`` the chunks of a buffered stream (by default the chat chunks); ``relay`` streams the Redis deltas
+    instead (chat.streaming.relayed); ``record`` (chat.serving.request_record), when given, gets the waiter, the
+    outcome and the delivered body, and is logged and counted when the request ends.
+    """
+
+    request: WaitedRequest
+    request_id: str
+    apikey: str | None
+    horde: HordeApi
+    cancels: CancelQueue
+    created: int
+    build_body: Callable[[NativeStatus], dict[str, Any]]
+    build_chunks: Callable[[NativeStatus], list[dict[str, Any]]] | None = None
+    relay: bool = False
+    record: RequestRecord | None = None
+
+
+async def submit_shielded(
+    runtime: FrontRuntime,
+    payload: dict[str, Any],
+    apikey: str | None,
+    *,
+    horde: HordeApi | None = None,
+    cancels: CancelQueue | None = None,
+) -> SubmitResult:
+    """Submit, so that a client disconnecting meanwhile still gets the request cancelled once the Horde answers.
+
+    The submit runs as its own task; when the view is cancelled while it runs, the request it creates is handed to
+    the cancel queue (reference: Cancel outcomes). ``horde`` and ``cancels`` default to the native route's
+    (``runtime.horde``, ``runtime.cancels``); the text API path passes its own. Raises what ``horde.submit`` raises.
+    """
+    routes: HordeApi = runtime.horde if horde is None else horde
+    queue = runtime.cancels if cancels is None else cancels
+    task = asyncio.ensure_future(routes.submit(payload, apikey))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        submitted_at = time.time()
+
+        def cancel_created(done: asyncio.Future[SubmitResult]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                queue.cancel_soon(done.result().id, apikey, submitted_at)
+
+        task.add_done_callback(cancel_created)
+        raise
+
+
+def _refused(error: OpenAIError, record: RequestRecord, *, stage: str = "") -> Refused:
+    """A chat request refused before it was submitted (or at submit): recorded, logged and counted now."""
+    record.failed(error, stage=stage)
+    record.finish()
+    return Refused(error)
+
+
+async def serve_chat(chat_request: ChatCompletionRequest, apikey: str | None, *, started: float) -> Outcome:
+    """Submit a validated chat request, wait or stream: the one path chat completions and Responses share.
+
+    The Horde path is the native chat route, or the text generation API when every requested model has text workers
+    but no chat worker (chat.serving.text_route, ``HORDE_OAI_TEXT_API_FALLBACK``). Every request is logged and counted
+    (chat.serving.request_record.RequestRecord) from ``started`` (``time.monotonic()`` when the view began), whatever
+    its wire format and Horde path; the record keeps the chat completions error, before a view rewrites it.
+    """
+    runtime = get_runtime()
+    if runtime.stopping.is_set():
+        return Refused(errors.front_shutting_down(None))  # stopping: nothing is submitted any more
+    record = RequestRecord(chat_request, started=started)
+    horde: HordeApi = runtime.horde
+    cancels = runtime.cancels
+    on_text_route = await text_route.find_text_route(runtime, chat_request.requested_models)
+    if on_text_route:
+        # The model has text workers but no chat worker: the text generation API (chat.serving.text_route).
+        try:
+            bounds = await text_limits.chat_text_bounds(runtime.text_horde, chat_request, apikey)
+            prepared = text_route.prepare_chat_request(chat_request, bounds)
+            max_kudos = chat_request.horde.max_kudos if chat_request.horde is not None else None
+            if max_kudos is not None:
+                await check_max_kudos(runtime.text_horde, prepared.payload, apikey, max_kudos)
+        except OpenAIError as error:
+            return _refused(error, record)
+        except HordeUnreachable as exc:
+            return _refused(exc.to_error(), record)
+        horde = TextRoutes(runtime.text_horde, prepared, directory_for(runtime.text_horde))
+        cancels = runtime.text_cancels
+        stream_progress = False
+        payload = prepared.payload
+    else:
+        stream_progress = relays_deltas(chat_request) and runtime.has_redis
+        payload = build_native_payload(chat_request, stream_progress=stream_progress)
+    record.relayed = stream_progress
+    created = int(time.time())
+    record.submitted_at = time.time()
+    try:
+        submitted = await submit_shielded(runtime, payload, apikey, horde=horde, cancels=cancels)
+    except HordeRefusal as refusal:
+        refused: OpenAIError = (
+            refusals.error_from_refusal(refusal, request=chat_request)
+            if on_text_route
+            else await submit_refusal_error(runtime.horde, refusal, chat_request)
+        )
+        return _refused(refused, record, stage=STAGE_SUBMIT)
+    except HordeUnreachable as exc:
+        return _refused(exc.to_error(), record)
+    except asyncio.CancelledError:
+        record.disconnected = True
+        record.finish()
+        raise
+    record.request_id = submitted.id
+
+    def completion_of(status: NativeStatus) -> dict[str, Any]:
+        return build_completion(chat_request, status, submitted.id, created)
+
+    return await wait_for_outcome(
+        runtime,
+        Submitted(
+            request=chat_request,
+            request_id=submitted.id,
+            apikey=apikey,
+            horde=horde,
+            cancels=cancels,
+            created=created,
+            build_body=completion_of,
+            relay=stream_progress,
+            record=record,
+        ),
+    )
+
+
+async def serve_text_completion(legacy: CompletionRequest, apikey: str | None) -> Outcome:
+    """Submit a validated legacy completion to the text API, wait or stream (``POST /v1/completions``).
+
+    A model without a text API path is 404 ``model_not_found`` at ``model`` (:data:`NO_TEXT_ROUTE_MESSAGE`); that
+    refusal and a prompt that cannot be sent are counted like chat completions' refusals
+    (chat.serving.request_record.record_refusal); the finished-request line and its metrics are chat requests' only.
+    """
+    runtime = get_runtime()
+    if runtime.stopping.is_set():
+        return Refused(errors.front_shutting_down(None))  # stopping: nothing is submitted any more
+    if not await text_route.find_text_route(runtime, legacy.requested_models):
+        not_found = errors.failure(
+            errors.MODEL_NOT_FOUND, NO_TEXT_ROUTE_MESSAGE.format(model=legacy.model), param="model"
+        )
+        record_refusal(not_found)
+        return Refused(not_found)
+    try:
+        bounds = await text_limits.completion_text_bounds(runtime.text_horde, legacy, apikey)
+        prepared = text_route.prepare_completion_request(legacy, bounds)
+    except OpenAIError as error:
+        record_refusal(error)
+        return Refused(error)
+    routes = TextRoutes(runtime.text_horde, prepared, directory_for(runtime.text_horde))
+    created = int(time.time())
+    try:
+        submitted = await submit_shielded(runtime, prepared.payload, apikey, horde=routes, cancels=runtime.text_cancels)
+    except HordeRefusal as refusal:
+        return Refused(refusals.error_from_refusal(refusal))
+    except HordeUnreachable as exc:
+        return Refused(exc.to_error())
+
+    def body(status: NativeStatus) -> dict[str, Any]:
+        return build_text_completion(legacy, prepared, status, submitted.id, created)
+
+    def chunks(status: NativeStatus) -> list[dict[str, Any]]:
+        return text_completion_chunks(body(status), include_usage=legacy.include_usage)
+
+    return await wait_for_outcome(
+        runtime,
+        Submitted(
+            request=legacy,
+            request_id=submitted.id,
+            apikey=apikey,
+            horde=routes,
+            cancels=runtime.text_cancels,
+            created=created,
+            build_body=body,
+            build_chunks=chunks,
+        ),
+    )
+
+
+async def wait_for_outcome(runtime: FrontRuntime, submitted: Submitted) -> Outcome:
+    """Wait for a submitted request: its body (:class:`Answered`), its event stream (:class:`Streaming`: the relayed
+    stream when ``submitted.relay``, else the buffered stream of ``build_chunks``), or the error (:class:`Refused`).
+
+    A request left before it is terminal (refusal, timeout, client disconnect, the process stopping) is cancelled at
+    the routes it was submitted to. Every outcome but :class:`Streaming` has ended the request when it is returned;
+    a stream ends it through its ``finish``, which its HTTP response runs.
+    """
+    request = submitted.request
+    request_id = submitted.request_id
+    record = submitted.record
+    submitted_at = time.time()
+    settings = runtime.settings
+    timeout = settings.stream_timeout_seconds if request.is_stream else settings.nonstream_timeout_seconds
+    waiter = ChatWaiter(
+        runtime, request_id, submitted.apikey, timeout_seconds=timeout, request=request, horde=submitted.horde
+    )
+    if record is not None:
+        record.submitted_at = submitted_at
+        record.waiter = waiter
+
+    finished = False
+
+    def finish() -> None:
+        """Once: stop listening for signals, cancel the native request unless it is terminal, log and count it."""
+        nonlocal finished
+        if finished:
+            return
+        finished = True
+        waiter.close()
+        if not waiter.terminal:
+            submitted.cancels.cancel_soon(request_id, submitted.apikey, submitted_at)
+            if record is not None and record.error is None:
+                record.disconnected = True
+        elif record is not None and record.completion is None and record.error is None:
+            status = waiter.last_status
+            if status is not None and status.finished_generation is not None:
+                record.completion = submitted.build_body(status)
+        if record is not None:
+            record.finish()
+
+    handed_to_stream = False
+    try:
+        first_status = await runtime.unless_stopping(waiter.first_read(), request_id)
+        if request.is_stream:
+            events: AsyncIterator[bytes]
+            stream_failed = record.stream_failed if record is not None else None
+            if submitted.relay and isinstance(request, ChatCompletionRequest):
+                events = relayed_stream(
+                    request, waiter, first_status, submitted.created, finish, runtime, on_error=stream_failed
+                )
+            else:
+                events = buffered_stream(
+                    request,
+                    waiter,
+                    first_status,
+                    submitted.created,
+                    on_end=finish,
+                    build_chunks=submitted.build_chunks,
+                    on_error=stream_failed,
+                )
+            handed_to_stream = True
+            return Streaming(events, request_id, submitted.created, finish)
+        status = await runtime.unless_stopping(waiter.wait_done(first_status), request_id)
+        body = submitted.build_body(status)
+        if record is not None:
+            record.completion = body
+            record.completed_at = time.time()
+        return Answered(body, request_id, submitted.created)
+    except OpenAIError as error:
+        if record is not None:
+            record.failed(error)
+        return Refused(error)
+    finally:
+        if not handed_to_stream:
+            finish()

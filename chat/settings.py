@@ -1,0 +1,241 @@
+"""The front's settings, read once from the environment and typed with pydantic-settings.
+
+Every knob is an environment variable; the README's configuration table lists each with its default. Django's
+settings module exposes the parsed object as ``settings.HORDE_OAI``, the one namespaced key a host project sets,
+and the front's code reads it through :func:`front_settings`.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+from typing import Final, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from horde_sdk.ai_horde_api.endpoints import AI_HORDE_BASE_URL
+from horde_sdk.generation_parameters.text.chat_limits import MAX_CHAT_TEXT_BYTES, MAX_CHAT_TOOL_SPEC_BYTES
+from pydantic import AliasChoices, Field, ValidationError, ValidationInfo, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from chat.horde_url import horde_url_problem
+
+OPENAI_MAX_IMAGE_BYTES: Final[int] = 20 * 1000 * 1000
+"""OpenAI's documented limit of one image input (20 MB); no SDK publishes it."""
+
+JSON_ESCAPE_FACTOR: Final[int] = 6
+"""The most bytes JSON may spend on one byte of text (``\\u0001``)."""
+
+DEFAULT_MAX_BODY_BYTES: Final[int] = (
+    math.ceil(OPENAI_MAX_IMAGE_BYTES * 4 / 3)  # one image at OpenAI's limit as a base64 data URL
+    + JSON_ESCAPE_FACTOR * MAX_CHAT_TEXT_BYTES  # the Horde's whole message text budget, every byte escaped
+    + MAX_CHAT_TOOL_SPEC_BYTES  # tools, tool_choice and response_format
+    + 1024 * 1024  # the rest of the request's keys
+)
+"""The default ``HORDE_OAI_MAX_BODY_BYTES`` (34,268,843 bytes, about 32.7 MiB): the largest legal request, an image
+at OpenAI's size limit included, fits; a larger body cannot be a request the Horde would serve."""
+
+PUBLIC_HORDE_URL = AI_HORDE_BASE_URL.rstrip("/")
+"""The public Horde's API root, the default ``HORDE_URL``: a front started without configuration never talks to the
+development Horde by accident."""
+
+
+class FrontSettings(BaseSettings):
+    """The front's configuration. Field names map to ``HORDE_OAI_<NAME>`` variables unless an alias says otherwise."""
+
+    model_config = SettingsConfigDict(env_prefix="HORDE_OAI_", extra="ignore", frozen=True, allow_inf_nan=False)
+
+    horde_url: str = Field(default=PUBLIC_HORDE_URL, validation_alias=AliasChoices("HORDE_URL"))
+    """The native Horde API root (``HORDE_URL``), such as ``https://aihorde.net/api``; paths are relative to it."""
+
+    redis_url: str | None = None
+    """``HORDE_OAI_REDIS_URL``: the Redis the Horde publishes progress streams and signals on. Unset: no relay,
+    no signals; the waiter re-reads the status on its timer."""
+
+    stream_redis_db: int = Field(default=None, validate_default=True, ge=0)
+    """``HORDE_OAI_STREAM_REDIS_DB``: the Redis database of the ``horde:chat:stream:<id>`` progress streams. Unset:
+    the database of ``HORDE_OAI_REDIS_URL`` (``redis://host:6379/6`` reads them on 6; no database in the URL: 0)."""
+
+    client_agent: str = "horde-oai-front:0.1:https://github.com/Haidra-Org/AI-Horde"
+    """``HORDE_OAI_CLIENT_AGENT``: the ``Client-Agent`` header sent to the Horde (``name:version:contact``)."""
+
+    nonstream_timeout_seconds: float = Field(default=300.0, gt=0)
+    """``HORDE_OAI_NONSTREAM_TIMEOUT_SECONDS``: how long a non-streamed request may wait for its reply."""
+
+    stream_timeout_seconds: float = Field(default=600.0, gt=0)
+    """``HORDE_OAI_STREAM_TIMEOUT_SECONDS``: how long a streamed request may wait for its reply."""
+
+    signal_recheck_seconds: float = Field(default=1.0, gt=0)
+    """``HORDE_OAI_SIGNAL_RECHECK_SECONDS``: the waiter's status re-read interval when no signal wakes it."""
+
+    signal_recheck_max_seconds: float = Field(default=30.0, gt=0)
+    """``HORDE_OAI_SIGNAL_RECHECK_MAX_SECONDS``: with the signal listener subscribed, the ceiling the waiter's re-read
+    timer backs off to (doubling from ``signal_recheck_seconds`` after each re-read no signal preceded). Signals
+    carry every state change, so this only bounds how late a change without a signal is seen (a worker going
+    offline, which starts the ``fail_fast_grace_seconds`` grace). Below ``signal_recheck_seconds`` it is that. With
+    many requests waiting the ceiling rises further (``signal_recheck_reads_per_second``)."""
+
+    signal_recheck_reads_per_second: float = Field(default=25.0, gt=0)
+    """``HORDE_OAI_SIGNAL_RECHECK_READS_PER_SECOND``: with the signal listener subscribed, the timer re-reads one
+    process makes per second in all once every waiter has backed off: the ceiling is at least the number of requests
+    registered for signals divided by this (5,000 waiting: 200 s), so the process's re-read cost stops growing with
+    the number of waiting requests (a cold status read costs about 2 ms of CPU, bench/README.md). Signals still wake
+    each request at once; a resubscription after lost signals wakes every one."""
+
+    fail_fast_grace_seconds: float = Field(default=30.0, ge=0)
+    """``HORDE_OAI_FAIL_FAST_GRACE_SECONDS``: how long a request reported impossible waits for a worker to appear."""
+
+    keepalive_seconds: float = Field(default=10.0, gt=0)
+    """``HORDE_OAI_KEEPALIVE_SECONDS``: the interval of the SSE keepalive comments while a stream waits."""
+
+    horde_timeout_seconds: float = Field(default=30.0, gt=0)
+    """``HORDE_OAI_HORDE_TIMEOUT_SECONDS``: the timeout of one native HTTP call."""
+
+    horde_connections: int = Field(default=32, ge=1)
+    """``HORDE_OAI_HORDE_CONNECTIONS``: native calls one process makes at once, and the keep-alive connections it
+    holds for them; more wait their turn (chat.horde.native.POOL_CONNECTIONS)."""
+
+    cancel_retry_seconds: float = Field(default=10.0, gt=0)
+    """``HORDE_OAI_CANCEL_RETRY_SECONDS``: the interval between retries of a failed cancel."""
+
+    delta_pacing_max_window_seconds: float = Field(default=2.0, ge=0)
+    """``HORDE_OAI_DELTA_PACING_MAX_WINDOW_SECONDS``: the largest pacing window; 0 sends each delta as it arrives."""
+
+    delta_pacing_max_chunks_per_second: float = Field(default=20.0, gt=0)
+    """``HORDE_OAI_DELTA_PACING_MAX_CHUNKS_PER_SECOND``: the most paced pieces sent per second."""
+
+    models_cache_seconds: float = Field(default=10.0, ge=0)
+    """``HORDE_OAI_MODELS_CACHE_SECONDS``: how long the native model list is reused."""
+
+    text_api_fallback: Literal["auto", "on", "off"] = "auto"
+    """``HORDE_OAI_TEXT_API_FALLBACK``: when models with text workers but no chat worker are served through the
+    Horde's text generation API (chat.serving.text_route). ``auto``: when the Horde's model list has no ``chat`` entry
+    at all (a Horde without the native chat routes, such as the public Horde today); ``on``: always; ``off``: never."""
+
+    log_level: Literal["TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    """``HORDE_OAI_LOG_LEVEL``: the lowest Loguru level written to standard error (``DEBUG`` shows the relay's and the
+    waiter's detail lines)."""
+
+    log_json: bool = False
+    """``HORDE_OAI_LOG_JSON``: write each log record as one JSON object (Loguru's ``serialize``), with the values of
+    the reference's log lines under ``record.extra``."""
+
+    max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0)
+    """``HORDE_OAI_MAX_BODY_BYTES``: the largest request body, in bytes; a larger one is refused with 413 before it is
+    read (oaifront.guards). The default (:data:`DEFAULT_MAX_BODY_BYTES`) fits the largest legal request, an image data
+    URL included."""
+
+    body_timeout_seconds: float = Field(default=30.0, gt=0)
+    """``HORDE_OAI_BODY_TIMEOUT_SECONDS``: how long a client may take to send its whole request body before 408
+    ``RequestBodyTimeout``."""
+
+    max_in_flight: int = Field(default=1024, gt=0)
+    """``HORDE_OAI_MAX_IN_FLIGHT``: the most requests the process serves at once; one more is refused with 503
+    ``FrontAtCapacity`` and ``Retry-After``."""
+
+    max_in_flight_per_client: int = Field(default=256, gt=0)
+    """``HORDE_OAI_MAX_IN_FLIGHT_PER_CLIENT``: the most requests one client address has in flight at once."""
+
+    client_address_header: str | None = None
+    """``HORDE_OAI_CLIENT_ADDRESS_HEADER``: behind a trusted proxy, the header that carries the client's address
+    (such as ``X-Forwarded-For``; its first entry is used). Unset: the connection's peer address."""
+
+    capacity_retry_after_seconds: int = Field(default=1, gt=0)
+    """``HORDE_OAI_CAPACITY_RETRY_AFTER_SECONDS``: the ``Retry-After`` of a 503 ``FrontAtCapacity``."""
+
+    readiness_cache_seconds: float = Field(default=2.0, ge=0)
+    """``HORDE_OAI_READINESS_CACHE_SECONDS``: how long ``GET /readyz`` reuses its last checks."""
+
+    readiness_strict: bool = False
+    """``HORDE_OAI_READINESS_STRICT``: ``GET /readyz`` answers 503 when Redis is down (off by default: Redis down is a
+    degraded 200, since requests are still served, streams whole and waits on timer re-reads)."""
+
+    telemetry_enabled: bool = False
+    """``HORDE_OAI_TELEMETRY_ENABLED``: configure Logfire / OpenTelemetry traces, metrics and logs (off by default;
+    ``OTEL_SDK_DISABLED=true`` keeps them off)."""
+
+    metrics_endpoint: bool = False
+    """``HORDE_OAI_METRICS_ENDPOINT``: serve ``GET /metrics`` in Prometheus text format (off by default)."""
+
+    @field_validator("horde_url")
+    @classmethod
+    def _api_root(cls, value: str) -> str:
+        problem = horde_url_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value.rstrip("/")
+
+    @field_validator("stream_redis_db", mode="before")
+    @classmethod
+    def _follow_the_url_database(cls, value: object, info: ValidationInfo) -> object:
+        if value is not None and value != "":
+            return value
+        return redis_url_database(info.data.get("redis_url"))
+
+    def describe_redis(self) -> str:
+        """One line naming the Redis and the progress streams' database, with no password (the start log line)."""
+        if not self.redis_url:
+            return (
+                "Redis: none (HORDE_OAI_REDIS_URL unset): streams are delivered whole, the waiter re-reads on its timer"
+            )
+        source = "HORDE_OAI_STREAM_REDIS_DB" if "stream_redis_db" in self.model_fields_set else "the URL's database"
+        return (
+            f"Redis: {redacted_url(self.redis_url)}; progress streams read on database {self.stream_redis_db} "
+            f"({source})"
+        )
+
+
+def redis_url_database(url: str | None) -> int:
+    """The database a Redis URL selects (``redis://host:6379/6`` is 6, ``unix:///run/redis.sock?db=2`` is 2), read by
+    redis-py's own parser; 0 when the URL names none or there is no URL.
+    """
+    if not url:
+        return 0
+    from redis.connection import parse_url  # noqa: PLC0415 - only a Redis URL needs it
+
+    try:
+        return int(parse_url(url).get("db", 0))  # type: ignore[no-untyped-call]
+    except ValueError:
+        return 0
+
+
+def redacted_url(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (``redis://:secret@host:6379/0`` is ``redis://:***@host:6379/0``),
+    for log lines and banners.
+    """
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    userinfo, _, hostinfo = parts.netloc.rpartition("@")
+    user = userinfo.partition(":")[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{hostinfo}"))
+
+
+def environment_variable(field_name: str) -> str:
+    """The environment variable of a :class:`FrontSettings` field (``horde_url`` is ``HORDE_URL``)."""
+    if field_name.lower() == "horde_url":
+        return "HORDE_URL"
+    return f"HORDE_OAI_{field_name.upper()}"
+
+
+def describe_invalid_settings(invalid: ValidationError) -> str:
+    """One line per invalid variable, such as ``HORDE_OAI_KEEPALIVE_SECONDS='ten': Input should be a valid number``."""
+    lines = []
+    for error in invalid.errors():
+        field_name = str(error["loc"][0]) if error["loc"] else ""
+        lines.append(
+            f"{environment_variable(field_name)}={error.get('input')!r}: {error['msg'].removeprefix('Value error, ')}"
+        )
+    return "Invalid front configuration: " + "; ".join(lines)
+
+
+@cache
+def front_settings() -> FrontSettings:
+    """Return the front's settings: Django's ``settings.HORDE_OAI`` when configured, else the environment's."""
+    from django.conf import settings  # noqa: PLC0415 - the module also serves settings.py, before Django is set up
+
+    configured = getattr(settings, "HORDE_OAI", None)
+    if isinstance(configured, FrontSettings):
+        return configured
+    if isinstance(configured, dict):
+        return FrontSettings(**configured)
+    return FrontSettings()

@@ -1,0 +1,58 @@
+"""What every ``POST`` view does first, written once: the method, the start time, the body's size, the bearer key,
+the read, and the refusal record of a body refused there; and the HTTP form of a stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
+
+from chat.errors import CORS_HEADERS, OpenAIError, method_not_allowed
+from chat.metrics import front_metrics
+from chat.reading.api_key import bearer_key
+from chat.rendering.sse import SSE_HEADERS
+from chat.serving.request_record import record_refusal
+from chat.views.event_stream import ChatEventStream
+
+
+@dataclass(frozen=True)
+class Arrival[T]:
+    """A request read and validated by its API's reader: the request, the client's key, when the view began."""
+
+    request: T
+    apikey: str | None
+    started: float
+
+
+def arrive[T](request: HttpRequest, read: Callable[[bytes], T]) -> Arrival[T] | HttpResponse:
+    """Read a ``POST``: its :class:`Arrival`, or the response that ends it already.
+
+    Another method is 405 (chat.errors.method_not_allowed). The body's size is recorded; a bad bearer key or a body
+    ``read`` refuses is answered with its error and counted (chat.serving.request_record.record_refusal).
+    ``started`` is ``time.monotonic()`` before the body is read.
+    """
+    if request.method != "POST":
+        return method_not_allowed("POST")
+    started = time.monotonic()
+    body = request.body
+    front_metrics().body_size.record(len(body))
+    try:
+        apikey = bearer_key(request)
+        read_request = read(body)
+    except OpenAIError as error:
+        record_refusal(error)
+        return error.to_response()
+    return Arrival(read_request, apikey, started)
+
+
+def event_stream_response(events: AsyncIterator[bytes], finish: Callable[[], None]) -> HttpResponseBase:
+    """The streamed response of ``events``: SSE and CORS headers, ``finish`` run once when it ends (however it ends)."""
+    response = ChatEventStream(events, on_end=finish, loop=asyncio.get_running_loop())
+    for name, value in {**SSE_HEADERS, **CORS_HEADERS}.items():
+        response[name] = value
+    return response

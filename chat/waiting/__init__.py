@@ -1,0 +1,1 @@
+"""The wait for a submitted request (chat.waiting.waiter) and the availability refusals it and the submit raise."""

@@ -1,0 +1,19 @@
+"""The front's OpenAPI 3.1 description and its documentation pages (reference: API documentation, Schema generation,
+Field descriptions).
+
+drf-spectacular serves the document at ``/openapi.json``, Swagger UI at ``/docs`` and ReDoc at ``/redoc``; their assets
+come from drf-spectacular-sidecar, so the pages work with no internet. The package is cut along its seams, each module
+importing only those above it in this list:
+
+- :mod:`~oaifront.openapi.error_table`: each route's error statuses and the codes each carries (to be replaced by the
+  failure catalogue of ``chat/errors.py``);
+- :mod:`~oaifront.openapi.schemas`: the component schemas generated from the pydantic models, the stream event schemas
+  and the request examples;
+- :mod:`~oaifront.openapi.document`: the paths, info and security scheme, added by the postprocessing hook
+  :func:`~oaifront.openapi.document.add_front_paths`;
+- :mod:`~oaifront.openapi.assets`: the pages' static files (:class:`~oaifront.openapi.assets.StaticAssetsMiddleware`),
+  the ReDoc bundle without its remote logo, the favicon;
+- :mod:`~oaifront.openapi.pages`: the views of ``/openapi.json``, ``/docs``, ``/redoc`` and the two guides.
+
+The document describes the handlers and does not change how they behave.
+"""

@@ -1,0 +1,307 @@
+"""The front's OpenAPI 3.1 document: its paths, info and security scheme (reference: API documentation).
+
+drf-spectacular documents only DRF views, and the front's views are plain async Django views that read and validate
+the body by hand (chat.reading.screening), so nothing is derived from them: :func:`add_front_paths`, a drf-spectacular
+postprocessing hook (``SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]``), adds every path (:func:`front_paths`) and every
+component schema (:mod:`oaifront.openapi.schemas`) itself. There is no 422 response: the front never returns one. Each
+route lists its responses by status with the error codes each status carries (:mod:`oaifront.openapi.error_table`) and
+the ``Retry-After`` and ``x-should-retry`` headers (:func:`error_response`).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from functools import cache
+from types import MappingProxyType
+from typing import Any, Final
+
+from chat.errors import reason_phrase
+from chat.protocol.chat_request import (
+    ChatCompletionRequest,
+    ChatCompletionResponse,
+    OpenAIErrorEnvelope,
+)
+from chat.protocol.legacy_completion import CompletionRequest, TextCompletion
+from chat.protocol.responses_api import ResponseObject, ResponsesRequest
+from models_list.schema import ModelCard, ModelList
+from oaifront.openapi.error_table import (
+    CHAT_COMPLETION_ERRORS,
+    LEGACY_COMPLETION_ERRORS,
+    MODEL_LIST_ERRORS,
+    MODEL_RETRIEVE_ERRORS,
+    RETRY_HEADER_STATUSES,
+    RETRY_HEADERS,
+    DocumentedError,
+)
+from oaifront.openapi.schemas import (
+    CHAT_REQUEST_EXAMPLE,
+    RESPONSE_STREAM_EVENT,
+    RESPONSES_REQUEST_EXAMPLE,
+    RESPONSES_SSE_DESCRIPTION,
+    SCHEMA_REF,
+    SSE_DESCRIPTION,
+    STREAM_EVENT,
+    component_schemas,
+    response_stream_event_schema,
+    schema_ref,
+    stream_event_schema,
+)
+
+DOCS_URL: Final = "/docs/behaviour"
+"""The front's behaviour guide (``docs/behaviour.md``: waiting and availability, streaming modes, errors and retries,
+limits, the ``horde`` options), served by the front itself at this path (:func:`behaviour_guide`) and linked from the
+document's ``info.description`` and ``externalDocs``. Relative, so the link works on whatever host serves the docs."""
+
+CLIENTS_GUIDE_URL: Final = "/docs/clients"
+"""The guide per client (``docs/clients.md``: base URL, key and the settings each chat UI or client library needs),
+served by the front itself at this path (:func:`clients_guide`) and linked from ``info.description``."""
+
+
+ERROR_CONTENT: Final[Mapping[str, Any]] = MappingProxyType(
+    {
+        "application/json": {"schema": {"$ref": SCHEMA_REF.format(model=OpenAIErrorEnvelope.__name__)}},
+    }
+)
+
+
+def error_response(status: int, documented: tuple[DocumentedError, ...]) -> dict[str, Any]:
+    """The response object of one error status: its codes in the description, the envelope, the retry headers."""
+    lines = [f"{reason_phrase(status)}. OpenAI's error envelope; `code` is:", ""]
+    lines += [f"- `{error.code}`: {error.when}" for error in documented]
+    lines.append("- or the Horde's own `rc`, passed through with its message.")
+    response: dict[str, Any] = {"description": "\n".join(lines), "content": copy.deepcopy(dict(ERROR_CONTENT))}
+    if status in RETRY_HEADER_STATUSES:
+        response["headers"] = copy.deepcopy(dict(RETRY_HEADERS))
+    return response
+
+
+def front_paths() -> dict[str, Any]:
+    """The front's documented routes: ``POST /v1/chat/completions``, ``POST /v1/responses``,
+    ``POST /v1/completions``, ``GET /v1/models`` and ``GET /v1/models/{model}``.
+
+    ``/healthz``, ``/``, ``/openapi.json``, ``/docs`` and ``/redoc`` are left out (reference: API documentation).
+    """
+    security: list[dict[str, list[str]]] = [{"HordeApiKey": []}, {}]
+    chat_responses: dict[str, Any] = {
+        "200": {
+            "description": "The completion (`application/json`). " + SSE_DESCRIPTION,
+            "content": {
+                "application/json": {"schema": schema_ref(ChatCompletionResponse)},
+                "text/event-stream": {"schema": {"$ref": SCHEMA_REF.format(model=STREAM_EVENT)}},
+            },
+        },
+    }
+    chat_responses |= {str(status): error_response(status, codes) for status, codes in CHAT_COMPLETION_ERRORS.items()}
+    models_responses: dict[str, Any] = {
+        "200": {
+            "description": "Every text model with at least one online chat worker.",
+            "content": {"application/json": {"schema": schema_ref(ModelList)}},
+        },
+    }
+    models_responses |= {str(status): error_response(status, codes) for status, codes in MODEL_LIST_ERRORS.items()}
+    model_responses: dict[str, Any] = {
+        "200": {
+            "description": "The model's card, as `GET /v1/models` lists it.",
+            "content": {"application/json": {"schema": schema_ref(ModelCard)}},
+        },
+    }
+    model_responses |= {str(status): error_response(status, codes) for status, codes in MODEL_RETRIEVE_ERRORS.items()}
+    responses_responses: dict[str, Any] = {
+        "200": {
+            "description": "The response (`application/json`). " + RESPONSES_SSE_DESCRIPTION,
+            "content": {
+                "application/json": {"schema": schema_ref(ResponseObject)},
+                "text/event-stream": {"schema": {"$ref": SCHEMA_REF.format(model=RESPONSE_STREAM_EVENT)}},
+            },
+        },
+    }
+    responses_responses |= {
+        str(status): error_response(status, codes) for status, codes in CHAT_COMPLETION_ERRORS.items()
+    }
+    legacy_responses: dict[str, Any] = {
+        "200": {
+            "description": (
+                "The `text_completion` (`application/json`). With `stream: true`, server-sent events: each `data:` "
+                'line holds one `text_completion` chunk (the whole text, the finish chunk with `text: ""`, then the '
+                "usage chunk when `stream_options.include_usage` is true), and `data: [DONE]` ends the stream; "
+                "comment lines keep the connection alive while the request waits."
+            ),
+            "content": {
+                "application/json": {"schema": schema_ref(TextCompletion)},
+                "text/event-stream": {"schema": {"type": "string"}},
+            },
+        },
+    }
+    legacy_responses |= {
+        str(status): error_response(status, codes) for status, codes in LEGACY_COMPLETION_ERRORS.items()
+    }
+    return {
+        "/v1/chat/completions": {
+            "post": {
+                "operationId": "createChatCompletion",
+                "tags": ["Chat"],
+                "summary": "Create a chat completion",
+                "description": (
+                    "OpenAI's chat completions, served by the AI Horde's volunteer text workers. The front screens "
+                    "the body, validates it like OpenAI, submits it to the Horde, waits for a worker and answers with "
+                    "a completion or a stream. Unknown keys inside messages, tool definitions and `tool_choice` are "
+                    "dropped; unknown keys elsewhere are refused. "
+                    f"See the [documentation]({DOCS_URL}) for the details."
+                ),
+                "security": security,
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": schema_ref(ChatCompletionRequest),
+                            "example": dict(CHAT_REQUEST_EXAMPLE),
+                        },
+                    },
+                },
+                "responses": chat_responses,
+            },
+        },
+        "/v1/responses": {
+            "post": {
+                "operationId": "createResponse",
+                "tags": ["Responses"],
+                "summary": "Create a response",
+                "description": (
+                    "OpenAI's Responses API, served statelessly over the same path as chat completions: `input` "
+                    "(with `instructions`) becomes the chat messages, and the request is screened, validated, "
+                    "submitted, waited for and cancelled exactly as a chat completion is, with the same errors; an "
+                    "error's `param` names the Responses field. Nothing is stored (`store` is false by default and "
+                    "only false), so `previous_response_id`, `conversation`, `background`, stored prompts, built-in "
+                    "tools and `include` values are refused: send the whole conversation, earlier `function_call` and "
+                    "`function_call_output` items included, in `input`. "
+                    f"See the [documentation]({DOCS_URL}) for the details."
+                ),
+                "security": security,
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": schema_ref(ResponsesRequest),
+                            "example": dict(RESPONSES_REQUEST_EXAMPLE),
+                        },
+                    },
+                },
+                "responses": responses_responses,
+            },
+        },
+        "/v1/completions": {
+            "post": {
+                "operationId": "createCompletion",
+                "tags": ["Completions"],
+                "summary": "Create a completion (legacy)",
+                "description": (
+                    "OpenAI's legacy completions, for models the front reaches through the Horde's text generation "
+                    "API (`x_horde.api: text` in `GET /v1/models`): the raw `prompt` goes to the text API unchanged. "
+                    "Other models answer 404 `model_not_found` naming `POST /v1/chat/completions`. `echo` only false, "
+                    "`n` only 1; keys the body does not define are refused like unknown keys."
+                ),
+                "security": security,
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": schema_ref(CompletionRequest),
+                            "example": {"model": "example/model-7b", "prompt": "Once upon a time", "max_tokens": 64},
+                        },
+                    },
+                },
+                "responses": legacy_responses,
+            },
+        },
+        "/v1/models": {
+            "get": {
+                "operationId": "listModels",
+                "tags": ["Models"],
+                "summary": "List the models",
+                "description": (
+                    "The Horde's text models that have at least one online chat worker, as OpenAI model objects "
+                    "shaped like OpenRouter's model cards, with the workers' limits and features."
+                ),
+                "security": security,
+                "responses": models_responses,
+            },
+        },
+        "/v1/models/{model}": {
+            "get": {
+                "operationId": "retrieveModel",
+                "tags": ["Models"],
+                "summary": "Retrieve a model",
+                "description": (
+                    "The card `GET /v1/models` lists for one model, or 404 `model_not_found` when the list does not "
+                    "hold it (unknown to the Horde, or no online chat worker)."
+                ),
+                "security": security,
+                "parameters": [
+                    {
+                        "name": "model",
+                        "in": "path",
+                        "required": True,
+                        "description": (
+                            "The model id, such as `example/model-7b`; its slash may be sent as is or as `%2F`."
+                        ),
+                        "schema": {"type": "string"},
+                    },
+                ],
+                "responses": model_responses,
+            },
+        },
+    }
+
+
+INFO_DESCRIPTION: Final = (
+    "An OpenAI-compatible chat completions API in front of the [AI Horde](https://aihorde.net)'s volunteer text "
+    "workers. Point an OpenAI SDK at this server's `/v1` with your AI Horde API key as the bearer key (none: the "
+    "anonymous key).\n\n"
+    'Errors use OpenAI\'s envelope `{"error": {"message", "type", "param", "code"}}`, with `metadata` where '
+    "it helps. Each response lists the codes the front returns at that status; the Horde's own codes (`rc`) pass "
+    "through as well.\n\n"
+    "Using it from a chat UI or a client library (SillyTavern, Open WebUI, KoboldAI Lite, LangChain, the Vercel AI "
+    f"SDK, ...): the [guide per client]({CLIENTS_GUIDE_URL}) gives the settings each one needs.\n\n"
+    f"Documentation: [{DOCS_URL}]({DOCS_URL})."
+)
+
+SECURITY_SCHEMES: Final[Mapping[str, Any]] = MappingProxyType(
+    {
+        "HordeApiKey": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "Your AI Horde API key, forwarded to the Horde. Without one, the anonymous key is used.",
+        },
+    }
+)
+
+
+@cache
+def _front_document() -> tuple[dict[str, Any], dict[str, Any]]:
+    schemas = {key: dict(value) for key, value in component_schemas().items()}
+    schemas[STREAM_EVENT] = stream_event_schema()
+    schemas[RESPONSE_STREAM_EVENT] = response_stream_event_schema()
+    return front_paths(), schemas
+
+
+def add_front_paths(
+    result: dict[str, Any], generator: Any = None, request: Any = None, public: bool = True, **kwargs: Any
+) -> dict[str, Any]:
+    """drf-spectacular postprocessing hook: the front's paths, component schemas, security scheme and info.
+
+    drf-spectacular finds no operation of its own (the front has no DRF view in the description), so the paths it
+    hands over are empty; the front's are added beside them.
+    """
+    paths, schemas = copy.deepcopy(_front_document())
+    result["paths"] = {**result.get("paths", {}), **paths}
+    components = result.setdefault("components", {})
+    components["schemas"] = {**components.get("schemas", {}), **schemas}
+    components["securitySchemes"] = {**components.get("securitySchemes", {}), **copy.deepcopy(dict(SECURITY_SCHEMES))}
+    result.setdefault("info", {})["description"] = INFO_DESCRIPTION
+    result["externalDocs"] = {"description": "The front's documentation", "url": DOCS_URL}
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The pages and their assets

@@ -1,0 +1,126 @@
+"""``make install`` (behind ``make run`` and ``make test``) heals a broken ``.venv``: ``bin/ensure-venv`` finds what
+is wrong, says so in one line and rebuilds it, from a fresh clone in a temporary directory.
+
+A full install of ``requirements.txt`` takes minutes, so each clone's ``requirements.txt`` is replaced by one line,
+``pip``, which every new venv already satisfies: the tests exercise the detection, the rebuild and the stamp without
+downloading anything. The worktree's own ``.venv`` is never touched.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.fresh_clone import fresh_clone
+
+pytestmark = pytest.mark.integration
+
+INSTALLING = (
+    "Installing the pinned requirements into .venv (a minute or two the first time; each pinned package is listed as "
+    "pip collects it)"
+)
+CLEAN_ENV = {key: value for key, value in os.environ.items() if key not in {"MAKEFLAGS", "MAKELEVEL", "MFLAGS"}}
+"""The environment without make's own variables, so ``make`` run from inside ``make test`` prints no
+"Entering directory" lines."""
+
+
+def interpreter() -> str:
+    """The Python ``bin/ensure-venv`` creates venvs with (``bin/find-python``)."""
+    return subprocess.run(
+        [ROOT / "bin" / "find-python"], check=True, capture_output=True, text=True, timeout=60
+    ).stdout.strip()
+
+
+def run(args: list[str | Path], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=cwd, env=CLEAN_ENV, capture_output=True, text=True, timeout=300, check=False)
+
+
+def without_pip(venv: Path) -> None:
+    """What a Ctrl-C during "Creating .venv" leaves: ``bin/python`` runs, but ``No module named pip``."""
+    subprocess.run([interpreter(), "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+
+
+def ensure_venv(workdir: Path) -> subprocess.CompletedProcess[str]:
+    (workdir / "requirements.txt").write_text("pip\n")
+    return run([ROOT / "bin" / "ensure-venv", ".venv", "requirements.txt"], workdir)
+
+
+def test_make_install_rebuilds_a_venv_left_without_pip_and_then_keeps_it(tmp_path: Path) -> None:
+    clone = fresh_clone(tmp_path / "clone")
+    (clone / "requirements.txt").write_text("pip\n")
+    without_pip(clone / ".venv")
+    assert (
+        run([clone / ".venv" / "bin" / "python", "-m", "pip", "--version"], clone)
+        .stderr.strip()
+        .endswith("No module named pip")
+    )
+
+    healed = run(["make", "install"], clone)
+    assert healed.returncode == 0, healed.stderr
+    assert healed.stdout.splitlines() == [
+        '.venv is broken: it has no pip (an interrupted "Creating .venv"?); rebuilding it',
+        f"Creating .venv with {interpreter()}",
+        INSTALLING,
+        "Installed; .venv is ready",
+    ]
+    assert run([clone / ".venv" / "bin" / "python", "-m", "pip", "--version"], clone).returncode == 0
+    assert (clone / ".venv" / ".installed").is_file()
+
+    marker = clone / ".venv" / "kept"
+    marker.touch()
+    again = run(["make", "install"], clone)
+    assert (again.returncode, again.stdout, again.stderr) == (0, "", "")
+    assert marker.exists(), "a sound venv is kept"
+
+    # requirements.txt changed after the install: installed again into the same venv, not rebuilt.
+    os.utime(clone / ".venv" / ".installed", (1, 1))
+    updated = run(["make", "install"], clone)
+    assert updated.returncode == 0, updated.stderr
+    assert updated.stdout.splitlines() == [INSTALLING, "Installed; .venv is ready"]
+    assert marker.exists()
+
+
+def test_a_venv_whose_install_did_not_finish_is_rebuilt(tmp_path: Path) -> None:
+    """A Ctrl-C during the pip install leaves a venv with pip but without the stamp."""
+    subprocess.run([interpreter(), "-m", "venv", str(tmp_path / ".venv")], check=True, timeout=120)
+    (tmp_path / ".venv" / "half-installed").touch()
+    result = ensure_venv(tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (
+        result.stdout.splitlines()[0]
+        == ".venv is broken: its install did not finish (no .venv/.installed); rebuilding it"
+    )
+    assert not (tmp_path / ".venv" / "half-installed").exists()
+    assert (tmp_path / ".venv" / ".installed").is_file()
+
+
+def test_a_venv_without_python_is_rebuilt(tmp_path: Path) -> None:
+    (tmp_path / ".venv").mkdir()
+    (tmp_path / ".venv" / "pyvenv.cfg").write_text("home = /nowhere\n")
+    result = ensure_venv(tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[:2] == [
+        ".venv is broken: it has no bin/python; rebuilding it",
+        f"Creating .venv with {interpreter()}",
+    ]
+    assert run([tmp_path / ".venv" / "bin" / "python", "-m", "pip", "--version"], tmp_path).returncode == 0
+
+
+def test_a_broken_venv_that_is_a_symbolic_link_is_left_alone(tmp_path: Path) -> None:
+    """A linked venv may be shared: it is reported, never removed."""
+    shared = tmp_path / "shared-venv"
+    without_pip(shared)
+    (tmp_path / ".venv").symlink_to(shared)
+    result = ensure_venv(tmp_path)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr == (
+        '.venv is broken: it has no pip (an interrupted "Creating .venv"?); it is a symbolic link '
+        f"(to {shared}), so it is left as it is: repair or remove it\n"
+    )
+    assert (tmp_path / ".venv").is_symlink()
+    assert (shared / "bin" / "python").exists()

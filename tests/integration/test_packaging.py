@@ -1,0 +1,118 @@
+"""The distribution ``pyproject.toml`` declares, installed as a user installs it (``tests/installed.py``): from a
+fresh clone in a temporary directory, ``pip install .`` and a wheel built with ``pip wheel --no-deps .`` each go into
+a new venv, whose Python then imports the apps from its own ``site-packages``, passes ``django check`` and serves:
+the devhorde with its bundled scenario, and the front with the guides it reads from the installed ``docs``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from devhorde.launch import START_UP_TIMEOUT_SECONDS, free_port, wait_http
+from tests.conftest import UNREACHABLE_HORDE_URL, Process
+from tests.fresh_clone import fresh_clone
+from tests.installed import APPS, build_wheel, imported_from, new_venv, pip_install
+
+pytestmark = pytest.mark.integration
+
+
+def site_packages(python: Path) -> str:
+    return subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.strip()
+
+
+def serve(python: Path, args: list[str], cwd: Path, env: dict[str, str], name: str) -> Process:
+    log_path = cwd / f"{name}.log"
+    full_env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
+    full_env.pop("PYTHONPATH", None)
+    popen = subprocess.Popen(
+        [python, *args], cwd=cwd, env=full_env, stdout=log_path.open("wb"), stderr=subprocess.STDOUT
+    )
+    return Process(popen, log_path)
+
+
+@pytest.mark.parametrize("form", ["wheel", "source"])
+def test_the_distribution_installs_into_a_fresh_venv_and_passes_djangos_checks(tmp_path: Path, form: str) -> None:
+    clone = fresh_clone(tmp_path / "clone")
+    target = build_wheel(clone, tmp_path / "dist") if form == "wheel" else clone
+    python = new_venv(tmp_path / "venv")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+
+    installed = pip_install(python, target, outside)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert installed.stdout.splitlines()[-1] == "Successfully installed horde-oai-0.1.0"
+
+    where = imported_from(python, outside)
+    packages = site_packages(python)
+    assert {name: Path(path).parent for name, path in where.items()} == {name: Path(packages) / name for name in APPS}
+
+    checked = subprocess.run(
+        [python, "-m", "django", "check", "--settings", "oaifront.settings"],
+        cwd=outside,
+        env={**os.environ, "HORDE_URL": UNREACHABLE_HORDE_URL, "PYTHONPATH": ""},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stderr
+    assert "horde_oai.W001" in checked.stderr, checked.stderr
+
+
+def test_the_installed_wheel_serves_the_front_the_guides_and_the_devhorde(tmp_path: Path) -> None:
+    """The package data: the devhorde finds its bundled ``fast`` scenario, the front its ``docs/*.md`` guides."""
+    python = new_venv(tmp_path / "venv")
+    installed = pip_install(python, build_wheel(fresh_clone(tmp_path / "clone"), tmp_path / "dist"), tmp_path)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+
+    horde_port, front_port = free_port(), free_port()
+    horde_url = f"http://127.0.0.1:{horde_port}/api"
+    devhorde = serve(
+        python, ["-m", "devhorde", "--port", str(horde_port), "--scenario", "fast"], outside, {}, "devhorde"
+    )
+    front = serve(
+        python,
+        ["-m", "uvicorn", "oaifront.asgi:application", "--port", str(front_port), "--no-access-log"],
+        outside,
+        {"HORDE_URL": horde_url},
+        "front",
+    )
+    try:
+        wait_http(f"{horde_url}/v2/status/heartbeat", devhorde.popen, timeout=START_UP_TIMEOUT_SECONDS)
+        base = f"http://127.0.0.1:{front_port}"
+        wait_http(f"{base}/healthz", front.popen, timeout=START_UP_TIMEOUT_SECONDS)
+
+        guide = httpx.get(f"{base}/docs/behaviour", timeout=30)
+        assert guide.status_code == 200
+        assert guide.text == (tmp_path / "clone" / "docs" / "behaviour.md").read_text(encoding="utf-8")
+        clients = httpx.get(f"{base}/docs/clients", timeout=30)
+        assert clients.status_code == 200
+        assert clients.text == (tmp_path / "clone" / "docs" / "clients.md").read_text(encoding="utf-8")
+
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="0000000000", max_retries=0)
+        assert "devhorde/tiny-1b" in [model.id for model in client.models.list()]
+        reply = client.chat.completions.create(
+            model="devhorde/tiny-1b", messages=[{"role": "user", "content": "Hello"}], max_tokens=16
+        )
+        assert reply.choices[0].message.content
+    finally:
+        front.stop()
+        devhorde.stop()
+    # A bare scenario name resolves to the installed package's file (devhorde.scenario.SCENARIOS_DIR).
+    assert sorted(path.name for path in (Path(site_packages(python)) / "devhorde" / "scenarios").iterdir()) == sorted(
+        path.name for path in (tmp_path / "clone" / "devhorde" / "scenarios").iterdir()
+    )
