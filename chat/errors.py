@@ -21,8 +21,9 @@ The failure tree (who raises what; each leaf is a code of :data:`FAILURES`)::
     │   ├── model_not_found ........... 404  no such model (models, legacy completions)
     │   ├── context_length_exceeded ... 400  the prompt cannot fit (text path)
     │   └── max_kudos_exceeded ........ 400  the kudos estimate is over horde.max_kudos
-    ├── availability (chat.waiting, chat.horde.refusals)
-    │   ├── no_worker_supports_limit .. 400  no worker declares the limit
+    ├── availability (chat.waiting, chat.horde.refusals, chat.serving.route_choice)
+    │   ├── no_worker_supports_limit .. 400  no worker declares the limit, or over the real Horde's 4096
+    │   ├── KudosUpfront .............. 403  the key lacks the kudos a large request needs upfront
     │   ├── no_worker_supports_features 404  no worker declares a feature
     │   ├── no_eligible_worker ........ 503  no worker can serve it, at submit or after the grace
     │   ├── queue_unavailable ......... 503  fail_fast: no thread, or the queue wait is over budget
@@ -31,14 +32,17 @@ The failure tree (who raises what; each leaf is a code of :data:`FAILURES`)::
     │   ├── ChatRequestTimeout ........ 408  the budget ran out
     │   ├── ChatRequestFaulted ........ 502  the worker failed it
     │   ├── ChatRequestNoGeneration ... 502  done without a generation
+    │   ├── ChatRequestCancelled ...... 502  the Horde cancelled or emptied it (text path: n = 0)
     │   └── ChatStreamDiverged ........ 502  (mid-stream only) the final reply is not the relayed text
     └── the front and the Horde (chat.horde, oaifront.guards, chat.serving.runtime)
         ├── HordeUnavailable .......... 502  unreachable, a 5xx, or an answer outside the contract
         ├── FrontAtCapacity ........... 503  the in-flight caps are reached
         └── FrontShuttingDown ......... 503  the process is stopping
 
-A Horde refusal with an rc of its own (``KudosUpfront``, ``TooManyPrompts``, ``MaintenanceMode``, ...) passes
-through with the Horde's status and ``Retry-After`` (chat.horde.refusals). The table (:data:`FAILURES`; a
+A Horde refusal with an rc of its own (``TooManyPrompts``, ``MaintenanceMode``, ...) passes through with the
+Horde's status, and its ``Retry-After`` only on a 429 or 503 (chat.horde.refusals; the real AI Horde sends one on every
+answer); ``KudosUpfront`` is the Horde's rc too, answered with how to get kudos (chat.horde.real_horde_answers). The
+table (:data:`FAILURES`; a
 ``Retry-After`` or ``x-should-retry`` of "-" is not sent, "computed" is set per refusal by its builder):
 
 =============================  ======  ======================  ============  ==============
@@ -50,7 +54,8 @@ ChatRequestConflict            400     invalid_request_error   -            -
 context_length_exceeded        400     invalid_request_error   -            -
 max_kudos_exceeded             400     invalid_request_error   -            -
 no_worker_supports_limit       400     invalid_request_error   -            -
-InvalidAPIKey                  401     authentication_error    -            -
+InvalidAPIKey                  401     authentication_error    -            false
+KudosUpfront                   403     permission_error        -            false
 model_not_found                404     not_found_error         -            -
 no_worker_supports_features    404     not_found_error         -            -
 method_not_allowed             405     invalid_request_error   -            -
@@ -60,6 +65,7 @@ RequestTooLarge                413     invalid_request_error   -            -
 rate_limit_exceeded            429     rate_limit_error        the Horde's   -
 ChatRequestFaulted             502     api_error               -            computed
 ChatRequestNoGeneration        502     api_error               -            -
+ChatRequestCancelled           502     api_error               -            false
 ChatStreamDiverged             502     api_error               -            -
 HordeUnavailable               502     api_error               -            -
 no_eligible_worker             503     api_error               30            false
@@ -119,6 +125,11 @@ MAX_KUDOS_EXCEEDED: Final = "max_kudos_exceeded"
 CHAT_KUDOS_CAP_EXCEEDED: Final = "ChatKudosCapExceeded"
 """The native rc of a submit refused because its kudos estimate exceeds ``max_kudos`` (reference: Kudos cap)."""
 INVALID_API_KEY: Final = "InvalidAPIKey"
+KUDOS_UPFRONT: Final = "KudosUpfront"
+"""403 (the Horde's rc, ``horde/apis/v2/kobold.py:150-157``): the key does not hold the kudos a request over the
+Horde's free allowance needs upfront (chat.horde.real_horde_answers.kudos_upfront_error)."""
+CHAT_REQUEST_CANCELLED: Final = "ChatRequestCancelled"
+"""502: the Horde cancelled or emptied the request while the front waited for it (chat.horde.real_horde_answers)."""
 METHOD_NOT_ALLOWED: Final = "method_not_allowed"
 MODEL_NOT_FOUND: Final = "model_not_found"
 """OpenAI's 404 code for ``GET /v1/models/{model}`` of a model the model list does not hold."""
@@ -172,7 +183,18 @@ FAILURES: Final[Mapping[str, Failure]] = {
         Failure(CONTEXT_LENGTH_EXCEEDED, 400, "the rendered prompt cannot fit the context (text path)"),
         Failure(MAX_KUDOS_EXCEEDED, 400, "the kudos estimate is above horde.max_kudos"),
         Failure(NO_WORKER_SUPPORTS_LIMIT, 400, "no online worker declares the completion limit or context length"),
-        Failure(INVALID_API_KEY, 401, "the bearer key is not printable ASCII (the Horde's rc of an unknown key too)"),
+        Failure(
+            INVALID_API_KEY,
+            401,
+            "the bearer key is not printable ASCII (the Horde's rc of an unknown key too)",
+            should_retry=False,
+        ),
+        Failure(
+            KUDOS_UPFRONT,
+            403,
+            "the key lacks the kudos the request needs upfront (the Horde's rc); the message says how to get kudos",
+            should_retry=False,
+        ),
         Failure(MODEL_NOT_FOUND, 404, "the model list does not hold the model, or it has no text API path"),
         Failure(NO_WORKER_SUPPORTS_FEATURES, 404, "no online worker declares a feature or guarantee the request needs"),
         Failure(METHOD_NOT_ALLOWED, 405, "another method than the route's"),
@@ -182,6 +204,12 @@ FAILURES: Final[Mapping[str, Failure]] = {
         Failure(RATE_LIMIT_EXCEEDED, 429, "the Horde rate-limited the request without a code of its own"),
         Failure(CHAT_REQUEST_FAULTED, 502, "the worker failed the request (x-should-retry false for prompt_overflow)"),
         Failure(CHAT_REQUEST_NO_GENERATION, 502, "the Horde ended the request without a reply"),
+        Failure(
+            CHAT_REQUEST_CANCELLED,
+            502,
+            "the Horde cancelled or emptied the request before a worker finished it",
+            should_retry=False,
+        ),
         Failure(CHAT_STREAM_DIVERGED, 502, "mid-stream: the final reply does not start with the relayed text"),
         Failure(HORDE_UNAVAILABLE, 502, "the Horde could not be reached, or answered a 5xx or outside its contract"),
         Failure(
@@ -344,7 +372,7 @@ def no_eligible_worker(message: str, *, metadata: dict[str, Any] | None = None) 
 
 
 FRONT_SHUTTING_DOWN_MESSAGE: Final = (
-    "The front is restarting, so it stopped waiting for this request and cancelled it at the Horde. "
+    "The front is stopping, so it gave up waiting for this request and cancelled it at the Horde. "
     "Retry in a few seconds."
 )
 

@@ -30,6 +30,7 @@ from chat.errors import (
 )
 from chat.horde.native import HordeRefusal
 from chat.horde.native_payload import HORDE_OPTION_KEYS
+from chat.horde.real_horde_answers import KUDOS_UPFRONT, kudos_upfront_error, retry_later_seconds, validation_message
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.reading.parameters import log_refused_parameter
 
@@ -73,12 +74,17 @@ def error_from_refusal(
     The Horde's ``rc`` passes through as the code, with its message; a 429 without an rc is ``rate_limit_exceeded``;
     ``NoEligibleWorker`` is 503 ``no_eligible_worker`` (a submit refusal with a declaration gap as ``impossible_reason``
     is mapped before this by ``chat.waiting.availability.submit_refusal_error``); other 5xx are ``HordeUnavailable``;
-    ``ChatKudosCapExceeded`` is :func:`kudos_cap_error`. A payload validation failure (400 without an rc) is
-    ``BadRequest`` at the first failing field (:func:`native_param`); ``UnknownModel`` keeps its status and rc, with the
+    ``ChatKudosCapExceeded`` is :func:`kudos_cap_error`; ``KudosUpfront`` is
+    :func:`chat.horde.real_horde_answers.kudos_upfront_error`; ``InvalidAPIKey`` is the catalogue's (401,
+    ``x-should-retry: false``). A payload validation failure (400 without an rc) is
+    ``BadRequest`` at the first failing field (:func:`native_param`), with that field's message when the Horde gave one
+    (:func:`chat.horde.real_horde_answers.validation_message`); ``UnknownModel`` keeps its status and rc, with the
     entry path its message begins with as param (:data:`NATIVE_REQUEST_PATH_PATTERN`), or ``model`` when the client sent
     ``model``; its message names the id the client sent (``UNKNOWN_MODEL_MESSAGE``) when ``request`` is given, else the
     native message with ``'model'`` in place of ``'models[0]'``. ``request`` (the ``ChatCompletionRequest``) or
-    ``requested_model_key`` (``model`` or ``models``) tells which key the client sent.
+    ``requested_model_key`` (``model`` or ``models``) tells which key the client sent. The Horde's ``Retry-After`` is
+    kept only on a 429 or 503 (:func:`chat.horde.real_horde_answers.retry_later_seconds`: the real Horde sends one on
+    every answer).
     """
     if request is not None:
         requested_model_key = "model" if request.model is not None else "models"
@@ -86,7 +92,11 @@ def error_from_refusal(
     rc: str | None = refusal.rc
     message: str = refusal.message or reason_phrase(status)
     body: dict[str, Any] = refusal.body or {}
-    retry_after = _retry_after_header(refusal.headers)
+    retry_after = retry_later_seconds(status, refusal.headers)
+    if rc == KUDOS_UPFRONT:
+        return kudos_upfront_error(message, request)
+    if rc == errors.INVALID_API_KEY:  # permanent: x-should-retry false, never the limiter's Retry-After
+        return errors.failure(errors.INVALID_API_KEY, message)
     if rc == CHAT_KUDOS_CAP_EXCEEDED:
         return kudos_cap_error(message, rc)
     if rc == NO_ELIGIBLE_WORKER_RC:
@@ -99,6 +109,8 @@ def error_from_refusal(
         field_errors = body.get("errors")
         first = next(iter(field_errors), None) if isinstance(field_errors, dict) else None
         param = native_param(first, requested_model_key=requested_model_key) if isinstance(first, str) else None
+        if isinstance(first, str) and isinstance(field_errors, dict):
+            message = validation_message(param, field_errors, first, message)
         return errors.failure(BAD_REQUEST, message, param=param)
     if rc == UNKNOWN_MODEL:
         match = NATIVE_REQUEST_PATH_PATTERN.match(message)
@@ -119,13 +131,3 @@ def error_from_refusal(
         param=body.get("param") if isinstance(body.get("param"), str) else None,
         retry_after=retry_after,
     )
-
-
-def _retry_after_header(headers: dict[str, str] | None) -> int | None:
-    for name, value in (headers or {}).items():
-        if name.lower() == "retry-after":
-            try:
-                return max(0, int(float(value)))
-            except (ValueError, OverflowError):
-                return None
-    return None

@@ -5,7 +5,10 @@ A request on the text path (chat.serving.text_route chose it and prepared it) is
 status, so the waiter, the buffered stream, the cancels and every availability rule are the native path's own: the
 generation's ``text`` is cut at the first stop sequence and, for chat, stripped of leading whitespace;
 ``finish_reason`` is ``stop`` when a stop sequence ended it or its estimated tokens are under ``max_length``, else
-``length``; ``prompt_tokens`` is the rendered prompt's estimate. ``horde.max_kudos`` is checked with the text API's
+``length``, and ``content_filter`` (with the Horde's ``state`` as ``native_finish_reason``) for a generation whose
+``state`` is ``censored`` or ``csam``, its text as the Horde sent it; ``prompt_tokens`` is the rendered prompt's
+estimate. A status the Horde emptied (a cancel sets ``n`` to 0) ends the wait with 502 ``ChatRequestCancelled``
+(chat.horde.real_horde_answers). ``horde.max_kudos`` is checked with the text API's
 dry run before submit (:func:`check_max_kudos`: 400 ``max_kudos_exceeded`` as on the native path). Each status
 carries the front's changes to the client's limits (``context_adjustments``, chat.serving.text_limits) and, with the
 worker list (chat.horde.worker_limits), the live workers' threads as ``eligible_worker_threads``; it reads as
@@ -23,7 +26,7 @@ from horde_sdk.ai_horde_api.endpoints import AI_HORDE_API_ENDPOINT_SUBPATH
 from pydantic import ValidationError
 
 from chat import errors
-from chat.horde import refusals
+from chat.horde import real_horde_answers, refusals
 from chat.horde.native import HordeClient, HordeRefusal, HordeUnreachable, NativeGeneration, NativeStatus, SubmitResult
 from chat.horde.native_payload import estimate_tokens
 from chat.horde.worker_limits import WorkerDirectory, apply_liveness
@@ -145,7 +148,8 @@ def native_status(body: Mapping[str, Any], prepared: PreparedTextRequest) -> Nat
         text, stopped = cut_at_stop(str(item.get("text") or ""), prepared.stop_sequences)
         if prepared.strip_leading_whitespace:
             text = text.lstrip()
-        finish = "stop" if stopped or estimate_tokens(text) < prepared.max_length else "length"
+        filtered = real_horde_answers.filtered_finish_reason(item)
+        finish = filtered or ("stop" if stopped or estimate_tokens(text) < prepared.max_length else "length")
         generations.append(
             {
                 "id": item.get("id"),
@@ -154,6 +158,7 @@ def native_status(body: Mapping[str, Any], prepared: PreparedTextRequest) -> Nat
                 "model": item.get("model"),
                 "message": {"content": text},
                 "finish_reason": finish,
+                "native_finish_reason": item.get("state") if filtered else None,
                 "prompt_tokens": prepared.estimated_prompt_tokens,
             }
         )
@@ -185,14 +190,24 @@ class TextRoutes:
         self.client = client
         self.prepared = prepared
         self.workers = workers
+        self.emptied_reads = 0
+        """Status reads in a row that found the request emptied (chat.horde.real_horde_answers.is_emptied)."""
 
     async def submit(self, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
         """Submit to the text API."""
         return await self.client.submit(payload, apikey)
 
     async def status(self, request_id: str, apikey: str | None) -> NativeStatus:
-        """The text status as a native status (:func:`native_status`), with the workers' liveness."""
-        status = native_status(await self.client.status_body(request_id, apikey), self.prepared)
+        """The text status as a native status (:func:`native_status`). Raises 502 ``ChatRequestCancelled`` for a
+        request the Horde cancelled or emptied (chat.horde.real_horde_answers ``is_emptied`` and
+        ``emptied_reads_to_end``). With the worker list, also the workers' liveness
+        (chat.horde.worker_limits.apply_liveness).
+        """
+        body = await self.client.status_body(request_id, apikey)
+        self.emptied_reads = self.emptied_reads + 1 if real_horde_answers.is_emptied(body) else 0
+        if self.emptied_reads and self.emptied_reads >= real_horde_answers.emptied_reads_to_end(body):
+            raise real_horde_answers.cancelled_error(request_id)
+        status = native_status(body, self.prepared)
         snapshot = await self.workers.snapshot() if self.workers is not None else None
         if snapshot is not None:
             apply_liveness(status, snapshot.for_models(self.prepared.payload.get("models") or []))

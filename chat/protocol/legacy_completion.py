@@ -31,7 +31,8 @@ class CompletionRequest(BaseModel):
     not served)."""
 
     max_tokens: int | None = Field(default=None, ge=MIN_CHAT_MAX_TOKENS, le=MAX_CHAT_MAX_TOKENS)
-    """The completion limit in tokens, 16 to 16384; absent, 512 (OpenAI's default is 16)."""
+    """The completion limit in tokens, 16 to 16384 (the AI Horde's text API generates at most 4096: a larger limit is
+    400 ``no_worker_supports_limit``); absent, 512 (OpenAI's default is 16)."""
 
     temperature: float | None = Field(
         default=None, ge=OPENAI_SAMPLING_RANGES["temperature"][0], le=OPENAI_SAMPLING_RANGES["temperature"][1]
@@ -103,9 +104,10 @@ class TextCompletionChoice(BaseModel):
     logprobs: None
     """Always null."""
 
-    finish_reason: Literal["stop", "length"] | None
+    finish_reason: Literal["stop", "length", "content_filter"] | None
     """``stop`` when a stop sequence ended the reply or its estimated tokens are under ``max_tokens``, else
-    ``length``; null in a stream's text chunk."""
+    ``length``; ``content_filter`` when the Horde censored the reply (its text as the Horde sent it); null in a
+    stream's text chunk."""
 
 
 class TextCompletion(BaseModel):

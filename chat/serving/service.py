@@ -37,7 +37,7 @@ from chat.protocol.chat_request import ChatCompletionRequest
 from chat.protocol.legacy_completion import CompletionRequest
 from chat.rendering.completion import build_completion
 from chat.rendering.text_completion import build_text_completion, text_completion_chunks
-from chat.serving import text_limits, text_route
+from chat.serving import route_choice, text_limits, text_route
 from chat.serving.request_record import RequestRecord, record_refusal
 from chat.serving.runtime import FrontRuntime, get_runtime
 from chat.streaming.buffered import buffered_stream
@@ -146,7 +146,9 @@ async def serve_chat(chat_request: ChatCompletionRequest, apikey: str | None, *,
     """Submit a validated chat request, wait or stream: the one path chat completions and Responses share.
 
     The Horde path is the native chat route, or the text generation API when every requested model has text workers
-    but no chat worker (chat.serving.text_route, ``HORDE_OAI_TEXT_API_FALLBACK``). Every request is logged and counted
+    but no chat worker (chat.serving.text_route, ``HORDE_OAI_TEXT_API_FALLBACK``); on a Horde without chat routes, a
+    request no online worker serves is refused at once, and a native submit answered 404 beside a live heartbeat is
+    chosen again (chat.serving.route_choice). Every request is logged and counted
     (chat.serving.request_record.RequestRecord) from ``started`` (``time.monotonic()`` when the view began), whatever
     its wire format and Horde path; the record keeps the chat completions error, before a view rewrites it.
     """
@@ -156,7 +158,12 @@ async def serve_chat(chat_request: ChatCompletionRequest, apikey: str | None, *,
     record = RequestRecord(chat_request, started=started)
     horde: HordeApi = runtime.horde
     cancels = runtime.cancels
-    on_text_route = await text_route.find_text_route(runtime, chat_request.requested_models)
+    try:
+        on_text_route = await route_choice.find_route(
+            runtime, chat_request.requested_models, listed=chat_request.models is not None
+        )
+    except OpenAIError as error:  # no online worker serves the model on a Horde without chat routes
+        return _refused(error, record, stage=STAGE_SUBMIT)
     if on_text_route:
         # The model has text workers but no chat worker: the text generation API (chat.serving.text_route).
         try:
@@ -189,7 +196,10 @@ async def serve_chat(chat_request: ChatCompletionRequest, apikey: str | None, *,
         )
         return _refused(refused, record, stage=STAGE_SUBMIT)
     except HordeUnreachable as exc:
-        return _refused(exc.to_error(), record)
+        failure = exc.to_error() if on_text_route else await route_choice.native_route_failure(runtime, exc)
+        if failure is None:  # the Horde has no chat routes (remembered): choose the path again
+            return await serve_chat(chat_request, apikey, started=started)
+        return _refused(failure, record)
     except asyncio.CancelledError:
         record.disconnected = True
         record.finish()
@@ -218,14 +228,21 @@ async def serve_chat(chat_request: ChatCompletionRequest, apikey: str | None, *,
 async def serve_text_completion(legacy: CompletionRequest, apikey: str | None) -> Outcome:
     """Submit a validated legacy completion to the text API, wait or stream (``POST /v1/completions``).
 
-    A model without a text API path is 404 ``model_not_found`` at ``model`` (:data:`NO_TEXT_ROUTE_MESSAGE`); that
-    refusal and a prompt that cannot be sent are counted like chat completions' refusals
-    (chat.serving.request_record.record_refusal); the finished-request line and its metrics are chat requests' only.
+    A model no online worker serves on a Horde without chat routes is 503 ``no_eligible_worker``
+    (chat.serving.route_choice); any other model without a text API path is 404 ``model_not_found`` at ``model``
+    (:data:`NO_TEXT_ROUTE_MESSAGE`); those refusals and a prompt that cannot be sent are counted like chat
+    completions' refusals (chat.serving.request_record.record_refusal); the finished-request line and its metrics are
+    chat requests' only.
     """
     runtime = get_runtime()
     if runtime.stopping.is_set():
         return Refused(errors.front_shutting_down(None))  # stopping: nothing is submitted any more
-    if not await text_route.find_text_route(runtime, legacy.requested_models):
+    try:
+        on_text_route = await route_choice.find_route(runtime, legacy.requested_models)
+    except OpenAIError as error:
+        record_refusal(error)
+        return Refused(error)
+    if not on_text_route:
         not_found = errors.failure(
             errors.MODEL_NOT_FOUND, NO_TEXT_ROUTE_MESSAGE.format(model=legacy.model), param="model"
         )

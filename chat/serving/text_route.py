@@ -23,7 +23,8 @@ gap (:func:`text_api_refusal`): 404 ``not_found_error`` ``no_worker_supports_fea
 ``tools``, a ``response_format`` other than ``text``, image parts, tool calls or tool messages in the conversation,
 ``seed``, ``frequency_penalty``, ``presence_penalty``, ``reasoning_effort`` and ``horde.conformance: "strict"`` (the
 text API gives no worker guarantees); 400 ``invalid_request_error`` ``no_worker_supports_limit`` at ``max_tokens``
-for a completion limit outside the text API's range (horde_sdk's ``ModelPayloadRootKobold.max_length`` bounds).
+for a completion limit outside the text API's range (horde_sdk's ``ModelPayloadRootKobold.max_length`` bounds, and
+the real server's 4096: chat.horde.real_horde_answers.text_length_refusal), on chat and legacy completions alike.
 
 The request sent (:func:`prepare_chat_request`): ``prompt`` rendered with the model's template, ``params.max_length``
 (the client's limit, else the front's default of 512), ``params.max_context_length`` (``horde.max_context_length``,
@@ -55,6 +56,7 @@ from horde_sdk.generation_parameters.text.chat_policy import ChatConformance
 
 from chat import errors
 from chat.errors import OpenAIError
+from chat.horde import real_horde_answers
 from chat.horde.native import HordeRefusal, HordeUnreachable
 from chat.horde.native_payload import completion_limit, estimate_tokens
 from chat.horde.text import PreparedTextRequest, TextBounds
@@ -170,6 +172,20 @@ def text_path_models(entries: Sequence[Mapping[str, Any]], mode: TextApiFallback
     }
 
 
+def native_verdict_fresh() -> bool:
+    """Whether this event loop's front saw a ``chat`` entry in the model list within
+    :data:`NATIVE_HORDE_VERDICT_SECONDS`.
+    """
+    seen_chat_at = _native_verdicts.get(asyncio.get_running_loop())
+    return seen_chat_at is not None and time.monotonic() - seen_chat_at < NATIVE_HORDE_VERDICT_SECONDS
+
+
+def note_model_list(entries: Sequence[Mapping[str, Any]]) -> None:
+    """Remember now as when this event loop's front saw a ``chat`` entry, when ``entries`` hold one."""
+    if any(isinstance(entry.get("chat"), Mapping) for entry in entries):
+        _native_verdicts[asyncio.get_running_loop()] = time.monotonic()
+
+
 async def find_text_route(runtime: Any, models: Sequence[str]) -> bool:
     """Whether a request naming ``models`` takes the text path (every model is a :func:`text_path_models` entry).
     False without reading the model list under ``off``, and under ``auto`` within
@@ -178,16 +194,13 @@ async def find_text_route(runtime: Any, models: Sequence[str]) -> bool:
     mode: TextApiFallback = runtime.settings.text_api_fallback
     if mode == "off" or not models:
         return False
-    loop = asyncio.get_running_loop()
-    seen_chat_at = _native_verdicts.get(loop)
-    if mode == "auto" and seen_chat_at is not None and time.monotonic() - seen_chat_at < NATIVE_HORDE_VERDICT_SECONDS:
+    if mode == "auto" and native_verdict_fresh():
         return False
     try:
         entries = await cached_text_models(runtime)
     except (HordeRefusal, HordeUnreachable):
         return False
-    if any(isinstance(entry.get("chat"), Mapping) for entry in entries):
-        _native_verdicts[loop] = time.monotonic()
+    note_model_list(entries)
     served = text_path_models(entries, mode)
     return all(model in served for model in models)
 
@@ -233,14 +246,9 @@ def text_api_refusal(request: ChatCompletionRequest) -> OpenAIError | None:
     if horde is not None and horde.conformance is not None and horde.conformance == ChatConformance.STRICT:
         return _gap(request, "horde.conformance", 'horde.conformance "strict" (it gives no worker guarantees)')
     limit = completion_limit(request)
-    if limit is not None and not MIN_TEXT_MAX_LENGTH <= limit <= MAX_TEXT_MAX_LENGTH:
-        param = "max_completion_tokens" if request.max_completion_tokens is not None else "max_tokens"
-        return errors.failure(
-            errors.NO_WORKER_SUPPORTS_LIMIT,
-            f"No worker eligible for this request accepts a completion limit of {limit} tokens: the Horde's text "
-            f"generation API generates between {MIN_TEXT_MAX_LENGTH} and {MAX_TEXT_MAX_LENGTH} tokens.",
-            param=param,
-        )
+    if limit is not None:
+        param = real_horde_answers.completion_limit_key(request)
+        return real_horde_answers.text_length_refusal(limit, param, (MIN_TEXT_MAX_LENGTH, MAX_TEXT_MAX_LENGTH))
     return None
 
 
@@ -385,8 +393,17 @@ def prepare_completion_request(request: CompletionRequest, bounds: TextBounds | 
     """The text API request of a legacy completion: the prompt unchanged, the client's stops, ``max_length`` from
     ``max_tokens`` (default 512; ``bounds.max_length`` when given, chat.serving.text_limits, whose adjustments the
     statuses carry) and no context length (the text API's default applies).
+
+    Raises:
+        OpenAIError: 400 ``no_worker_supports_limit`` at ``max_tokens`` above the real server's 4096
+            (chat.horde.real_horde_answers.text_length_refusal).
     """
     max_length = request.max_tokens if request.max_tokens is not None else DEFAULT_CHAT_MAX_TOKENS
+    refusal = real_horde_answers.text_length_refusal(
+        max_length, "max_tokens", (MIN_TEXT_MAX_LENGTH, MAX_TEXT_MAX_LENGTH)
+    )
+    if refusal is not None:
+        raise refusal
     if bounds is not None:
         max_length = bounds.max_length
     stops = merged_stops(request.stop, ())

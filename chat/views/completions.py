@@ -1,16 +1,17 @@
 """``POST /v1/completions``: OpenAI's legacy completions, over the Horde's text generation API.
 
 The raw ``prompt`` goes to ``POST /v2/generate/text/async`` unchanged, for a model the front reaches through the text
-API (chat.serving.text_route's detection, ``HORDE_OAI_TEXT_API_FALLBACK``). For any other model the answer is 404
-``model_not_found`` at ``model`` with a message that names ``POST /v1/chat/completions``: the native chat route
+API (chat.serving.route_choice, ``HORDE_OAI_TEXT_API_FALLBACK``). A model no online worker serves, on a Horde without
+the native chat routes, is 503 ``no_eligible_worker`` at once, as on chat completions. For any other model the answer
+is 404 ``model_not_found`` at ``model`` with a message that names ``POST /v1/chat/completions``: the native chat route
 takes messages, not a raw prompt.
 
-The body (chat.reading.completions) takes ``model``, ``prompt``, ``max_tokens`` (16 to 16384; absent, the front's
-default of 512, where OpenAI's is 16), ``temperature``, ``top_p``, ``stop``, ``stream``, ``stream_options``, ``echo``
-(only false) and ``n`` (only 1). The reply (chat.rendering.text_completion) is OpenAI's ``text_completion``: ``id``
-``cmpl-<request id>``, one choice with ``text``, ``index``, ``logprobs`` (null) and ``finish_reason``, ``usage``
-(estimated, as ``x_horde.estimated_usage`` says) and ``x_horde.api: "text"``. Streamed, it is ``text_completion``
-chunks: the whole text, then the finish chunk (``text: ""`` with ``finish_reason``), then, with
+The body (chat.reading.completions) takes ``model``, ``prompt``, ``max_tokens`` (16 to 16384, at most 4096 on the AI
+Horde's server; absent, the front's default of 512, where OpenAI's is 16), ``temperature``, ``top_p``, ``stop``,
+``stream``, ``stream_options``, ``echo`` (only false) and ``n`` (only 1). The reply (chat.rendering.text_completion) is
+OpenAI's ``text_completion``: ``id`` ``cmpl-<request id>``, one choice with ``text``, ``index``, ``logprobs`` (null) and
+``finish_reason``, ``usage`` (estimated, as ``x_horde.estimated_usage`` says) and ``x_horde.api: "text"``. Streamed, it
+is ``text_completion`` chunks: the whole text, then the finish chunk (``text: ""`` with ``finish_reason``), then, with
 ``stream_options.include_usage``, a chunk with ``choices: []`` and ``usage``, then ``data: [DONE]``. Waiting,
 keepalives, cancels and availability errors are chat completions' own (chat.serving.service).
 """

@@ -30,8 +30,9 @@ class DocumentedError:
 
 INVALID_API_KEY: Final = errors.INVALID_API_KEY
 """The Horde's rc for a key it does not know, passed through."""
-KUDOS_UPFRONT: Final = "KudosUpfront"
-"""The Horde's rc for a request over the free output allowance without the kudos to hold upfront, passed through."""
+KUDOS_UPFRONT: Final = errors.KUDOS_UPFRONT
+"""The Horde's rc for a request over the free output allowance without the kudos to hold upfront (its message
+followed by how to get kudos, chat.horde.real_horde_answers)."""
 REQUEST_NOT_FOUND: Final = "RequestNotFound"
 """The Horde's rc for a native request id it does not know (expired), passed through."""
 TOO_MANY_PROMPTS: Final = "TooManyPrompts"
@@ -86,8 +87,10 @@ CHAT_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappi
             ),
             DocumentedError(
                 errors.NO_WORKER_SUPPORTS_LIMIT,
-                "The request is over every online worker's completion limit or context length for its models; `param` "
-                "is `max_tokens` or `horde.max_context_length`. Volunteer workers come and go: retrying is up to you.",
+                "The request is over every online worker's completion limit or context length for its models, or, "
+                "through the Horde's text generation API, over the server's 4096 tokens; `param` is `max_tokens` (or "
+                "the key the client sent) or `horde.max_context_length`. Volunteer workers come and go: retrying is up "
+                "to you.",
             ),
             DocumentedError(
                 errors.MAX_KUDOS_EXCEEDED,
@@ -99,7 +102,9 @@ CHAT_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappi
         403: (
             DocumentedError(
                 KUDOS_UPFRONT,
-                "The request is over the free output allowance and the key lacks the kudos to hold upfront.",
+                "The request is over the free output allowance and the key lacks the kudos to hold upfront; `param` "
+                "is the completion limit's key, `x-should-retry: false` and no `Retry-After`, and the message says "
+                "how to get kudos.",
             ),
         ),
         404: (
@@ -130,12 +135,18 @@ CHAT_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappi
             DocumentedError(
                 errors.CHAT_REQUEST_NO_GENERATION, "The Horde ended the request without a reply; it was cancelled."
             ),
+            DocumentedError(
+                errors.CHAT_REQUEST_CANCELLED,
+                "The Horde cancelled or dropped the request before a worker finished it (its status reads nothing "
+                "waiting, processing or finished). `x-should-retry: false`: send it again to start a new request.",
+            ),
             _HORDE_UNAVAILABLE,
         ),
         503: (
             DocumentedError(
                 errors.NO_ELIGIBLE_WORKER,
-                f"No online worker can serve the request: at submit, or after waiting for one to appear. `Retry-After: "
+                "No online worker can serve the request: at submit (on a Horde without chat routes, answered from its "
+                "model list before any submit), or after waiting for one to appear. `Retry-After: "
                 f"{errors.NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS}` and `x-should-retry: false`: a retry within seconds "
                 "meets the same online workers.",
             ),
@@ -147,7 +158,7 @@ CHAT_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappi
             _MAINTENANCE,
             DocumentedError(
                 errors.FRONT_SHUTTING_DOWN,
-                "The front is restarting: it stopped waiting for the request and cancelled it at the Horde. "
+                "The front is stopping: it gave up waiting for the request and cancelled it at the Horde. "
                 f"`Retry-After: {errors.FRONT_SHUTDOWN_RETRY_AFTER_SECONDS}`. In a stream already open it is the "
                 "error event before `data: [DONE]`.",
             ),
@@ -208,8 +219,8 @@ RETRY_HEADERS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType(
                 f"Whole seconds to wait before retrying: {errors.NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS} with "
                 "`no_eligible_worker`, the estimated wait (at most "
                 f"{QUEUE_UNAVAILABLE_RETRY_AFTER_CAP_SECONDS}) with `queue_unavailable`, "
-                f"{errors.FRONT_SHUTDOWN_RETRY_AFTER_SECONDS} with `FrontShuttingDown`, and the Horde's own value when "
-                "it sent one."
+                f"{errors.FRONT_SHUTDOWN_RETRY_AFTER_SECONDS} with `FrontShuttingDown`, and the Horde's own value on a "
+                "429 or 503 when it sent one (never on a permanent refusal)."
             ),
             "schema": {"type": "integer", "minimum": 0},
         },
@@ -218,7 +229,8 @@ RETRY_HEADERS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType(
                 "Whether the official OpenAI SDKs should retry; when present it decides alone. `false` with every "
                 "`no_eligible_worker`, with `ChatRequestTimeout` and with a `ChatRequestFaulted` whose fault is "
                 "`prompt_overflow`: a retry within seconds meets the same workers, waits the whole budget again, or "
-                "overflows again. Absent otherwise, so the SDKs' defaults apply."
+                "overflows again; and with `InvalidAPIKey`, `KudosUpfront` and `ChatRequestCancelled`. Absent "
+                "otherwise, so the SDKs' defaults apply."
             ),
             "schema": {"type": "string", "enum": ["true", "false"]},
         },

@@ -53,7 +53,7 @@ SHUTDOWN_SCENARIO: dict[str, Any] = {
 }
 EXPECTED_ERROR_KEYS = ["message", "type", "param", "code", "metadata"]
 MESSAGE = (
-    "The front is restarting, so it stopped waiting for this request and cancelled it at the Horde. "
+    "The front is stopping, so it gave up waiting for this request and cancelled it at the Horde. "
     "Retry in a few seconds."
 )
 STOP_BUDGET_SECONDS = 30.0

@@ -1,6 +1,6 @@
 """The front on the real AI Horde as issue 22 asks for it ("The front, on a Horde without chat routes"), through the
-official ``openai`` SDK. These tests FAIL on the front as it is: each one names the point of the issue it pins; they
-pass as the front learns it. What the front already serves is in ``test_realhorde_front.py``.
+official ``openai`` SDK. Each test names the point of the issue it pins; those still marked ``@issue22`` fail on the
+front as it is and pass as the front learns it. What the front already serves is in ``test_realhorde_front.py``.
 
 The coordinator's decisions pinned here: a model no online worker serves is 503 ``no_eligible_worker`` with
 ``Retry-After: 30`` and ``x-should-retry: false``, answered without a submit; a censored generation finishes with
@@ -67,7 +67,6 @@ def test_cards_take_their_limits_from_the_horde_workers(realhorde: RealHorde, fr
     assert card["top_provider"]["max_completion_tokens"] == 300
 
 
-@issue22
 @pytest.mark.submits(0)
 def test_a_model_the_horde_lists_nowhere_is_503_no_eligible_worker_at_once_without_a_submit(
     realhorde: RealHorde, front: Front
@@ -94,7 +93,6 @@ def test_a_model_that_just_lost_its_worker_is_503_no_eligible_worker(
     assert [wp.n for wp in waiting_prompts(mark)] in ([], [0])
 
 
-@issue22
 @pytest.mark.parametrize("state", ["censored", "csam"])
 def test_a_censored_generation_finishes_with_content_filter(
     realhorde: RealHorde, front: Front, fleet: Fleet, state: str
@@ -108,7 +106,6 @@ def test_a_censored_generation_finishes_with_content_filter(
     assert completion.choices[0].finish_reason == "content_filter"
 
 
-@issue22
 def test_a_bad_key_answer_carries_no_retry_after(realhorde: RealHorde, front: Front, fleet: Fleet) -> None:
     """issue 22, item 5: the Horde's limiter puts ``Retry-After: 1`` on every answer; a 401 ``InvalidAPIKey`` is
     permanent and must not tell the client to retry."""
@@ -139,22 +136,26 @@ def test_a_large_max_tokens_for_a_user_without_kudos_is_served_with_the_lowered_
     assert adjustments == [{"kind": "kudos_upfront", "requested": 1024, "applied": stored.max_length}]
 
 
-@issue22
-@pytest.mark.submits(2)
-def test_max_tokens_above_the_horde_bound_is_refused_at_max_tokens_with_the_horde_message(
+@pytest.mark.submits(0)
+def test_max_tokens_above_the_horde_bound_is_refused_at_max_tokens_naming_the_bound(
     realhorde: RealHorde, front: Front, fleet: Fleet
 ) -> None:
-    """issue 22, item 4: the real server's ``max_length`` bound is 4096; 5000 is 400 at ``max_tokens`` with the
-    Horde's own message, not a bare "Input payload validation failed"."""
+    """issue 22, item 4: the real server's ``max_length`` bound is 4096 (``horde/apis/models/kobold_v2.py:197-200``;
+    horde-sdk's 16384 is not the server's); the front refuses 5000 before any submit with 400
+    ``no_worker_supports_limit`` at ``max_tokens``, naming the bound, not a bare "Input payload validation failed"."""
     model = fleet.model("bound")
     mark = marker()
     answer = raw_chat(
         front, realhorde.client_key, model, mark, max_tokens=5000, extra_body={"horde": {"max_context_length": 8192}}
     )
     assert answer.status_code == 400
-    error = answer.json()["error"]
-    assert error["param"] == "max_tokens"
-    assert "5000 is greater than the maximum of 4096" in error["message"]
+    assert answer.json()["error"] == {
+        "message": "No worker eligible for this request accepts a completion limit of 5000 tokens: the AI Horde's text "
+        "generation API generates at most 4096 tokens per request (the server's bound; ask for 4096 or fewer).",
+        "type": "invalid_request_error",
+        "param": "max_tokens",
+        "code": "no_worker_supports_limit",
+    }
     assert "retry-after" not in answer.headers
     assert waiting_prompts(mark) == []
 

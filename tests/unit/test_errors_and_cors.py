@@ -29,7 +29,7 @@ def test_envelope_has_message_type_param_code() -> None:
         (503, "NoEligibleWorker", {}, 503, "no_eligible_worker", "30", "false"),
         (429, None, {"Retry-After": "7"}, 429, "rate_limit_exceeded", "7", None),
         (429, "TooManyPrompts", {}, 429, "TooManyPrompts", None, None),
-        (401, "InvalidAPIKey", {}, 401, "InvalidAPIKey", None, None),
+        (401, "InvalidAPIKey", {"Retry-After": "1"}, 401, "InvalidAPIKey", None, "false"),
         (503, "MaintenanceMode", {}, 503, "MaintenanceMode", None, None),
         (500, "InternalError", {}, 502, "HordeUnavailable", None, None),
     ],
@@ -65,7 +65,7 @@ def test_native_validation_failure_is_bad_request_with_first_field() -> None:
         body={"message": "Input payload validation failed", "errors": {"params.top_p": "x"}},
     )
     error = error_from_refusal(refusal)
-    assert (error.status, error.code, error.message) == (400, "BadRequest", "Input payload validation failed")
+    assert (error.status, error.code, error.param, error.message) == (400, "BadRequest", "top_p", "Invalid 'top_p': x.")
 
 
 @pytest.mark.asyncio

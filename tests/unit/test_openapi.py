@@ -585,7 +585,7 @@ CHAT_ERROR_CODES = {
     "408": ["ChatRequestTimeout", "RequestBodyTimeout"],
     "413": ["RequestTooLarge"],
     "429": ["rate_limit_exceeded", "TooManyPrompts"],
-    "502": ["ChatRequestFaulted", "ChatRequestNoGeneration", "HordeUnavailable"],
+    "502": ["ChatRequestFaulted", "ChatRequestNoGeneration", "ChatRequestCancelled", "HordeUnavailable"],
     "503": ["no_eligible_worker", "queue_unavailable", "MaintenanceMode", "FrontShuttingDown", "FrontAtCapacity"],
 }
 MODEL_LIST_ERROR_CODES = {

@@ -19,7 +19,7 @@ from chat.serving.runtime import FrontRuntime, chain_shutdown_signals, stop_open
 from chat.settings import FrontSettings
 
 MESSAGE = (
-    "The front is restarting, so it stopped waiting for this request and cancelled it at the Horde. "
+    "The front is stopping, so it gave up waiting for this request and cancelled it at the Horde. "
     "Retry in a few seconds."
 )
 

@@ -986,7 +986,7 @@ def test_native_validation_failure_names_the_first_field(native: str, model_key:
         INVALID,
         BAD,
         param,
-        "Input payload validation failed",
+        f"Invalid '{param}': is not valid.",
     )
 
 
