@@ -26,6 +26,8 @@ from typing import Any
 
 from loguru import logger
 
+from chat.horde.budget import address_header_name, scope_client_address, serving_client
+from chat.settings import front_settings
 from chat.views.event_stream import REQUEST_END_HOOKS
 
 Scope = dict[str, Any]
@@ -43,7 +45,9 @@ def with_front_lifespan(application: ASGIApplication) -> ASGIApplication:
 
     The wrapper handles the lifespan scope itself and does not forward it, so ``application`` should be one that
     does not need its own lifespan (Django's does not have one). Around each HTTP request it runs the hooks a view
-    registered in :data:`REQUEST_END_HOOKS` once the request's call returns.
+    registered in :data:`REQUEST_END_HOOKS` once the request's call returns, and serves it with its client address
+    (chat.horde.budget.CLIENT_ADDRESS: the admission guards' address, ``HORDE_OAI_CLIENT_ADDRESS_HEADER`` included),
+    the ``Proxied-For`` of its calls to the Horde.
     """
 
     async def front_application(scope: Scope, receive: Receive, send: Send) -> None:
@@ -55,12 +59,15 @@ def with_front_lifespan(application: ASGIApplication) -> ASGIApplication:
             return
         hooks: list[Callable[[], object]] = []
         token = REQUEST_END_HOOKS.set(hooks)
-        try:
-            await application(scope, receive, send)
-        finally:
-            REQUEST_END_HOOKS.reset(token)
-            for hook in hooks:
-                hook()
+        # The client's address (the guards' own), for the Horde's proxy headers and budgets (chat.horde.budget).
+        address = scope_client_address(scope, address_header_name(front_settings().client_address_header))
+        with serving_client(address):
+            try:
+                await application(scope, receive, send)
+            finally:
+                REQUEST_END_HOOKS.reset(token)
+                for hook in hooks:
+                    hook()
 
     return front_application
 
@@ -68,7 +75,6 @@ def with_front_lifespan(application: ASGIApplication) -> ASGIApplication:
 async def serve_lifespan(receive: Receive, send: Send) -> None:
     """Answer ``lifespan.startup`` (logging the Redis line) and ``lifespan.shutdown`` (closing the runtime)."""
     from chat.serving.runtime import chain_shutdown_signals, close_runtime  # noqa: PLC0415 - the apps load once Django is set up
-    from chat.settings import front_settings  # noqa: PLC0415 - idem
 
     while True:
         message = await receive()

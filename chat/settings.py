@@ -14,7 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from horde_sdk.ai_horde_api.endpoints import AI_HORDE_BASE_URL
 from horde_sdk.generation_parameters.text.chat_limits import MAX_CHAT_TEXT_BYTES, MAX_CHAT_TOOL_SPEC_BYTES
-from pydantic import AliasChoices, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from chat.horde_url import horde_url_problem
@@ -139,11 +139,18 @@ class FrontSettings(BaseSettings):
     """``HORDE_OAI_CLIENT_ADDRESS_HEADER``: behind a trusted proxy, the header that carries the client's address
     (such as ``X-Forwarded-For``; its first entry is used). Unset: the connection's peer address."""
 
+    proxy_passkey: SecretStr | None = None
+    """``HORDE_OAI_PROXY_PASSKEY``: a Horde service account's proxy passkey (a secret: never logged, shown as
+    ``**********``). Set, every call to the Horde carries ``Proxy-Authorization`` with it and ``Proxied-For`` with
+    the client address the in-flight caps use, so each user spends their own address budget at the Horde
+    (chat.horde.budget). Unset: every user of the front shares the front's address budget."""
+
     capacity_retry_after_seconds: int = Field(default=1, gt=0)
     """``HORDE_OAI_CAPACITY_RETRY_AFTER_SECONDS``: the ``Retry-After`` of a 503 ``FrontAtCapacity``."""
 
     readiness_cache_seconds: float = Field(default=2.0, ge=0)
-    """``HORDE_OAI_READINESS_CACHE_SECONDS``: how long ``GET /readyz`` reuses its last checks."""
+    """``HORDE_OAI_READINESS_CACHE_SECONDS``: how long ``GET /readyz`` reuses its last checks; the Horde heartbeat's
+    verdict is shared by every process for as long, through Django's cache (oaifront.readiness.check_horde)."""
 
     readiness_strict: bool = False
     """``HORDE_OAI_READINESS_STRICT``: ``GET /readyz`` answers 503 when Redis is down (off by default: Redis down is a
@@ -163,6 +170,16 @@ class FrontSettings(BaseSettings):
         if problem is not None:
             raise ValueError(problem)
         return value.rstrip("/")
+
+    @field_validator("proxy_passkey")
+    @classmethod
+    def _header_value(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value():
+            return None
+        secret = value.get_secret_value()
+        if not (secret.isascii() and secret.isprintable()) or secret != secret.strip():
+            raise ValueError("a proxy passkey is printable ASCII without surrounding spaces (an HTTP header value)")
+        return value
 
     @field_validator("stream_redis_db", mode="before")
     @classmethod
@@ -210,6 +227,10 @@ def redacted_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{hostinfo}"))
 
 
+SECRET_FIELDS: Final[frozenset[str]] = frozenset({"proxy_passkey"})
+"""Settings whose values are never shown (:func:`describe_invalid_settings` writes ``'***'``)."""
+
+
 def environment_variable(field_name: str) -> str:
     """The environment variable of a :class:`FrontSettings` field (``horde_url`` is ``HORDE_URL``)."""
     if field_name.lower() == "horde_url":
@@ -222,9 +243,8 @@ def describe_invalid_settings(invalid: ValidationError) -> str:
     lines = []
     for error in invalid.errors():
         field_name = str(error["loc"][0]) if error["loc"] else ""
-        lines.append(
-            f"{environment_variable(field_name)}={error.get('input')!r}: {error['msg'].removeprefix('Value error, ')}"
-        )
+        shown = "'***'" if field_name in SECRET_FIELDS else repr(error.get("input"))
+        lines.append(f"{environment_variable(field_name)}={shown}: {error['msg'].removeprefix('Value error, ')}")
     return "Invalid front configuration: " + "; ".join(lines)
 
 

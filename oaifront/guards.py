@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from chat import errors
 from chat.errors import CORS_HEADERS, OpenAIError
+from chat.horde.budget import address_header_name, scope_client_address
 from chat.serving.request_record import record_refusal
 from chat.settings import FrontSettings
 
@@ -88,9 +89,7 @@ class AdmissionGuards:
         self.app = app
         self.max_in_flight = settings.max_in_flight
         self.max_in_flight_per_client = settings.max_in_flight_per_client
-        self.address_header = (
-            settings.client_address_header.lower().encode("latin-1") if settings.client_address_header else None
-        )
+        self.address_header = address_header_name(settings.client_address_header)
         self.retry_after = settings.capacity_retry_after_seconds
         self.max_body_bytes = settings.max_body_bytes
         self.body_timeout_seconds = settings.body_timeout_seconds
@@ -123,15 +122,10 @@ class AdmissionGuards:
                 del self.in_flight_by_client[client]
 
     def client_address(self, scope: Scope) -> str:
-        """The trusted header's first entry when configured and present, else the connection's peer address."""
-        if self.address_header is not None:
-            for name, value in scope.get("headers") or ():
-                if name.lower() == self.address_header:
-                    first = str(value.decode("latin-1")).split(",")[0].strip()
-                    if first:
-                        return first
-        peer = scope.get("client")
-        return str(peer[0]) if peer else ""
+        """The trusted header's first entry when configured and present, else the connection's peer address (the
+        ``Proxied-For`` of the request's calls to the Horde too: chat.horde.budget.scope_client_address).
+        """
+        return scope_client_address(scope, self.address_header)
 
     async def _admit_body(self, scope: Scope, receive: Receive, send: Send) -> None:
         declared = content_length(scope)

@@ -5,7 +5,8 @@ answer ``PING``, the front still serves every request, in the mode :data:`REDIS_
 whole, waits ended by timer re-reads instead of wake-up signals), so readiness is *degraded*: 200 with ``"redis":
 "degraded"`` and that mode, and a load balancer keeps every replica in its pool through a Redis blip. With
 ``HORDE_OAI_READINESS_STRICT=true`` Redis down is not ready (503) instead. The result is reused for
-``HORDE_OAI_READINESS_CACHE_SECONDS``, so a probe every second costs little. The answer names each check and what
+``HORDE_OAI_READINESS_CACHE_SECONDS``, so a probe every second costs little; the heartbeat's verdict is shared by
+every process through Django's cache for as long (:func:`check_horde`). The answer names each check and what
 failed, without the Horde's or Redis's address (a Redis URL may hold a password).
 """
 
@@ -19,6 +20,7 @@ from typing import Final
 from django.http import HttpRequest, JsonResponse
 from redis.asyncio import Redis
 
+from chat.horde.budget import shared_read
 from chat.horde.native import HordeRefusal, HordeUnreachable
 from chat.serving.runtime import get_runtime
 
@@ -26,6 +28,9 @@ CHECK_TIMEOUT_SECONDS: Final[float] = 2.0
 """The longest one check may take before it counts as failed."""
 
 OK: Final[str] = "ok"
+
+HEARTBEAT_CACHE_KEY: Final[str] = "horde-heartbeat:{horde_url}"
+"""The key of the shared heartbeat verdict in Django's ``default`` cache, per ``HORDE_URL``."""
 
 DEGRADED: Final[str] = "degraded"
 """A check that failed without stopping the front from serving (Redis, unless readiness is strict)."""
@@ -81,7 +86,18 @@ _cached: dict[asyncio.AbstractEventLoop, Readiness] = {}
 
 
 async def check_horde() -> str:
-    """``ok`` when the Horde answers its heartbeat, else why not."""
+    """``ok`` when the Horde answers its heartbeat, else why not: one verdict shared by every process for
+    ``HORDE_OAI_READINESS_CACHE_SECONDS`` through Django's cache (chat.horde.budget.shared_read), so the probes of
+    every worker process cost the Horde one heartbeat per interval (the real Horde exempts the heartbeat from its
+    rate limits, ``horde/apis/v2/base.py:3065``; a proxy in front of a Horde may not).
+    """
+    runtime = get_runtime()
+    key = HEARTBEAT_CACHE_KEY.format(horde_url=runtime.horde.base_url)
+    return await shared_read(key, runtime.settings.readiness_cache_seconds, read_heartbeat)
+
+
+async def read_heartbeat() -> str:
+    """``ok`` when the Horde answers its heartbeat now, else why not."""
     try:
         await asyncio.wait_for(get_runtime().horde.heartbeat(), CHECK_TIMEOUT_SECONDS)
     except TimeoutError:

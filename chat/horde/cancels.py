@@ -18,11 +18,12 @@ import asyncio
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from loguru import logger
 
+from chat.horde.budget import CLIENT_ADDRESS, serving_client
 from chat.horde.native import HordeRefusal, HordeUnreachable
 from chat.horde.ports import HordeCanceller
 from chat.limits import HORDE_CHAT_REQUEST_EXPIRY_SECONDS
@@ -49,12 +50,16 @@ class PendingCancel:
         apikey: The client's key (a cancel needs the submitting key).
         submitted_at: The submit time on the queue's clock (Unix seconds by default).
         due_at: When the next retry is due, on the same clock.
+        client_address: The client's address, by default the one being served when the cancel was asked for.
     """
 
     request_id: str
     apikey: str | None
     submitted_at: float
     due_at: float = 0.0
+    client_address: str | None = field(default_factory=CLIENT_ADDRESS.get)
+    """The address of the client whose request it was (chat.horde.budget), sent as ``Proxied-For`` by every
+    attempt, retries included."""
 
 
 class CancelQueue:
@@ -117,7 +122,8 @@ class CancelQueue:
         self.attempts += 1
         outcome: CancelOutcome
         try:
-            await asyncio.wait_for(self.horde.cancel(entry.request_id, entry.apikey), self.attempt_timeout)
+            with serving_client(entry.client_address):
+                await asyncio.wait_for(self.horde.cancel(entry.request_id, entry.apikey), self.attempt_timeout)
             outcome = "cancelled"
         except TimeoutError:
             outcome = "timed_out"

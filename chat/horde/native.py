@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -21,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 
 from chat import errors
 from chat.errors import OpenAIError
+from chat.horde.budget import HordeBudget
 from chat.metrics import front_metrics
 
 ANONYMOUS_API_KEY = ANON_API_KEY
@@ -159,17 +161,22 @@ class HordeClient:
         timeout: Seconds for one call, the wait for a free connection included.
         connections: Calls made at once and connections kept open (:data:`POOL_CONNECTIONS`).
         transport: An httpx transport for tests (e.g. ``httpx.ASGITransport``).
+        budget: The process's budgets at the Horde (chat.horde.budget: pacing, proxy headers, 429 retries), shared
+            by every client of one Horde; default a budget of this client's own, without a passkey.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - the Horde, the call bounds, and keyword-only seams: transport, pool, budget
         self,
         base_url: str,
         client_agent: str,
         timeout: float,
+        *,
         transport: httpx.AsyncBaseTransport | None = None,
         connections: int = POOL_CONNECTIONS,
+        budget: HordeBudget | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.budget = HordeBudget() if budget is None else budget
         self.timeout = timeout
         self._slots = asyncio.Semaphore(connections)
         self._http = httpx.AsyncClient(
@@ -188,7 +195,6 @@ class HordeClient:
         self, method: str, path: str, apikey: str | None, *, payload: Any = None, params: dict[str, str] | None = None
     ) -> Any:
         headers = {"apikey": apikey or ANONYMOUS_API_KEY}
-        started = time.monotonic()
         content = None
         if payload is not None:
             # orjson's bytes are the compact UTF-8 JSON httpx's json= would send, made in a fraction of the time.
@@ -197,20 +203,28 @@ class HordeClient:
             except TypeError:  # an integer beyond 64 bits, which orjson does not write
                 content = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
             headers.update(JSON_CONTENT_TYPE)
-        try:
-            async with asyncio.timeout(self.timeout):  # the wait for a turn counts, like httpx's pool timeout did
-                await self._slots.acquire()
-        except TimeoutError:
-            raise HordeUnreachable(f"no free connection to the Horde within {self.timeout:g} s") from None
-        try:
-            response = await self._http.request(method, path, headers=headers, content=content, params=params)
-        except httpx.HTTPError as exc:
-            record_call(method, path, started, None)
-            reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            raise HordeUnreachable(reason) from exc
-        finally:
-            self._slots.release()
-        record_call(method, path, started, response.status_code)
+
+        async def attempt(budget_headers: Mapping[str, str]) -> httpx.Response:
+            started = time.monotonic()
+            try:
+                async with asyncio.timeout(self.timeout):  # the wait for a turn counts, like httpx's pool timeout did
+                    await self._slots.acquire()
+            except TimeoutError:
+                raise HordeUnreachable(f"no free connection to the Horde within {self.timeout:g} s") from None
+            try:
+                sent = {**headers, **budget_headers}
+                response = await self._http.request(method, path, headers=sent, content=content, params=params)
+            except httpx.HTTPError as exc:
+                record_call(method, path, started, None)
+                reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                raise HordeUnreachable(reason) from exc
+            finally:
+                self._slots.release()
+            record_call(method, path, started, response.status_code)
+            return response
+
+        # Paced, with the proxy headers, the limiter's 429 retried (chat.horde.budget).
+        response = await self.budget.send(method, path, apikey, attempt)
         try:
             # orjson refuses NaN and Infinity (not JSON) and nesting deeper than 1024, like the contract.
             body = orjson.loads(response.content)

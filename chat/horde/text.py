@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from horde_sdk.ai_horde_api.endpoints import AI_HORDE_API_ENDPOINT_SUBPATH
 from pydantic import ValidationError
@@ -183,6 +183,11 @@ class TextRoutes:
     ``workers`` (the worker list, chat.horde.worker_limits), each status also says whether the models' workers still
     run (chat.horde.worker_limits.apply_liveness).
     """
+
+    publishes_signals: ClassVar[bool] = False
+    """The text API publishes no Redis signals (``horde:chat:signals`` carries native chat requests only), so the
+    waiter of a text request does not register for them and re-reads every ``signal_recheck_seconds`` instead of
+    backing off (chat.waiting.waiter); the read cap (chat.horde.budget) spaces those reads to 1.05 s."""
 
     def __init__(
         self, client: TextHordeClient, prepared: PreparedTextRequest, workers: WorkerDirectory | None = None

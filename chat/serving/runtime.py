@@ -25,6 +25,7 @@ from types import FrameType
 from typing import TypeVar
 
 from chat.errors import front_shutting_down
+from chat.horde.budget import HordeBudget
 from chat.horde.cancels import CancelQueue
 from chat.horde.delta_stream import DeltaStreamReader, SignalListener
 from chat.horde.native import HordeClient
@@ -42,11 +43,14 @@ class FrontRuntime:
 
     def __init__(self, settings: FrontSettings) -> None:
         self.settings = settings
+        self.budget = HordeBudget.from_settings(settings)
+        """The process's budgets at the Horde, shared by both clients (chat.horde.budget)."""
         self.horde = HordeClient(
             settings.horde_url,
             settings.client_agent,
             settings.horde_timeout_seconds,
             connections=settings.horde_connections,
+            budget=self.budget,
         )
         self.cancels = CancelQueue(
             self.horde,
@@ -59,6 +63,7 @@ class FrontRuntime:
             settings.client_agent,
             settings.horde_timeout_seconds,
             connections=settings.horde_connections,
+            budget=self.budget,
         )
         self.text_cancels = CancelQueue(
             self.text_horde,
@@ -118,6 +123,7 @@ class FrontRuntime:
                 await resource.aclose()
         await self.horde.aclose()
         await self.text_horde.aclose()
+        await self.budget.aclose()
 
 
 _runtimes: dict[asyncio.AbstractEventLoop, FrontRuntime] = {}

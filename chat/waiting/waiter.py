@@ -2,11 +2,12 @@
 
 A waiter reads ``GET /v2/generate/chat/status/{id}`` until the request is terminal. A Redis signal on
 ``horde:chat:signals`` wakes it early; without one it re-reads on its own timer, so the front is correct without Redis.
-Without a subscribed signal listener that timer is ``signal_recheck_seconds``. With one, the signals carry every state
-change (``processing``, ``done``, ``faulted``, ``cancelled``), so the waiter's timer backs off: each re-read the timer
-brought doubles it, from ``signal_recheck_seconds`` up to ``signal_recheck_max_seconds``; a signal, a failed read or the
-listener not being subscribed brings it back to ``signal_recheck_seconds`` (:meth:`ChatWaiter.recheck_delay`). With many
-requests waiting the ceiling rises so that, once the timers have backed off, the process makes at most
+Without a subscribed signal listener, or for routes that publish no signals (the text API's), that timer is
+``signal_recheck_seconds``. With one, the signals carry every state change (``processing``, ``done``, ``faulted``,
+``cancelled``), so the waiter's timer backs off: each re-read the timer brought doubles it, from
+``signal_recheck_seconds`` up to ``signal_recheck_max_seconds``; a signal, a failed read or the listener not being
+subscribed brings it back to ``signal_recheck_seconds`` (:meth:`ChatWaiter.recheck_delay`). With many requests waiting
+the ceiling rises so that, once the timers have backed off, the process makes at most
 ``signal_recheck_reads_per_second`` timer re-reads a second in all (:func:`backoff_ceiling`). The reference's timed
 rules keep their own times whatever the backoff: the positioned re-reads of ``fail_fast`` every
 ``signal_recheck_seconds`` for :data:`POSITIONED_READ_WAIT_SECONDS`, the read when the grace ends, and the full
@@ -117,7 +118,8 @@ class ChatWaiter:
         clock: ``time.monotonic``-like seconds, injectable for tests.
         sleep: ``asyncio.sleep``-like, injectable for tests (with ``clock``, time never passes for real).
         horde: The routes the status is read from (``status``, ``text_models``); default ``runtime.horde``, the
-            native chat route. The text API path passes chat.serving.text_route's ``TextRoutes``.
+            native chat route. The text API path passes chat.horde.text's ``TextRoutes``, which publishes no signals
+            (``publishes_signals`` false: the waiter does not register and never backs off).
     """
 
     def __init__(  # noqa: PLR0913 - keyword-only: the budget, the request, the routes and the test seams (clock, sleep)
@@ -163,7 +165,9 @@ class ChatWaiter:
         """The backoff timer's next delay while the signal listener is subscribed (:meth:`recheck_delay`)."""
         self._read_failures = 0
         self._signal_queue: asyncio.Queue[str] | None = None
-        if runtime.signals is not None:
+        # Only routes that publish signals register (not the text API's, chat.horde.text.TextRoutes): a waiter with
+        # no signals to wait for re-reads every signal_recheck_seconds instead of backing off.
+        if runtime.signals is not None and getattr(self.horde, "publishes_signals", True):
             self._signal_queue = runtime.signals.register(request_id)
 
     def close(self) -> None:
