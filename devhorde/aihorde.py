@@ -123,6 +123,40 @@ def free_token_ceiling(total_threads: int, queued: int, *, slow_workers: bool = 
     return max(UPFRONT_MIN_TOKENS, min(UPFRONT_MAX_TOKENS, ceiling))
 
 
+KUDOS_HOLDER_KUDOS: Final[float] = 1_000_000.0
+"""The ``kudos`` ``GET /v2/find_user`` reports for a key of ``kudos_api_keys`` (enough for any request's upfront
+kudos); every other key is a new user's, with 0."""
+
+
+def user_not_found_message(apikey: str) -> str:
+    """The 404 ``UserNotFound`` message of ``GET /v2/find_user`` for an unknown key (``horde/exceptions.py``
+    ``UserNotFound(apikey, "api_key")``).
+    """
+    return f"User with api_key '{apikey}' not found."
+
+
+def performance_totals(*, text_workers: int, text_threads: int, queued_text_requests: int) -> dict[str, Any]:
+    """``GET /v2/status/performance`` (``horde/apis/v2/base.py`` ``HordeLoad``, marshalled as
+    ``response_model_horde_performance``): every field, the text ones from the simulated text workers counted online
+    (``count_active_workers("text")``) and the waiting text requests; the image and interrogation ones 0.
+    """
+    return {
+        "queued_requests": 0,
+        "queued_text_requests": queued_text_requests,
+        "worker_count": 0,
+        "text_worker_count": text_workers,
+        "thread_count": 0,
+        "text_thread_count": text_threads,
+        "queued_megapixelsteps": 0.0,
+        "past_minute_megapixelsteps": 0.0,
+        "queued_forms": 0.0,
+        "interrogator_count": 0,
+        "interrogator_thread_count": 0,
+        "queued_tokens": 0.0,
+        "past_minute_tokens": 0.0,
+    }
+
+
 def required_kudos(max_length: int, models: list[str], parameters: Mapping[str, int]) -> float:
     """The kudos a request must hold upfront: its ``max_length`` priced at the largest of its models."""
     multiplier = max((parameters.get(model, 1_000_000_000) / 1_000_000_000 for model in models), default=1.0)

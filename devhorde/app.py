@@ -9,6 +9,8 @@ Native routes (contract ``native-horde-chat.md``), under the API root ``/api``:
 - ``POST /api/v2/generate/text/async``, ``GET`` / ``DELETE /api/v2/generate/text/status/{id}``: the text generation
   API (devhorde.text_api), with horde_sdk's ``TextGenerateAsyncRequest`` / ``TextGenerateStatusResponse`` shapes.
 - ``GET /api/v2/workers?type=text``: the workers counted online, with their declared limits.
+- ``GET /api/v2/status/performance`` and ``GET /api/v2/find_user`` (``aihorde`` only): the Horde's totals and the
+  key's user (its ``kudos``).
 - ``GET /api/v2/status/heartbeat``: ``{"message": "OK"}``, for readiness checks.
 
 On an ``aihorde`` scenario (the public AI Horde, devhorde.aihorde) the chat routes answer Flask's HTML 404 and the
@@ -39,7 +41,7 @@ from typing import Any
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
 
 from devhorde.aihorde import FLASK_NOT_FOUND_HTML, RateLimiter, route_limits
@@ -201,6 +203,26 @@ async def workers(request: Request) -> Response:
     return JSONResponse(horde.text.workers_status())
 
 
+async def performance(request: Request) -> Response:
+    """``GET /v2/status/performance`` on an ``aihorde`` scenario: the Horde's totals; other scenarios lack it (404)."""
+    horde = _horde(request)
+    await horde.start()
+    if horde.scenario.aihorde is None:
+        return PlainTextResponse("Not Found", status_code=404)
+    return _respond(horde.text.performance())
+
+
+async def find_user(request: Request) -> Response:
+    """``GET /v2/find_user`` on an ``aihorde`` scenario: the user of the ``apikey`` header; other scenarios lack it
+    (404).
+    """
+    horde = _horde(request)
+    await horde.start()
+    if horde.scenario.aihorde is None:
+        return PlainTextResponse("Not Found", status_code=404)
+    return _respond(horde.text.find_user(request.headers.get("apikey")))
+
+
 async def heartbeat(request: Request) -> Response:
     """``GET /v2/status/heartbeat``: ``{"message": "OK", "version": "devhorde"}``."""
     return JSONResponse({"message": "OK", "version": "devhorde"})
@@ -279,6 +301,8 @@ NATIVE_ROUTES = [
     Route("/v2/generate/text/status/{request_id}", public_horde(text_cancel), methods=["DELETE"]),
     Route("/v2/status/models", public_horde(models), methods=["GET"]),
     Route("/v2/workers", public_horde(workers), methods=["GET"]),
+    Route("/v2/status/performance", public_horde(performance), methods=["GET"]),
+    Route("/v2/find_user", public_horde(find_user), methods=["GET"]),
     Route("/v2/status/heartbeat", public_horde(heartbeat), methods=["GET"]),
 ]
 

@@ -23,6 +23,7 @@ their last pop (:meth:`TextHorde.counts_online`), in the model list and ``/v2/wo
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
 import time
 import uuid
@@ -38,13 +39,16 @@ from devhorde.aihorde import (
     DEFAULT_MAX_CONTEXT_LENGTH,
     DEFAULT_MAX_LENGTH,
     FAULTED_JOBS_TO_FAULT,
+    KUDOS_HOLDER_KUDOS,
     NO_WORKER_WARNING,
     free_token_ceiling,
     kudos_upfront_message,
     not_found_message,
     param_bound_errors,
     param_rule_refusal,
+    performance_totals,
     required_kudos,
+    user_not_found_message,
 )
 from devhorde.answers import (
     CONTROL_INVALID_KEY_MESSAGE,
@@ -104,6 +108,9 @@ def _field_errors(error: ValidationError) -> dict[str, str]:
 
 class TextHorde(Protocol):
     """What the text API simulation needs of the Horde it runs in (:class:`devhorde.horde.DevHorde`)."""
+
+    offline_since: dict[str, float]
+    """When each offline worker went offline (its last pop), by name."""
 
     @property
     def scenario(self) -> Scenario:
@@ -220,8 +227,7 @@ class TextQueue:
             return rule
         max_length = int(params.get("max_length", DEFAULT_MAX_LENGTH))
         models = list(parsed.models)
-        threads = sum(w.threads for w in self.horde.scenario.workers if self.horde.counts_online(w))
-        queued = sum(1 for request in self.requests.values() if request.state == "waiting")
+        threads, queued = self._load()
         slow_workers = payload.get("slow_workers", True) is not False
         ceiling = free_token_ceiling(threads, queued, slow_workers=slow_workers)
         needs_kudos = not slow_workers or max_length > ceiling
@@ -442,6 +448,50 @@ class TextQueue:
             )
         return entries
 
+    def _load(self) -> tuple[int, int]:
+        """The threads of the text workers counted online and the waiting text requests: the counts of the upfront
+        kudos ceiling and of ``GET /v2/status/performance``.
+        """
+        threads = sum(w.threads for w in self.horde.scenario.workers if self.horde.counts_online(w))
+        queued = sum(1 for request in self.requests.values() if request.state == "waiting")
+        return threads, queued
+
+    def performance(self) -> HordeReply:
+        """``GET /v2/status/performance`` (``aihorde``): the totals whose text counts the upfront kudos ceiling uses
+        (devhorde.aihorde.performance_totals).
+        """
+        threads, queued = self._load()
+        workers = sum(1 for w in self.horde.scenario.workers if self.horde.counts_online(w))
+        return HordeReply(
+            200, performance_totals(text_workers=workers, text_threads=threads, queued_text_requests=queued)
+        )
+
+    def find_user(self, apikey: str | None) -> HordeReply:
+        """``GET /v2/find_user`` (``aihorde``): 401 ``InvalidAPIKey`` without a key, 404 ``UserNotFound`` for a key
+        of ``invalid_api_keys``, else the user: ``kudos`` :data:`~devhorde.aihorde.KUDOS_HOLDER_KUDOS` for a key of
+        ``kudos_api_keys``, 0 for a new user's.
+        """
+        if not apikey:
+            return refusal(401, CONTROL_INVALID_KEY_MESSAGE, "InvalidAPIKey")
+        if apikey in self.horde.scenario.invalid_api_keys:
+            return refusal(404, user_not_found_message(apikey), "UserNotFound")
+        spec = self.horde.scenario.aihorde
+        holder = spec is not None and apikey in spec.kudos_api_keys
+        user_id = int(hashlib.sha256(apikey.encode()).hexdigest()[:6], 16)
+        return HordeReply(
+            200,
+            {
+                "username": f"devhorde user#{user_id}",
+                "id": user_id,
+                "kudos": KUDOS_HOLDER_KUDOS if holder else 0.0,
+                "concurrency": 30,
+                "worker_count": 0,
+                "trusted": False,
+                "flagged": False,
+                "pseudonymous": True,
+            },
+        )
+
     def workers_status(self) -> list[dict[str, Any]]:
         """``GET /v2/workers?type=text``: every worker the Horde counts online, with the real fields (``models``,
         ``threads``, ``max_length``, ``max_context_length``, ``online``, ``trusted``, ``maintenance_mode``,
@@ -451,6 +501,9 @@ class TextQueue:
         if self._started is None:
             self._started = now
         started = self._started
+        # A worker's uptime grows at its check-ins only: one that stopped (counted online for the window after its
+        # last pop) keeps the uptime it had then (horde/classes/base/worker.py check_in).
+        stopped = self.horde.offline_since if self.horde.scenario.aihorde is not None else {}
         return [
             {
                 "requests_fulfilled": 0,
@@ -458,7 +511,7 @@ class TextQueue:
                 "kudos_details": {"generated": None, "uptime": None},
                 "performance": f"{float(worker.tokens_per_second):.1f} tokens per second",
                 "threads": worker.threads,
-                "uptime": int(now - started),
+                "uptime": int(min(now, stopped.get(worker.name, now)) - started),
                 "maintenance_mode": False,
                 "nsfw": True,
                 "trusted": worker.trusted,

@@ -11,8 +11,9 @@ from typing import Any, Final
 
 from horde_sdk.generation_parameters.text.chat_policy import ChatFeature, ChatGuarantee
 
+from chat.horde.worker_limits import ModelWorkers, WorkerSnapshot
 from chat.serving.prompt_templates import template_for_model
-from chat.serving.text_route import TEXT_API, TextApiFallback, text_path_models
+from chat.serving.text_route import MAX_TEXT_MAX_LENGTH, TEXT_API, TextApiFallback, text_path_models
 
 BASE_SUPPORTED_PARAMETERS: Final[tuple[str, ...]] = ("max_tokens", "temperature", "top_p", "stop")
 """Parameters every chat worker applies."""
@@ -112,13 +113,19 @@ TEXT_API_SUPPORTED_PARAMETERS: Final[tuple[str, ...]] = BASE_SUPPORTED_PARAMETER
 ``stop`` (chat.serving.text_route refuses the rest)."""
 
 
-def text_model_card(entry: dict[str, Any]) -> dict[str, Any]:
+def text_model_card(entry: dict[str, Any], workers: ModelWorkers | None = None) -> dict[str, Any]:
     """The card of a model served through the text generation API (chat.serving.text_route): the text API's list entry
-    has no declared limits or features, so ``context_length`` and ``top_provider``'s limits are null, ``features`` and
-    ``image_transports`` empty; ``architecture.instruct_type`` names the prompt template; ``x_horde.api`` is
-    ``text`` and ``x_horde.workers`` the online text workers (``count``).
+    has no declared limits or features, so ``context_length`` and ``top_provider``'s limits come from the worker list
+    (``workers``, chat.horde.worker_limits: the largest ``max_context_length`` and ``max_length``, the latter at most
+    the text API's bound, an online worker declares; ``x_horde.threads`` their threads), null without it;
+    ``features`` and ``image_transports`` are empty; ``architecture.instruct_type`` names the prompt template;
+    ``x_horde.api`` is ``text`` and ``x_horde.workers`` the online text workers (``count``).
     """
     name = entry["name"]
+    declared = workers if workers is not None and workers.workers > 0 else None
+    context_length = declared.max_context_length if declared is not None else None
+    max_length = declared.max_length if declared is not None else None
+    completion_tokens = min(max_length, MAX_TEXT_MAX_LENGTH) if max_length is not None else None
     return {
         "id": name,
         "object": "model",
@@ -126,7 +133,7 @@ def text_model_card(entry: dict[str, Any]) -> dict[str, Any]:
         "owned_by": OWNED_BY,
         "name": name,
         "canonical_slug": name,
-        "context_length": None,
+        "context_length": context_length,
         "architecture": {
             "modality": "text->text",
             "input_modalities": ["text"],
@@ -135,12 +142,16 @@ def text_model_card(entry: dict[str, Any]) -> dict[str, Any]:
             "instruct_type": template_for_model(name).profile_id,
         },
         "pricing": {"prompt": "0", "completion": "0", "request": "0", "image": "0"},
-        "top_provider": {"context_length": None, "max_completion_tokens": None, "is_moderated": False},
+        "top_provider": {
+            "context_length": context_length,
+            "max_completion_tokens": completion_tokens,
+            "is_moderated": False,
+        },
         "per_request_limits": None,
         "supported_parameters": list(TEXT_API_SUPPORTED_PARAMETERS),
         "x_horde": {
             "workers": entry.get("count"),
-            "threads": None,
+            "threads": declared.threads if declared is not None else None,
             "queued": entry.get("queued"),
             "jobs": entry.get("jobs"),
             "eta": entry.get("eta"),
@@ -163,10 +174,12 @@ def _online_workers(chat: dict[str, Any]) -> int:
     return workers if isinstance(workers, int) and not isinstance(workers, bool) else 0
 
 
-def model_list(entries: list[dict[str, Any]], text_api_fallback: TextApiFallback = "off") -> dict[str, Any]:
+def model_list(
+    entries: list[dict[str, Any]], text_api_fallback: TextApiFallback = "off", workers: WorkerSnapshot | None = None
+) -> dict[str, Any]:
     """``{"object": "list", "data": [card, ...]}`` for every text entry with at least one online chat worker, and
     every entry chat.serving.text_route serves through the text generation API under ``text_api_fallback``
-    (:func:`text_model_card`).
+    (:func:`text_model_card`, its limits from the worker list ``workers`` when given).
     """
     cards = [
         model_card(entry)
@@ -175,6 +188,9 @@ def model_list(entries: list[dict[str, Any]], text_api_fallback: TextApiFallback
         and _online_workers(entry["chat"]) > 0
         and isinstance(entry.get("name"), str)
     ]
-    cards += [text_model_card(dict(entry)) for entry in text_path_models(entries, text_api_fallback).values()]
+    cards += [
+        text_model_card(dict(entry), workers.for_models([name]) if workers is not None else None)
+        for name, entry in text_path_models(entries, text_api_fallback).items()
+    ]
     cards.sort(key=lambda card: card["id"])
     return {"object": "list", "data": cards}

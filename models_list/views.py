@@ -10,6 +10,7 @@ from chat import errors
 from chat.errors import OpenAIError, json_response, method_not_allowed
 from chat.horde import refusals
 from chat.horde.native import HordeRefusal, HordeUnreachable
+from chat.horde.worker_limits import directory_for
 from chat.serving import text_route
 from chat.serving.runtime import get_runtime
 from models_list.cards import model_list
@@ -40,7 +41,13 @@ async def served_model_list() -> dict[str, Any]:
         raise refusals.error_from_refusal(refusal) from refusal
     except HordeUnreachable as exc:
         raise exc.to_error() from exc
-    return model_list(entries, get_runtime().settings.text_api_fallback)
+    runtime = get_runtime()
+    mode = runtime.settings.text_api_fallback
+    workers = None
+    if text_route.text_path_models(entries, mode):
+        # The text API's list entries declare no limits: the worker list has them (chat.horde.worker_limits).
+        workers = await directory_for(runtime.text_horde).snapshot()
+    return model_list(entries, mode, workers)
 
 
 def model_not_found(model: str) -> OpenAIError:

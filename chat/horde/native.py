@@ -278,6 +278,29 @@ class HordeClient:
             raise HordeUnreachable("a model list that is not a list", reached=True)
         return [entry for entry in body if isinstance(entry, dict)]
 
+    async def text_workers(self) -> list[dict[str, Any]]:
+        """``GET /v2/workers?type=text``: the online text workers (``models``, ``threads``, ``max_length``,
+        ``max_context_length``, ``uptime``, ...), entries as JSON objects (chat.horde.worker_limits).
+        """
+        body = await self._call("GET", "/v2/workers", None, params={"type": "text"})
+        if not isinstance(body, list):
+            raise HordeUnreachable("a worker list that is not a list", reached=True)
+        return [entry for entry in body if isinstance(entry, dict)]
+
+    async def performance(self) -> dict[str, Any]:
+        """``GET /v2/status/performance``: the Horde's totals (``queued_text_requests``, ``text_thread_count``, ...)."""
+        body = await self._call("GET", "/v2/status/performance", None)
+        if not isinstance(body, dict):
+            raise HordeUnreachable("a performance answer that is not an object", reached=True)
+        return body
+
+    async def find_user(self, apikey: str | None) -> dict[str, Any]:
+        """``GET /v2/find_user``: the user of ``apikey`` (``kudos``, ...). Raises HordeRefusal for an unknown key."""
+        body = await self._call("GET", "/v2/find_user", apikey)
+        if not isinstance(body, dict):
+            raise HordeUnreachable("a user that is not an object", reached=True)
+        return body
+
 
 NATIVE_CALLS: Final[tuple[tuple[str, str, str], ...]] = (
     ("POST", "/v2/generate/chat/async", "submit"),
@@ -285,6 +308,9 @@ NATIVE_CALLS: Final[tuple[tuple[str, str, str], ...]] = (
     ("DELETE", "/v2/generate/chat/status/", "cancel"),
     ("GET", "/v2/status/models", "models"),
     ("GET", "/v2/status/heartbeat", "heartbeat"),
+    ("GET", "/v2/workers", "workers"),
+    ("GET", "/v2/status/performance", "performance"),
+    ("GET", "/v2/find_user", "find_user"),
 )
 """``(method, path prefix, horde.call)``: the bounded call type of each native route (never the request id)."""
 

@@ -9,7 +9,10 @@ generation's ``text`` is cut at the first stop sequence and, for chat, stripped 
 ``state`` is ``censored`` or ``csam``, its text as the Horde sent it; ``prompt_tokens`` is the rendered prompt's
 estimate. A status the Horde emptied (a cancel sets ``n`` to 0) ends the wait with 502 ``ChatRequestCancelled``
 (chat.horde.real_horde_answers). ``horde.max_kudos`` is checked with the text API's
-dry run before submit (:func:`check_max_kudos`: 400 ``max_kudos_exceeded`` as on the native path).
+dry run before submit (:func:`check_max_kudos`: 400 ``max_kudos_exceeded`` as on the native path). Each status
+carries the front's changes to the client's limits (``context_adjustments``, chat.serving.text_limits) and, with the
+worker list (chat.horde.worker_limits), the live workers' threads as ``eligible_worker_threads``; it reads as
+impossible when every worker of the models has stopped.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from chat import errors
 from chat.horde import real_horde_answers, refusals
 from chat.horde.native import HordeClient, HordeRefusal, HordeUnreachable, NativeGeneration, NativeStatus, SubmitResult
 from chat.horde.native_payload import estimate_tokens
+from chat.horde.worker_limits import WorkerDirectory, apply_liveness
 
 TEXT_ASYNC_PATH: Final[str] = AI_HORDE_API_ENDPOINT_SUBPATH.v2_generate_text_async.value
 TEXT_STATUS_PATH: Final[str] = AI_HORDE_API_ENDPOINT_SUBPATH.v2_generate_text_status.value
@@ -61,6 +65,8 @@ class PreparedTextRequest:
         strip_leading_whitespace: Whether the reply's leading whitespace is removed (chat: the template's generation
             prompt ends where the worker's reply starts, often before a space).
         x_horde: The keys added to the reply's ``x_horde``.
+        context_adjustments: The front's changes to the client's limits (chat.serving.text_limits), which every
+            status of the request carries as ``context_adjustments``.
     """
 
     payload: dict[str, Any]
@@ -69,6 +75,22 @@ class PreparedTextRequest:
     estimated_prompt_tokens: int
     strip_leading_whitespace: bool
     x_horde: dict[str, Any] = field(default_factory=dict)
+    context_adjustments: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextBounds:
+    """The limits a text request is sent with (chat.serving.text_limits; chat.serving.text_route prepares with them).
+
+    Attributes:
+        max_length: The completion limit to send.
+        max_context_length: The context limit to send.
+        adjustments: The lowerings made (``{"kind", "requested", "applied"}``), reported in every status.
+    """
+
+    max_length: int
+    max_context_length: int
+    adjustments: tuple[dict[str, Any], ...] = ()
 
 
 def format_kudos(value: float) -> str:
@@ -141,6 +163,8 @@ def native_status(body: Mapping[str, Any], prepared: PreparedTextRequest) -> Nat
             }
         )
     fields = {key: body[key] for key in STATUS_KEYS if key in body}
+    if prepared.context_adjustments:
+        fields["context_adjustments"] = [dict(adjustment) for adjustment in prepared.context_adjustments]
     try:
         status = NativeStatus.model_validate(
             {**fields, "generations": [NativeGeneration.model_validate(g) for g in generations]}
@@ -155,7 +179,9 @@ def native_status(body: Mapping[str, Any], prepared: PreparedTextRequest) -> Nat
 
 class TextRoutes:
     """One text request's view of the Horde with the native client's methods (``submit``, ``status``, ``cancel``,
-    ``text_models``), so chat.serving.service and chat.waiting.waiter serve it as a native request.
+    ``text_models``), so chat.serving.service and chat.waiting.waiter serve it as a native request. With
+    ``workers`` (the worker list, chat.horde.worker_limits), each status also says whether the models' workers still
+    run (chat.horde.worker_limits.apply_liveness).
     """
 
     publishes_signals: ClassVar[bool] = False
@@ -163,9 +189,12 @@ class TextRoutes:
     waiter of a text request does not register for them and re-reads every ``signal_recheck_seconds`` instead of
     backing off (chat.waiting.waiter); the read cap (chat.horde.budget) spaces those reads to 1.05 s."""
 
-    def __init__(self, client: TextHordeClient, prepared: PreparedTextRequest) -> None:
+    def __init__(
+        self, client: TextHordeClient, prepared: PreparedTextRequest, workers: WorkerDirectory | None = None
+    ) -> None:
         self.client = client
         self.prepared = prepared
+        self.workers = workers
         self.emptied_reads = 0
         """Status reads in a row that found the request emptied (chat.horde.real_horde_answers.is_emptied)."""
 
@@ -176,13 +205,18 @@ class TextRoutes:
     async def status(self, request_id: str, apikey: str | None) -> NativeStatus:
         """The text status as a native status (:func:`native_status`). Raises 502 ``ChatRequestCancelled`` for a
         request the Horde cancelled or emptied (chat.horde.real_horde_answers ``is_emptied`` and
-        ``emptied_reads_to_end``).
+        ``emptied_reads_to_end``). With the worker list, also the workers' liveness
+        (chat.horde.worker_limits.apply_liveness).
         """
         body = await self.client.status_body(request_id, apikey)
         self.emptied_reads = self.emptied_reads + 1 if real_horde_answers.is_emptied(body) else 0
         if self.emptied_reads and self.emptied_reads >= real_horde_answers.emptied_reads_to_end(body):
             raise real_horde_answers.cancelled_error(request_id)
-        return native_status(body, self.prepared)
+        status = native_status(body, self.prepared)
+        snapshot = await self.workers.snapshot() if self.workers is not None else None
+        if snapshot is not None:
+            apply_liveness(status, snapshot.for_models(self.prepared.payload.get("models") or []))
+        return status
 
     async def cancel(self, request_id: str, apikey: str | None) -> Any:
         """Cancel at the text API."""

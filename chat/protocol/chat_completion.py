@@ -71,7 +71,9 @@ class ContextAdjustment(_Response):
 
     kind: str
     """The adjustment, such as ``worker_max_length`` (the completion limit lowered to the largest one an online
-    worker for the model declares)."""
+    worker for the model declares); through the Horde's text generation API also ``kudos_upfront`` (the completion
+    limit lowered to the Horde's ceiling for a user without the upfront kudos) and ``worker_max_context_length``
+    (``horde.max_context_length`` lowered to the largest one an online worker declares)."""
 
     requested: int | None = None
     """The value the request asked for, such as its ``max_tokens``."""

@@ -33,6 +33,15 @@ OPENAI_FINISH_REASONS: Final[frozenset[str]] = frozenset(reason.value for reason
 WORKER_MAX_LENGTH_ADJUSTMENT: Final[str] = "worker_max_length"
 """The ``context_adjustments[].kind`` of a completion limit the Horde lowered at submit (its ``applied`` value)."""
 
+KUDOS_UPFRONT_ADJUSTMENT: Final[str] = "kudos_upfront"
+"""The ``context_adjustments[].kind`` of a completion limit the front lowered on the text path to the Horde's ceiling
+for a user without the upfront kudos (chat.horde.upfront_kudos)."""
+
+COMPLETION_LIMIT_ADJUSTMENTS: Final[frozenset[str]] = frozenset(
+    {WORKER_MAX_LENGTH_ADJUSTMENT, KUDOS_UPFRONT_ADJUSTMENT}
+)
+"""The adjustment kinds whose ``applied`` value is the completion limit a generation ran under."""
+
 NoVisibleTextContent = Literal["reasoning_only", "empty"]
 """The content of a reply without visible text or tool calls (the ``content`` of Completion attributes)."""
 
@@ -50,19 +59,30 @@ OpenAI API cannot resume that reasoning). ``{effort}`` is ``" or a lower reasoni
 reply, else empty."""
 
 
+def lowered_completion_limit(status: NativeStatus | None) -> int | None:
+    """The smallest ``applied`` value of the status's :data:`COMPLETION_LIMIT_ADJUSTMENTS` (``worker_max_length``,
+    and ``kudos_upfront`` on the text path), or None when the limit was not lowered or no status was read.
+    """
+    applied = [
+        adjustment.get("applied")
+        for adjustment in (status.context_adjustments if status is not None else None) or []
+        if isinstance(adjustment, dict) and adjustment.get("kind") in COMPLETION_LIMIT_ADJUSTMENTS
+    ]
+    values = [value for value in applied if isinstance(value, int) and not isinstance(value, bool)]
+    return min(values) if values else None
+
+
 def effective_completion_limit(request: ChatCompletionRequest, status: NativeStatus | None) -> int:
     """The completion limit a generation ran under, in tokens (reference: Reasoning and usage).
 
     Selected in this order: the lowered value (``applied``) of a ``worker_max_length`` context adjustment of the
-    native status, then ``max_completion_tokens``, then ``max_tokens``, then the native default
-    ``DEFAULT_CHAT_MAX_TOKENS`` (512). ``status`` may be None (no status read yet).
+    native status (the smallest, with the text path's ``kudos_upfront``: :func:`lowered_completion_limit`), then
+    ``max_completion_tokens``, then ``max_tokens``, then the native default ``DEFAULT_CHAT_MAX_TOKENS`` (512).
+    ``status`` may be None (no status read yet).
     """
-    for adjustment in (status.context_adjustments if status is not None else None) or []:
-        if not isinstance(adjustment, dict) or adjustment.get("kind") != WORKER_MAX_LENGTH_ADJUSTMENT:
-            continue
-        applied = adjustment.get("applied")
-        if isinstance(applied, int) and not isinstance(applied, bool):
-            return applied
+    lowered = lowered_completion_limit(status)
+    if lowered is not None:
+        return lowered
     limit = completion_limit(request)
     return limit if limit is not None else DEFAULT_CHAT_MAX_TOKENS
 

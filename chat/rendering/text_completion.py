@@ -41,7 +41,11 @@ def build_text_completion(
             "completion_tokens": completion_tokens,
             "total_tokens": prepared.estimated_prompt_tokens + completion_tokens,
         },
-        "x_horde": {**status.front_x_horde, "estimated_usage": True},
+        "x_horde": {
+            **status.front_x_horde,
+            **({"context_adjustments": status.context_adjustments} if status.context_adjustments else {}),
+            "estimated_usage": True,
+        },
     }
 
 

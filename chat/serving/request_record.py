@@ -35,8 +35,8 @@ from chat.metrics import (
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.reading.parameters import refusal_parameter_label
 from chat.rendering.completion import (
-    WORKER_MAX_LENGTH_ADJUSTMENT,
     effective_completion_limit,
+    lowered_completion_limit,
     no_visible_text_content,
     reply_reasoning,
     reply_text,
@@ -47,18 +47,16 @@ CLIENT_SOURCE: Final = "client"
 DEFAULT_SOURCE: Final = "default"
 """``max_tokens_source`` when the client sent neither (the native default of 512)."""
 LOWERED_SOURCE: Final = "lowered"
-"""``max_tokens_source`` when the Horde lowered the limit (a ``worker_max_length`` context adjustment)."""
+"""``max_tokens_source`` when the Horde lowered the limit (a ``worker_max_length`` context adjustment), or the front
+did on the text path (``worker_max_length`` or ``kudos_upfront``, chat.serving.text_limits)."""
 
 
 def max_tokens_source(request: ChatCompletionRequest, status: NativeStatus | None) -> str:
     """``lowered``, ``client`` or ``default`` (reference: Completion limit source). The Horde reports a lowered limit
     only in a status, so ``status`` None (no status read) gives ``client`` or ``default``.
     """
-    for adjustment in (status.context_adjustments if status is not None else None) or []:
-        if isinstance(adjustment, dict) and adjustment.get("kind") == WORKER_MAX_LENGTH_ADJUSTMENT:
-            applied = adjustment.get("applied")
-            if isinstance(applied, int) and not isinstance(applied, bool):
-                return LOWERED_SOURCE
+    if lowered_completion_limit(status) is not None:
+        return LOWERED_SOURCE
     return CLIENT_SOURCE if completion_limit(request) is not None else DEFAULT_SOURCE
 
 

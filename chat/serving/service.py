@@ -31,12 +31,13 @@ from chat.horde.native import HordeRefusal, HordeUnreachable, NativeStatus, Subm
 from chat.horde.native_payload import build_native_payload, relays_deltas
 from chat.horde.ports import HordeApi, WaitedRequest
 from chat.horde.text import TextRoutes, check_max_kudos
+from chat.horde.worker_limits import directory_for
 from chat.metrics import STAGE_SUBMIT
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.protocol.legacy_completion import CompletionRequest
 from chat.rendering.completion import build_completion
 from chat.rendering.text_completion import build_text_completion, text_completion_chunks
-from chat.serving import route_choice, text_route
+from chat.serving import route_choice, text_limits, text_route
 from chat.serving.request_record import RequestRecord, record_refusal
 from chat.serving.runtime import FrontRuntime, get_runtime
 from chat.streaming.buffered import buffered_stream
@@ -166,7 +167,8 @@ async def serve_chat(chat_request: ChatCompletionRequest, apikey: str | None, *,
     if on_text_route:
         # The model has text workers but no chat worker: the text generation API (chat.serving.text_route).
         try:
-            prepared = text_route.prepare_chat_request(chat_request)
+            bounds = await text_limits.chat_text_bounds(runtime.text_horde, chat_request, apikey)
+            prepared = text_route.prepare_chat_request(chat_request, bounds)
             max_kudos = chat_request.horde.max_kudos if chat_request.horde is not None else None
             if max_kudos is not None:
                 await check_max_kudos(runtime.text_horde, prepared.payload, apikey, max_kudos)
@@ -174,7 +176,7 @@ async def serve_chat(chat_request: ChatCompletionRequest, apikey: str | None, *,
             return _refused(error, record)
         except HordeUnreachable as exc:
             return _refused(exc.to_error(), record)
-        horde = TextRoutes(runtime.text_horde, prepared)
+        horde = TextRoutes(runtime.text_horde, prepared, directory_for(runtime.text_horde))
         cancels = runtime.text_cancels
         stream_progress = False
         payload = prepared.payload
@@ -247,11 +249,12 @@ async def serve_text_completion(legacy: CompletionRequest, apikey: str | None) -
         record_refusal(not_found)
         return Refused(not_found)
     try:
-        prepared = text_route.prepare_completion_request(legacy)
+        bounds = await text_limits.completion_text_bounds(runtime.text_horde, legacy, apikey)
+        prepared = text_route.prepare_completion_request(legacy, bounds)
     except OpenAIError as error:
         record_refusal(error)
         return Refused(error)
-    routes = TextRoutes(runtime.text_horde, prepared)
+    routes = TextRoutes(runtime.text_horde, prepared, directory_for(runtime.text_horde))
     created = int(time.time())
     try:
         submitted = await submit_shielded(runtime, prepared.payload, apikey, horde=routes, cancels=runtime.text_cancels)

@@ -30,7 +30,10 @@ The request sent (:func:`prepare_chat_request`): ``prompt`` rendered with the mo
 (the client's limit, else the front's default of 512), ``params.max_context_length`` (``horde.max_context_length``,
 else horde_sdk's default of 2048), ``params.stop_sequence`` (the client's ``stop``, then the template's turn
 markers), ``temperature`` and ``top_p`` (a ``top_p`` of 0 is sent as the text API's smallest, 0.001), and the worker
-options ``trusted_workers``, ``slow_workers``, ``workers`` and ``worker_blacklist``. When the prompt does not fit
+options ``trusted_workers``, ``slow_workers``, ``workers`` and ``worker_blacklist``, and ``allow_downgrade: true`` (a
+user short of the upfront kudos is lowered by the Horde rather than refused). Both limits are first bounded by what
+the Horde publishes (chat.serving.text_limits: the workers' declared limits, the upfront kudos ceiling), each
+lowering a ``context_adjustments`` entry of every status. When the prompt does not fit
 ``max_context_length - max_length`` estimated tokens, the oldest non-system messages are dropped; when it cannot fit
 at all, 400 ``context_length_exceeded`` at ``messages`` in OpenAI's wording. ``horde.max_kudos`` is checked with
 the text API's dry run before submit (chat.horde.text.check_max_kudos).
@@ -56,7 +59,7 @@ from chat.errors import OpenAIError
 from chat.horde import real_horde_answers
 from chat.horde.native import HordeRefusal, HordeUnreachable
 from chat.horde.native_payload import completion_limit, estimate_tokens
-from chat.horde.text import PreparedTextRequest
+from chat.horde.text import PreparedTextRequest, TextBounds
 from chat.limits import DEFAULT_CHAT_MAX_TOKENS
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.protocol.legacy_completion import CompletionRequest
@@ -297,7 +300,9 @@ def text_payload(  # noqa: PLR0913 - keyword-only, one per text API field, so ea
         params["temperature"] = temperature
     if top_p is not None:
         params["top_p"] = max(top_p, SMALLEST_TEXT_TOP_P)
-    body: dict[str, Any] = {"prompt": prompt, "models": list(models), "params": params}
+    # allow_downgrade: a user short of the upfront kudos gets max_length lowered to the Horde's ceiling instead of
+    # 403 KudosUpfront (chat.horde.upfront_kudos; the front lowers and reports it first when it can foresee it).
+    body: dict[str, Any] = {"prompt": prompt, "models": list(models), "params": params, "allow_downgrade": True}
     for key in WORKER_OPTION_KEYS:
         if horde_options.get(key) is not None:
             body[key] = horde_options[key]
@@ -316,8 +321,9 @@ def merged_stops(client_stop: str | Sequence[str] | None, template_stops: Sequen
     return tuple(merged)
 
 
-def prepare_chat_request(request: ChatCompletionRequest) -> PreparedTextRequest:
-    """Render a validated chat request for the text API (see the module docstring).
+def prepare_chat_request(request: ChatCompletionRequest, bounds: TextBounds | None = None) -> PreparedTextRequest:
+    """Render a validated chat request for the text API (see the module docstring), with ``max_length`` and
+    ``max_context_length`` from ``bounds`` when given (chat.serving.text_limits, whose adjustments the statuses carry).
 
     Raises:
         OpenAIError: :func:`text_api_refusal`'s refusal; 400 ``ChatRequestConflict`` at ``models`` when the listed
@@ -341,6 +347,8 @@ def prepare_chat_request(request: ChatCompletionRequest) -> PreparedTextRequest:
     max_length = limit if limit is not None else DEFAULT_CHAT_MAX_TOKENS
     horde = request.horde.model_dump(exclude_none=True) if request.horde is not None else {}
     max_context_length = int(horde.get("max_context_length") or DEFAULT_TEXT_MAX_CONTEXT_LENGTH)
+    if bounds is not None:
+        max_length, max_context_length = bounds.max_length, bounds.max_context_length
     messages = [message.model_dump(exclude_none=True) for message in request.messages]
     budget = max_context_length - max_length
     try:
@@ -374,15 +382,17 @@ def prepare_chat_request(request: ChatCompletionRequest) -> PreparedTextRequest:
         estimated_prompt_tokens=rendered.estimated_prompt_tokens,
         strip_leading_whitespace=True,
         x_horde=x_horde,
+        context_adjustments=bounds.adjustments if bounds is not None else (),
     )
 
 
 # --- the routes --------------------------------------------------------------------------------------------------
 
 
-def prepare_completion_request(request: CompletionRequest) -> PreparedTextRequest:
+def prepare_completion_request(request: CompletionRequest, bounds: TextBounds | None = None) -> PreparedTextRequest:
     """The text API request of a legacy completion: the prompt unchanged, the client's stops, ``max_length`` from
-    ``max_tokens`` (default 512) and no context length (the text API's default applies).
+    ``max_tokens`` (default 512; ``bounds.max_length`` when given, chat.serving.text_limits, whose adjustments the
+    statuses carry) and no context length (the text API's default applies).
 
     Raises:
         OpenAIError: 400 ``no_worker_supports_limit`` at ``max_tokens`` above the real server's 4096
@@ -394,6 +404,8 @@ def prepare_completion_request(request: CompletionRequest) -> PreparedTextReques
     )
     if refusal is not None:
         raise refusal
+    if bounds is not None:
+        max_length = bounds.max_length
     stops = merged_stops(request.stop, ())
     payload = text_payload(
         request.prompt_text,
@@ -412,4 +424,5 @@ def prepare_completion_request(request: CompletionRequest) -> PreparedTextReques
         estimated_prompt_tokens=estimate_tokens(request.prompt_text),
         strip_leading_whitespace=False,
         x_horde={"api": TEXT_API},
+        context_adjustments=bounds.adjustments if bounds is not None else (),
     )

@@ -63,9 +63,16 @@ def test_models_list_through_the_sdk(stack: LiveStack) -> None:
         assert not any("chat" in entry for entry in native)
         counts = {entry["name"]: entry["count"] for entry in native if entry["count"] > 0}
         assert set(ids) == set(counts)
+        workers = httpx.get(f"{stack.horde_url}/v2/workers", params={"type": "text"}).json()
         for model in models:
             extra = model.model_extra or {}
-            assert (extra["context_length"], extra["top_provider"]["max_completion_tokens"]) == (None, None)
+            # the text API's model list declares no limits: the largest its online workers declare (/v2/workers)
+            serving = [worker for worker in workers if model.id in worker["models"]]
+            declared = (
+                max(worker["max_context_length"] for worker in serving),
+                max(worker["max_length"] for worker in serving),
+            )
+            assert (extra["context_length"], extra["top_provider"]["max_completion_tokens"]) == declared
             assert extra["supported_parameters"] == ["max_tokens", "temperature", "top_p", "stop"]
             assert (extra["x_horde"]["api"], extra["x_horde"]["workers"]) == ("text", counts[model.id])
         return

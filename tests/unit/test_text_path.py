@@ -80,6 +80,7 @@ def test_the_payload_is_a_text_generate_async_request_with_only_what_was_set() -
         "prompt": "[INST] Hi [/INST]",
         "models": ["koboldcpp/Mistral-7B-Instruct"],
         "trusted_workers": True,
+        "allow_downgrade": True,
         "params": {
             "max_length": 100,
             "max_context_length": 4096,

@@ -1,0 +1,155 @@
+"""The Horde's upfront kudos rule for text requests, as the front can foresee it.
+
+The real Horde (``horde/classes/kobold/waiting_prompt.py`` ``require_upfront_kudos``, ``horde/apis/v2/kobold.py``)
+serves a text request over a ceiling only to a user who already holds the request's kudos. The ceiling
+(:func:`free_ceiling`) is ``512 + 5 x text_thread_count - round(0.9 x queued_text_requests)``, clamped to 256..512
+(unclamped for ``slow_workers: false``, which always needs the kudos), both counts from
+``GET /v2/status/performance``. The kudos needed are ``round(max_length x multiplier / 21, 2)``, the multiplier being
+the model's parameters in billions from the Horde's model reference, 1 for a model it does not know. A user short of
+them gets 403 ``KudosUpfront``, or, with ``allow_downgrade: true`` (which the text path always sends), the request
+with ``max_length`` lowered to the ceiling, silently.
+
+The front reports that lowering (chat.serving.text_limits): for a request over the ceiling it reads the user's ``kudos``
+(``GET /v2/find_user`` with the client's key) and, when they are below :func:`least_required_kudos` (the kudos needed
+at the smallest multiplier the Horde applies to a model it does not know, 1), lowers ``max_length`` to the ceiling
+before submit. A user who holds that much but is still short for a larger model is lowered by the Horde unreported
+(``allow_downgrade`` still serves the request). The performance read is shared for :data:`PERFORMANCE_CACHE_SECONDS`
+and each key's kudos for :data:`USER_KUDOS_CACHE_SECONDS` in Django's ``default`` cache, under a hash of the key
+(never the key itself). When either read fails, nothing is lowered.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any, Final, Protocol
+
+from django.core.cache import cache
+
+from chat.horde.native import ANONYMOUS_API_KEY, HordeRefusal, HordeUnreachable
+
+FREE_CEILING_BASE: Final[int] = 512
+"""The real Horde's ceiling before its thread bonus and queue malus (``require_upfront_kudos``)."""
+
+FREE_CEILING_PER_THREAD: Final[int] = 5
+"""Tokens the ceiling rises per online text worker thread."""
+
+FREE_CEILING_QUEUE_FACTOR: Final[float] = 0.9
+"""Tokens the ceiling falls per queued text request (rounded as Python's ``round``, as the Horde does)."""
+
+FREE_CEILING_MIN: Final[int] = 256
+FREE_CEILING_MAX: Final[int] = 512
+"""The clamp of the ceiling for a request that allows slow workers (the default)."""
+
+KUDOS_PER_TOKEN_DIVISOR: Final[float] = 21.0
+"""The kudos needed are ``max_length x multiplier / 21`` (``horde/apis/v2/kobold.py``)."""
+
+PERFORMANCE_CACHE_KEY: Final[str] = "horde-performance:{horde_url}"
+PERFORMANCE_CACHE_SECONDS: Final[float] = 30.0
+"""How long one ``GET /v2/status/performance`` is used, across processes (the Horde caches its totals too)."""
+
+USER_KUDOS_CACHE_KEY: Final[str] = "horde-user-kudos:{horde_url}:{key_hash}"
+USER_KUDOS_CACHE_SECONDS: Final[float] = 10.0
+"""How long one key's ``kudos`` are used: briefly, as kudos change with every request and gift."""
+
+_UNKNOWN: Final[str] = "unknown"
+"""The cached value of a read that failed."""
+
+
+class KudosSource(Protocol):
+    """The calls this module makes (chat.horde.native.HordeClient)."""
+
+    @property
+    def base_url(self) -> str:
+        """The Horde's API root, which names the cache keys."""
+        ...
+
+    async def performance(self) -> dict[str, Any]:
+        """``GET /v2/status/performance``."""
+        ...
+
+    async def find_user(self, apikey: str | None) -> dict[str, Any]:
+        """``GET /v2/find_user`` with ``apikey``."""
+        ...
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def free_ceiling(performance: Mapping[str, Any], *, slow_workers: bool = True) -> int | None:
+    """The largest ``max_length`` served without upfront kudos, from a ``GET /v2/status/performance`` answer; None
+    when it lacks ``text_thread_count`` or ``queued_text_requests``.
+
+    ``512 + 5 x threads - round(0.9 x queued)``, clamped to 256..512 unless ``slow_workers`` is false.
+    """
+    threads = _count(performance.get("text_thread_count"))
+    queued = _count(performance.get("queued_text_requests"))
+    if threads is None or queued is None:
+        return None
+    tokens = FREE_CEILING_BASE + FREE_CEILING_PER_THREAD * threads - round(queued * FREE_CEILING_QUEUE_FACTOR)
+    if not slow_workers:
+        return tokens
+    return min(max(tokens, FREE_CEILING_MIN), FREE_CEILING_MAX)
+
+
+def least_required_kudos(max_length: int) -> float:
+    """The kudos a request of ``max_length`` tokens needs upfront at a multiplier of 1: ``round(max_length / 21, 2)``
+    (513 tokens: 24.43).
+    """
+    return round(max_length / KUDOS_PER_TOKEN_DIVISOR, 2)
+
+
+def key_hash(apikey: str | None) -> str:
+    """The SHA-256 of the key sent (the anonymous key when none), the part of a cache key that names the user."""
+    return hashlib.sha256((apikey or ANONYMOUS_API_KEY).encode()).hexdigest()
+
+
+async def cached_ceiling(source: KudosSource, *, slow_workers: bool = True) -> int | None:
+    """:func:`free_ceiling` of a performance read shared for :data:`PERFORMANCE_CACHE_SECONDS`; None when it cannot
+    be read (the failure is remembered as long).
+    """
+    key = PERFORMANCE_CACHE_KEY.format(horde_url=source.base_url)
+    performance = await cache.aget(key)
+    if performance is None:
+        try:
+            performance = await source.performance()
+        except (HordeRefusal, HordeUnreachable):
+            performance = _UNKNOWN
+        await cache.aset(key, performance, timeout=PERFORMANCE_CACHE_SECONDS)
+    if not isinstance(performance, dict):
+        return None
+    return free_ceiling(performance, slow_workers=slow_workers)
+
+
+async def cached_user_kudos(source: KudosSource, apikey: str | None) -> float | None:
+    """The ``kudos`` of the key's user, shared for :data:`USER_KUDOS_CACHE_SECONDS`; None when they cannot be read
+    (an unknown key, an unreachable Horde; remembered as long).
+    """
+    key = USER_KUDOS_CACHE_KEY.format(horde_url=source.base_url, key_hash=key_hash(apikey))
+    kudos = await cache.aget(key)
+    if kudos is None:
+        try:
+            user = await source.find_user(apikey)
+        except (HordeRefusal, HordeUnreachable):
+            user = {}
+        value = user.get("kudos")
+        kudos = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else _UNKNOWN
+        await cache.aset(key, kudos, timeout=USER_KUDOS_CACHE_SECONDS)
+    return kudos if isinstance(kudos, float) else None
+
+
+async def upfront_ceiling(
+    source: KudosSource, *, max_length: int, apikey: str | None, slow_workers: bool = True
+) -> int | None:
+    """The ceiling to lower ``max_length`` to before submit, or None to send it as it is: the request is over
+    :func:`cached_ceiling` and the user's kudos (:func:`cached_user_kudos`) are below :func:`least_required_kudos`.
+    The user's kudos are read only for a request over the ceiling.
+    """
+    ceiling = await cached_ceiling(source, slow_workers=slow_workers)
+    if ceiling is None or max_length <= ceiling:
+        return None
+    kudos = await cached_user_kudos(source, apikey)
+    if kudos is None or kudos >= least_required_kudos(max_length):
+        return None
+    return ceiling
