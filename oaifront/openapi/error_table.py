@@ -225,3 +225,39 @@ RETRY_HEADERS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType(
     }
 )
 """The retry headers an error response may carry."""
+
+_PREVIOUS_RESPONSE_NOT_FOUND = DocumentedError(
+    errors.PREVIOUS_RESPONSE_NOT_FOUND,
+    "`previous_response_id` names no response stored for this API key: never stored (`store: false`, over "
+    "`HORDE_OAI_STORED_RESPONSE_MAX_BYTES`), expired (`HORDE_OAI_STORED_RESPONSE_SECONDS`), deleted, or another "
+    "key's. OpenAI's message: `Previous response with id '<id>' not found.`; `param` is `previous_response_id`.",
+)
+_ITEM_NOT_FOUND = DocumentedError(
+    errors.ITEM_NOT_FOUND,
+    "An `item_reference` input item names no output item of a response stored for this API key; `param` is "
+    "`input[<i>]`.",
+)
+
+RESPONSES_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = MappingProxyType(
+    {
+        **CHAT_COMPLETION_ERRORS,
+        400: (*CHAT_COMPLETION_ERRORS[400], _PREVIOUS_RESPONSE_NOT_FOUND),
+        404: (*CHAT_COMPLETION_ERRORS.get(404, ()), _ITEM_NOT_FOUND),
+    }
+)
+"""The error statuses of ``POST /v1/responses``: those of chat completions, with the stored state's
+``previous_response_not_found`` (400) and ``item_not_found`` (404)."""
+
+STORED_RESPONSE_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = MappingProxyType(
+    {
+        401: (DocumentedError(errors.INVALID_API_KEY, "The bearer key is not printable ASCII."),),
+        404: (
+            DocumentedError(
+                errors.RESPONSE_NOT_FOUND,
+                "No response with this id is stored for this API key (never stored, expired, deleted, or "
+                "another key's). OpenAI's message: `Response with id '<id>' not found.`",
+            ),
+        ),
+    }
+)
+"""The error statuses of ``GET`` and ``DELETE /v1/responses/{id}``."""
