@@ -22,7 +22,7 @@ The failure tree (who raises what; each leaf is a code of :data:`FAILURES`)::
     │   ├── item_not_found ............ 404  an item_reference names no stored item
     │   └── response_not_found ........ 404  GET / DELETE /v1/responses/{id} of no stored response
     ├── the route (chat.serving)
-    │   ├── model_not_found ........... 404  no such model (models, legacy completions)
+    │   ├── model_not_found ........... 404  no such model (GET /v1/models/{model})
     │   ├── context_length_exceeded ... 400  the prompt cannot fit (text path)
     │   └── max_kudos_exceeded ........ 400  the kudos estimate is over horde.max_kudos
     ├── availability (chat.waiting, chat.horde.refusals)
@@ -189,7 +189,7 @@ FAILURES: Final[Mapping[str, Failure]] = {
         Failure(NO_WORKER_SUPPORTS_LIMIT, 400, "no online worker declares the completion limit or context length"),
         Failure(PREVIOUS_RESPONSE_NOT_FOUND, 400, "previous_response_id names no response stored for the key"),
         Failure(INVALID_API_KEY, 401, "the bearer key is not printable ASCII (the Horde's rc of an unknown key too)"),
-        Failure(MODEL_NOT_FOUND, 404, "the model list does not hold the model, or it has no text API path"),
+        Failure(MODEL_NOT_FOUND, 404, "the model list does not hold the model (GET /v1/models/{model})"),
         Failure(NO_WORKER_SUPPORTS_FEATURES, 404, "no online worker declares a feature or guarantee the request needs"),
         Failure(
             ITEM_NOT_FOUND,

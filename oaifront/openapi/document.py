@@ -259,10 +259,12 @@ def front_paths() -> dict[str, Any]:
                 "tags": ["Completions"],
                 "summary": "Create a completion (legacy)",
                 "description": (
-                    "OpenAI's legacy completions, for models the front reaches through the Horde's text generation "
-                    "API (`x_horde.api: text` in `GET /v1/models`): the raw `prompt` goes to the text API unchanged. "
-                    "Other models answer 404 `model_not_found` naming `POST /v1/chat/completions`. `echo` only false, "
-                    "`n` only 1; keys the body does not define are refused like unknown keys."
+                    "OpenAI's legacy completions, for every model: for a model the front reaches through the Horde's "
+                    "text generation API (`x_horde.api: text` in `GET /v1/models`) the raw `prompt` goes to the text "
+                    "API unchanged; on the native chat route the prompt is sent as one `user` message. The reply is "
+                    "a `text_completion` either way. `echo` only false, `n` only 1; `best_of`, `frequency_penalty`, "
+                    "`presence_penalty`, `logit_bias`, `logprobs`, `seed` and `suffix` only at OpenAI's default "
+                    "(dropped); other keys the body does not define are refused like unknown keys."
                 ),
                 "security": security,
                 "requestBody": {

@@ -183,20 +183,9 @@ MODEL_RETRIEVE_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappin
 )
 """The error statuses of ``GET /v1/models/{model}``: those of ``GET /v1/models`` and 404 ``model_not_found``."""
 
-LEGACY_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = MappingProxyType(
-    {
-        **{status: codes for status, codes in CHAT_COMPLETION_ERRORS.items() if status != 404},
-        404: (
-            DocumentedError(
-                errors.MODEL_NOT_FOUND,
-                "The model is not served through the Horde's text generation API here (`x_horde.api` is not `text` "
-                "in `GET /v1/models`); the message names `POST /v1/chat/completions`. `param` is `model`.",
-            ),
-        ),
-    }
-)
-"""The error statuses of ``POST /v1/completions``: those of chat completions, with 404 ``model_not_found`` for a
-model without a text API path."""
+LEGACY_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = CHAT_COMPLETION_ERRORS
+"""The error statuses of ``POST /v1/completions``: those of chat completions (a model without a text API path is
+served on the native chat route)."""
 
 RETRY_HEADER_STATUSES: Final = frozenset({408, 429, 502, 503})
 """Statuses the official OpenAI SDKs retry by default, where ``Retry-After`` and ``x-should-retry`` tune the retry."""
