@@ -70,6 +70,14 @@ def as_input_item(item: dict[str, Any]) -> dict[str, Any] | None:
     return {key: item[key] for key in ("type", "call_id", "output") if key in item}
 
 
+def referenced_only(item: dict[str, Any]) -> dict[str, Any]:
+    """The input item an ``item_reference`` to an output item that is not replayed resolves to: ``{"type"}`` only
+    (a ``reasoning`` item, which the Vercel AI SDK references on a reasoning conversation's next turn; the request
+    reader accepts it and forwards nothing of it).
+    """
+    return {"type": str(item.get("type") or "reasoning")}
+
+
 @dataclass(frozen=True, slots=True)
 class StoredResponse:
     """One stored response.
@@ -121,8 +129,8 @@ class ResponseStore:
         owner = owner_of(apikey)
         entries: dict[str, Any] = {RESPONSE_KEY.format(owner=owner, response_id=response_id): value}
         for item in outputs:
-            converted = as_input_item(item)
-            if isinstance(item.get("id"), str) and converted is not None:
+            converted = as_input_item(item) or referenced_only(item)
+            if isinstance(item.get("id"), str):
                 entries[ITEM_KEY.format(owner=owner, item_id=item["id"])] = converted
         await self.cache.aset_many(entries, timeout=self.ttl_seconds)
         return True
