@@ -59,7 +59,8 @@ STATE_FLAGS: Final[Mapping[str, str]] = {
 """Boolean parameters accepted only as false or null (their default here), with the reason ``true`` is refused."""
 
 INCLUDE_REASON: Final[str] = (
-    "the front stores no responses and runs no built-in tools, so it has no extra output data to include"
+    "workers return no encrypted reasoning or log probabilities and the front runs no built-in tools, so it has no "
+    "extra output data to include"
 )
 """Why every ``include`` value is refused (``reasoning.encrypted_content``, ``message.output_text.logprobs``, the
 built-in tools' results): none has data on the Horde."""

@@ -252,8 +252,9 @@ def test_a_stream_asks_for_the_usage_chunk() -> None:
             {"include": ["reasoning.encrypted_content"]},
             "include[0]",
             (
-                "Unsupported value: 'include' does not support 'reasoning.encrypted_content' on the AI Horde: the "
-                "front stores no responses and runs no built-in tools, so it has no extra output data to include."
+                "Unsupported value: 'include' does not support 'reasoning.encrypted_content' on the AI Horde: workers "
+                "return no encrypted reasoning or log probabilities and the front runs no built-in tools, so it has no "
+                "extra output data to include."
             ),
         ),
         (
