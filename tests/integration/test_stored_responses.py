@@ -202,3 +202,16 @@ def test_a_previous_response_id_chain_across_two_fronts(two_fronts: tuple[LiveSt
         "Thanks.",
     ]
     assert on_b.responses.retrieve(third.id).output_text == third.output_text
+
+
+def test_nothing_stored_is_logged(two_fronts: tuple[LiveStack, str]) -> None:
+    """The fronts' logs name neither a stored response's text nor the API key that stored it."""
+    stack, other_url = two_fronts
+    key = a_key()
+    marker = f"tides-{secrets.token_hex(4)}"
+    first = client(stack.openai_base_url, key).responses.create(model=MODEL, input=f"Tell me about {marker}.")
+    client(f"{other_url}/v1", key).responses.create(model=MODEL, previous_response_id=first.id, input="More.")
+    logs = stack.front.log() + stack.processes[0].log()
+    assert first.id.removeprefix("resp_") in logs  # the request lines are there
+    for secret in (marker, first.output_text, key):
+        assert secret not in logs
