@@ -54,8 +54,8 @@ CORS_ALLOW_ALL_ORIGINS: Final = True
 CORS_ALLOW_HEADERS: Final[tuple[str, ...]] = (*default_headers, *SDK_REQUEST_HEADERS)
 """django-cors-headers' defaults (``authorization``, ``content-type``, ...) and the SDKs' headers."""
 
-CORS_ALLOW_METHODS: Final[tuple[str, ...]] = ("GET", "POST", "OPTIONS")
-"""The front's methods."""
+CORS_ALLOW_METHODS: Final[tuple[str, ...]] = ("GET", "POST", "DELETE", "OPTIONS")
+"""The front's methods (``DELETE`` for a stored response, ``DELETE /v1/responses/{id}``)."""
 
 CORS_EXPOSE_HEADERS: Final[tuple[str, ...]] = tuple(
     name.strip() for name in CORS_HEADERS["Access-Control-Expose-Headers"].split(",")

@@ -17,8 +17,12 @@ The failure tree (who raises what; each leaf is a code of :data:`FAILURES`)::
     │   ├── method_not_allowed ........ 405  another method than the route's
     │   ├── RequestBodyTimeout ........ 408  the body did not arrive in time
     │   └── RequestTooLarge ........... 413  the body is over the limit
+    ├── stored responses (chat.serving.stored_responses)
+    │   ├── previous_response_not_found 400  previous_response_id names no stored response
+    │   ├── item_not_found ............ 404  an item_reference names no stored item
+    │   └── response_not_found ........ 404  GET / DELETE /v1/responses/{id} of no stored response
     ├── the route (chat.serving)
-    │   ├── model_not_found ........... 404  no such model (models, legacy completions)
+    │   ├── model_not_found ........... 404  no such model (GET /v1/models/{model})
     │   ├── context_length_exceeded ... 400  the prompt cannot fit (text path)
     │   └── max_kudos_exceeded ........ 400  the kudos estimate is over horde.max_kudos
     ├── availability (chat.waiting, chat.horde.refusals, chat.serving.route_choice)
@@ -54,10 +58,13 @@ ChatRequestConflict            400     invalid_request_error   -            -
 context_length_exceeded        400     invalid_request_error   -            -
 max_kudos_exceeded             400     invalid_request_error   -            -
 no_worker_supports_limit       400     invalid_request_error   -            -
+previous_response_not_found    400     invalid_request_error   -            -
 InvalidAPIKey                  401     authentication_error    -            false
 KudosUpfront                   403     permission_error        -            false
 model_not_found                404     not_found_error         -            -
 no_worker_supports_features    404     not_found_error         -            -
+item_not_found                 404     invalid_request_error   -            -
+response_not_found             404     invalid_request_error   -            -
 method_not_allowed             405     invalid_request_error   -            -
 ChatRequestTimeout             408     timeout_error           -            false
 RequestBodyTimeout             408     timeout_error           -            -
@@ -133,6 +140,12 @@ CHAT_REQUEST_CANCELLED: Final = "ChatRequestCancelled"
 METHOD_NOT_ALLOWED: Final = "method_not_allowed"
 MODEL_NOT_FOUND: Final = "model_not_found"
 """OpenAI's 404 code for ``GET /v1/models/{model}`` of a model the model list does not hold."""
+PREVIOUS_RESPONSE_NOT_FOUND: Final = "previous_response_not_found"
+"""OpenAI's code for a ``previous_response_id`` it does not hold (400, ``invalid_request_error``)."""
+ITEM_NOT_FOUND: Final = "item_not_found"
+"""404 of an ``item_reference`` the front does not hold (OpenAI's type for it, ``invalid_request_error``)."""
+RESPONSE_NOT_FOUND: Final = "response_not_found"
+"""404 of ``GET`` / ``DELETE /v1/responses/{id}`` for a response the key did not store."""
 NO_ELIGIBLE_WORKER_RC: Final = "NoEligibleWorker"
 """The native rc of a submit no online worker can serve (503, or 403 with an optional ``impossible_reason``)."""
 
@@ -165,11 +178,13 @@ class Failure:
     """The ``Retry-After`` every refusal with this code sends; None when none does or its builder computes it."""
     should_retry: bool | None = None
     """The ``x-should-retry`` every refusal with this code sends; None when none does or its builder decides."""
+    error_type: str | None = None
+    """OpenAI's ``error.type`` where OpenAI sends another than the status's (its 404s of stored state)."""
 
     @property
     def type(self) -> str:
-        """OpenAI's ``error.type`` of the status."""
-        return error_type_for_status(self.status)
+        """OpenAI's ``error.type``: :attr:`error_type`, or the status's."""
+        return self.error_type or error_type_for_status(self.status)
 
 
 FAILURES: Final[Mapping[str, Failure]] = {
@@ -183,6 +198,7 @@ FAILURES: Final[Mapping[str, Failure]] = {
         Failure(CONTEXT_LENGTH_EXCEEDED, 400, "the rendered prompt cannot fit the context (text path)"),
         Failure(MAX_KUDOS_EXCEEDED, 400, "the kudos estimate is above horde.max_kudos"),
         Failure(NO_WORKER_SUPPORTS_LIMIT, 400, "no online worker declares the completion limit or context length"),
+        Failure(PREVIOUS_RESPONSE_NOT_FOUND, 400, "previous_response_id names no response stored for the key"),
         Failure(
             INVALID_API_KEY,
             401,
@@ -195,8 +211,20 @@ FAILURES: Final[Mapping[str, Failure]] = {
             "the key lacks the kudos the request needs upfront (the Horde's rc); the message says how to get kudos",
             should_retry=False,
         ),
-        Failure(MODEL_NOT_FOUND, 404, "the model list does not hold the model, or it has no text API path"),
+        Failure(MODEL_NOT_FOUND, 404, "the model list does not hold the model (GET /v1/models/{model})"),
         Failure(NO_WORKER_SUPPORTS_FEATURES, 404, "no online worker declares a feature or guarantee the request needs"),
+        Failure(
+            ITEM_NOT_FOUND,
+            404,
+            "an item_reference names no item stored for the key",
+            error_type="invalid_request_error",
+        ),
+        Failure(
+            RESPONSE_NOT_FOUND,
+            404,
+            "GET or DELETE /v1/responses/{id} of no response stored for the key",
+            error_type="invalid_request_error",
+        ),
         Failure(METHOD_NOT_ALLOWED, 405, "another method than the route's"),
         Failure(CHAT_REQUEST_TIMEOUT, 408, "no reply within the front's timeout", should_retry=False),
         Failure(REQUEST_BODY_TIMEOUT, 408, "the body did not arrive within HORDE_OAI_BODY_TIMEOUT_SECONDS"),

@@ -106,6 +106,15 @@ class FrontSettings(BaseSettings):
     models_cache_seconds: float = Field(default=10.0, ge=0)
     """``HORDE_OAI_MODELS_CACHE_SECONDS``: how long the native model list is reused."""
 
+    stored_response_seconds: float = Field(default=3600.0, gt=0)
+    """``HORDE_OAI_STORED_RESPONSE_SECONDS``: how long a ``POST /v1/responses`` response stored with ``store`` true
+    (OpenAI's default) is kept for ``previous_response_id``, ``item_reference`` and ``GET`` / ``DELETE
+    /v1/responses/{id}`` (chat.serving.stored_responses; in the front's Redis, or each process's memory without)."""
+
+    stored_response_max_bytes: int = Field(default=1024 * 1024, gt=0)
+    """``HORDE_OAI_STORED_RESPONSE_MAX_BYTES``: the largest stored response, its conversation included, in bytes of
+    JSON; a larger response is answered and not stored (a later ``previous_response_id`` to it is not found)."""
+
     text_api_fallback: Literal["auto", "on", "off"] = "auto"
     """``HORDE_OAI_TEXT_API_FALLBACK``: when models with text workers but no chat worker are served through the
     Horde's text generation API (chat.serving.text_route). ``auto``: when the Horde's model list has no ``chat`` entry

@@ -36,6 +36,7 @@ from devhorde.chat_queue import Attempt, ChatQueue, ChatRequest, RequestState
 from devhorde.redisbus import RedisBus
 from devhorde.replies import (
     ReplyPlan,
+    asks_for_json,
     build_tool_calls,
     choose_tools,
     conversation_seed,
@@ -199,7 +200,7 @@ class Jobs:
         response_format = payload.get("response_format") or {}
         if tool_calls:
             content = None
-        elif response_format.get("type") in {kind.value for kind in ChatResponseFormatType}:
+        elif response_format.get("type") in {kind.value for kind in ChatResponseFormatType} or asks_for_json(messages):
             content = json_reply(response_format, messages, seed)
         elif worker.reply_style == "echo":
             content = "You said: " + last_user_text(messages)

@@ -375,12 +375,57 @@ def build_tool_calls(
     return calls
 
 
+_JSON_WORD: Final = re.compile(r"\bjson\b", re.IGNORECASE)
+"""A prompt that names JSON asks for it (instructor's JSON and MD_JSON modes, LangChain's ``json_mode``, the AI SDK's
+``generateObject`` without structured outputs)."""
+
+SCHEMA_KEYS: Final[frozenset[str]] = frozenset({"properties", "$defs", "items", "anyOf", "oneOf", "allOf"})
+"""Keys that make a JSON object of a prompt a JSON schema (a bare ``{"type": "object"}`` is one too)."""
+
+
+def _instruction_texts(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The texts of the ``system``, ``developer`` and ``user`` messages, in order."""
+    return [message_text(message) for message in messages if message.get("role") in {"system", "developer", "user"}]
+
+
+def asks_for_json(messages: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a system, developer or user message names JSON (:data:`_JSON_WORD`)."""
+    return any(_JSON_WORD.search(text) for text in _instruction_texts(messages))
+
+
+def prompt_schema(messages: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The first JSON schema written into a system, developer or user message (instructor puts the response model's
+    schema in the system message, the AI SDK's ``generateObject`` in a system message after "JSON schema:"), or None.
+    """
+    decoder = json.JSONDecoder()
+    for text in _instruction_texts(messages):
+        start = text.find("{")
+        while start != -1:
+            try:
+                value, end = decoder.raw_decode(text, start)
+            except ValueError:
+                start = text.find("{", start + 1)
+                continue
+            if isinstance(value, dict) and (SCHEMA_KEYS & value.keys() or value.get("type") == "object"):
+                return value
+            start = text.find("{", end)
+    return None
+
+
 def json_reply(response_format: Mapping[str, Any], messages: Sequence[Mapping[str, Any]], seed: int) -> str:
-    """Return the JSON text of a ``json_object`` or ``json_schema`` reply."""
+    """Return the JSON text of a ``json_object`` or ``json_schema`` reply, or of a prompt that asks for JSON.
+
+    A ``json_schema`` format's schema is followed; otherwise a schema written into the prompt (:func:`prompt_schema`)
+    is, and without one the reply is ``{"topic", "answer"}``.
+    """
     user_text = last_user_text(messages)
     topic = topic_of(user_text)
-    if response_format.get("type") == "json_schema":
-        schema = (response_format.get("json_schema") or {}).get("schema") or {}
+    schema = (
+        (response_format.get("json_schema") or {}).get("schema") or {}
+        if response_format.get("type") == "json_schema"
+        else prompt_schema(messages)
+    )
+    if schema is not None:
         value = schema_instance(schema, hint=topic, place=place_name(user_text))
     else:
         rng = random.Random(seed)

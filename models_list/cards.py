@@ -32,10 +32,9 @@ RESPONSE_FORMAT_FEATURES: Final[frozenset[str]] = frozenset({ChatFeature.JSON_OB
 CHAT_API: Final[str] = "chat"
 """``x_horde.api`` of a model on the native chat route."""
 
-CHAT_API_ROUTES: Final[tuple[str, ...]] = ("/v1/chat/completions", "/v1/responses")
-"""``x_horde.routes`` of a model with an online chat worker: chat completions and the Responses API, both over the
-native chat routes. The legacy ``/v1/completions`` serves only models reached through the Horde's text generation
-API (:data:`TEXT_API_ROUTES`)."""
+CHAT_API_ROUTES: Final[tuple[str, ...]] = ("/v1/chat/completions", "/v1/responses", "/v1/completions")
+"""``x_horde.routes`` of a model with an online chat worker: chat completions, the Responses API and the legacy
+completions (the prompt as one user message), all over the native chat routes."""
 
 TEXT_API_ROUTES: Final[tuple[str, ...]] = ("/v1/chat/completions", "/v1/responses", "/v1/completions")
 """``x_horde.routes`` of a model served through the Horde's text generation API (chat.serving.text_route): chat

@@ -103,9 +103,9 @@ class ModelHordeExtras(_Card):
     listed."""
 
     routes: list[str]
-    """The front's routes that serve the model: ``/v1/chat/completions`` and ``/v1/responses`` for a model with an
-    online chat worker (``api`` ``chat``); those and the legacy ``/v1/completions`` for a model served through the
-    text generation API (``api`` ``text``)."""
+    """The front's routes that serve the model: ``/v1/chat/completions``, ``/v1/responses`` and the legacy
+    ``/v1/completions``, for a model with an online chat worker (``api`` ``chat``: a legacy prompt is one user
+    message) and for a model served through the text generation API (``api`` ``text``: the raw prompt)."""
 
 
 class ModelCard(_Card):

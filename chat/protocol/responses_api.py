@@ -3,11 +3,12 @@
 Field docstrings are public API text: they become the field descriptions of ``/openapi.json``. They say where the
 front differs from OpenAI's Responses reference.
 
-The front serves the Responses API statelessly: every request carries the whole conversation in ``input`` (earlier
-``function_call`` and ``function_call_output`` items included), and nothing is stored. Features that need state kept
-between requests (``previous_response_id``, ``conversation``, ``store: true``, ``background: true``, stored prompts,
-built-in tools, ``include`` values) are refused by chat.reading.responses before this model validates the body. A
-validated request is mapped onto a chat completions request (chat.reading.responses), so screening rules, the native
+A request carries its conversation in ``input`` (earlier ``function_call`` and ``function_call_output`` items
+included), after the stored conversation of ``previous_response_id``; ``item_reference`` items and
+``previous_response_id`` are resolved from the responses kept with ``store`` (chat.serving.stored_responses) before
+this model validates the body. Features that need other state (``conversation``, ``background: true``, stored
+prompts, built-in tools, ``include`` values) are refused by chat.reading.responses first. A validated request is
+mapped onto a chat completions request (chat.reading.responses), so screening rules, the native
 payload, the waiter, cancels and availability errors are those of ``POST /v1/chat/completions``.
 
 Validation is strict, as in chat.protocol.chat_request. The top level, ``text``, ``text.format``, ``reasoning`` and the
@@ -354,15 +355,17 @@ MetadataValue = Annotated[str, StringConstraints(max_length=512)]
 
 
 class ResponsesRequest(_Strict):
-    """The body of ``POST /v1/responses`` (stateless: the whole conversation is in ``input``, nothing is stored)."""
+    """The body of ``POST /v1/responses`` (the conversation in ``input``, after a stored ``previous_response_id``)."""
 
     model: str
     """The model to use (see ``GET /v1/models``). A model the Horde does not know is 400 ``UnknownModel``."""
 
     input: Input
     """The conversation: a string (one user message), or an array of items: messages (``role`` and ``content``),
-    and the ``function_call`` and ``function_call_output`` items of earlier turns. Required: the front keeps no
-    conversation state, so there is nothing to continue from."""
+    the ``function_call`` and ``function_call_output`` items of earlier turns, and ``item_reference`` items
+    (``{"type": "item_reference", "id": "msg_..."}``) naming an output item of a stored response (404
+    ``item_not_found`` at ``input[<i>]`` when the front does not hold it). Required, even with
+    ``previous_response_id``."""
 
     instructions: str | None = None
     """A system message placed before ``input``."""
@@ -414,9 +417,16 @@ class ResponsesRequest(_Strict):
     prompt_cache_key: str | None = None
     """A prompt cache key; accepted and not forwarded."""
 
-    store: Literal[False] | None = None
-    """Only false (the default here; OpenAI's default is true): the front stores no responses, so a response can
-    not be retrieved or continued with ``previous_response_id`` later. ``true`` is refused."""
+    previous_response_id: str | None = None
+    """The id of a response stored with ``store`` true (by the same API key, within
+    ``HORDE_OAI_STORED_RESPONSE_SECONDS``): its conversation (input and output items) goes before ``input``. An id
+    the front does not hold is 400 ``previous_response_not_found``."""
+
+    store: bool | None = None
+    """Whether to keep the response (true, OpenAI's default, when null) for ``previous_response_id``,
+    ``item_reference`` items and ``GET`` / ``DELETE /v1/responses/{id}``: in the front's Redis for
+    ``HORDE_OAI_STORED_RESPONSE_SECONDS``, readable only with the API key that created it, and not at all when larger
+    than ``HORDE_OAI_STORED_RESPONSE_MAX_BYTES``. False stores nothing."""
 
     background: Literal[False] | None = None
     """Only false: background responses need a stored response to poll."""
@@ -583,7 +593,8 @@ class ResponseObject(_Response):
     """A response (``object: response``): the output items, the usage and the request's settings echoed back."""
 
     id: str
-    """``resp_`` and the Horde's request id. Not stored: it cannot be retrieved or continued."""
+    """``resp_`` and the Horde's request id: what ``previous_response_id`` and ``GET /v1/responses/{id}`` name when
+    the response was stored."""
 
     object: Literal["response"]
     """Always ``response``."""
@@ -643,11 +654,11 @@ class ResponseObject(_Response):
     reasoning: dict[str, Any]
     """The request's ``reasoning`` (``effort`` and ``summary``, null without)."""
 
-    previous_response_id: None
-    """Always null: the front continues no stored response."""
+    previous_response_id: str | None
+    """The request's ``previous_response_id`` (null without)."""
 
-    store: Literal[False]
-    """Always false: the front stores no responses."""
+    store: bool
+    """Whether the response is stored (the request's ``store``; true unless it was false)."""
 
     background: Literal[False]
     """Always false."""

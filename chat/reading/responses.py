@@ -2,9 +2,11 @@
 
 A ``POST /v1/responses`` body is read in three steps (:func:`read_responses_request`):
 
-1. :func:`find_stateful_refusal`: unknown top-level keys, and every feature that needs state kept between requests
-   (``previous_response_id``, ``conversation``, ``store: true``, ``background: true``, ``prompt``, ``include``
-   values, built-in tools), are 400 ``UnsupportedChatParameter`` at their param, in OpenAI's wording;
+1. :func:`find_stateful_refusal` (:func:`screen_responses_body`): unknown top-level keys, and every feature that needs
+   state the front does not keep (``conversation``, ``background: true``, ``prompt``, ``include`` values, built-in
+   tools), are 400 ``UnsupportedChatParameter`` at their param, in OpenAI's wording; then the view resolves
+   ``previous_response_id`` and ``item_reference`` items from the stored responses
+   (chat.serving.stored_responses.resolve_stored_input);
 2. :class:`chat.protocol.responses_api.ResponsesRequest` validation, errors worded as chat.reading.screening words them;
 3. :func:`chat_body`: the validated request becomes a chat completions body, which chat.reading.screening validates and
    checks against the same request rules as ``POST /v1/chat/completions``. An error's ``param`` is mapped back to
@@ -46,20 +48,19 @@ RESPONSES_REQUEST_KEYS: Final[frozenset[str]] = frozenset(
 """The top-level keys of :class:`ResponsesRequest`."""
 
 STATEFUL_PARAMETERS: Final[Mapping[str, str]] = {
-    "previous_response_id": "the front stores no responses; send the whole conversation in 'input'",
     "conversation": "the front stores no conversations; send the whole conversation in 'input'",
     "prompt": "the front stores no prompt templates; send the prompt in 'instructions' and 'input'",
 }
 """OpenAI parameters that continue or reuse state stored at OpenAI, refused whenever not null, with the reason."""
 
 STATE_FLAGS: Final[Mapping[str, str]] = {
-    "store": "the front stores no responses",
     "background": "a background response needs a stored response to poll",
 }
 """Boolean parameters accepted only as false or null (their default here), with the reason ``true`` is refused."""
 
 INCLUDE_REASON: Final[str] = (
-    "the front stores no responses and runs no built-in tools, so it has no extra output data to include"
+    "workers return no encrypted reasoning or log probabilities and the front runs no built-in tools, so it has no "
+    "extra output data to include"
 )
 """Why every ``include`` value is refused (``reasoning.encrypted_content``, ``message.output_text.logprobs``, the
 built-in tools' results): none has data on the Horde."""
@@ -92,7 +93,7 @@ def find_stateful_refusal(body: Mapping[str, Any]) -> OpenAIError | None:
     """The first key of ``body`` the front refuses before validation, or None.
 
     In order: an unknown top-level key (``Unrecognized request argument supplied: <key>``); a
-    :data:`STATEFUL_PARAMETERS` key that is not null; ``store`` or ``background`` true; a non-empty ``include``
+    :data:`STATEFUL_PARAMETERS` key that is not null; ``background`` true; a non-empty ``include``
     (at ``include[<i>]``); a ``tools`` entry whose ``type`` is not ``function`` (at ``tools[<i>].type``). All are
     400 ``UnsupportedChatParameter`` (logged like chat's refusals).
     """
@@ -363,9 +364,8 @@ def tool_history_error(error: OpenAIError, messages: list[dict[str, Any]]) -> Op
     return error
 
 
-def read_responses_request(raw: bytes) -> tuple[ResponsesRequest, ChatCompletionRequest, list[str]]:
-    """Parse, screen and validate a ``POST /v1/responses`` body; return it, its chat completions request (validated
-    and checked by chat.reading.screening) and the source param of each chat message.
+def screen_responses_body(raw: bytes) -> dict[str, Any]:
+    """Parse a ``POST /v1/responses`` body and refuse what :func:`find_stateful_refusal` refuses.
 
     Raises:
         OpenAIError: 400 with OpenAI's message, the front's code and the Responses param.
@@ -374,6 +374,16 @@ def read_responses_request(raw: bytes) -> tuple[ResponsesRequest, ChatCompletion
     refused = find_stateful_refusal(body)
     if refused is not None:
         raise refused
+    return body
+
+
+def read_responses_body(body: Mapping[str, Any]) -> tuple[ResponsesRequest, ChatCompletionRequest, list[str]]:
+    """Validate a screened ``POST /v1/responses`` body (stored state already resolved); return it, its chat
+    completions request (validated and checked by chat.reading.screening) and the source param of each chat message.
+
+    Raises:
+        OpenAIError: 400 with OpenAI's message, the front's code and the Responses param.
+    """
     request = validate_responses_request(body)
     screened, sources = chat_body(request)
     try:
@@ -382,3 +392,10 @@ def read_responses_request(raw: bytes) -> tuple[ResponsesRequest, ChatCompletion
     except OpenAIError as error:
         raise tool_history_error(error, screened["messages"]) or as_responses_error(error, sources) from None
     return request, chat_request, sources
+
+
+def read_responses_request(raw: bytes) -> tuple[ResponsesRequest, ChatCompletionRequest, list[str]]:
+    """Parse, screen and validate a ``POST /v1/responses`` body without stored state (:func:`screen_responses_body`
+    then :func:`read_responses_body`).
+    """
+    return read_responses_body(screen_responses_body(raw))

@@ -16,7 +16,7 @@ The request was read by chat.reading.responses and ran as a chat completion; its
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, Final
 
 from horde_sdk.worker.chat_declaration import ChatFinishReason
@@ -57,8 +57,8 @@ def _echoed_settings(request: ResponsesRequest) -> dict[str, Any]:
             "effort": reasoning.effort.value if reasoning is not None and reasoning.effort is not None else None,
             "summary": reasoning.summary if reasoning is not None else None,
         },
-        "previous_response_id": None,
-        "store": False,
+        "previous_response_id": request.previous_response_id,
+        "store": request.store is not False,
         "background": False,
         "truncation": "disabled",
         "service_tier": "default",
@@ -480,13 +480,16 @@ async def response_events(
     chat_events: AsyncIterator[bytes],
     sources: list[str],
     clock: Callable[[], float],
+    on_complete: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
 ) -> AsyncIterator[bytes]:
     """A Responses event stream from a chat completion event stream (buffered or relayed, chat.streaming.buffered).
 
     ``response.created`` and ``response.in_progress`` go out at once; keepalive comments pass through; each chunk's
     events follow it; after the last chunk come :meth:`ResponseEventWriter.finish`'s events. A chat stream error
     (``data: {"error": ...}``) becomes one ``error`` event (its ``param`` at the Responses path) and ends the stream.
-    ``clock`` gives Unix seconds for ``completed_at``.
+    ``clock`` gives Unix seconds for ``completed_at``. ``on_complete`` receives the final response (the one of
+    ``response.completed`` or ``response.incomplete``) before those last events go out, so a client that reads the
+    terminal event finds it stored; a stream that errs or is abandoned never calls it.
     """
     try:
         for event in writer.start():
@@ -505,7 +508,10 @@ async def response_events(
                     return
                 for event in writer.chunk(payload):
                     yield typed_event(event)
-        for event in writer.finish(int(clock())):
+        finished = writer.finish(int(clock()))
+        if on_complete is not None:
+            await on_complete(finished[-1]["response"])
+        for event in finished:
             yield typed_event(event)
     finally:
         if isinstance(chat_events, AsyncGenerator):

@@ -1,8 +1,8 @@
 """The one path every API shares: submit a validated request, wait or stream, and return the outcome.
 
 The service never builds an HTTP response. :func:`serve_chat` (chat completions and the Responses API, on the native
-chat route or the text generation API) and :func:`serve_text_completion` (legacy completions, text API only) return
-an :data:`Outcome`:
+chat route or the text generation API) and :func:`serve_text_completion` (legacy completions: the text API, else the
+native chat route) return an :data:`Outcome`:
 
 - :class:`Answered`: the finished request's body (a ``chat.completion``, or a ``text_completion``);
 - :class:`Streaming`: the request's event stream (chat chunk frames, or ``text_completion`` chunk frames), with the
@@ -21,7 +21,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from chat import errors
 from chat.errors import OpenAIError
@@ -35,8 +35,14 @@ from chat.horde.worker_limits import directory_for
 from chat.metrics import STAGE_SUBMIT
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.protocol.legacy_completion import CompletionRequest
+from chat.reading.screening import validate_chat_request
 from chat.rendering.completion import build_completion
-from chat.rendering.text_completion import build_text_completion, text_completion_chunks
+from chat.rendering.text_completion import (
+    build_text_completion,
+    text_completion_chunks,
+    text_completion_of_chat,
+    text_events_of_chat,
+)
 from chat.serving import route_choice, text_limits, text_route
 from chat.serving.request_record import RequestRecord, record_refusal
 from chat.serving.runtime import FrontRuntime, get_runtime
@@ -44,12 +50,6 @@ from chat.streaming.buffered import buffered_stream
 from chat.streaming.relayed import relayed_stream
 from chat.waiting.availability import submit_refusal_error
 from chat.waiting.waiter import ChatWaiter
-
-NO_TEXT_ROUTE_MESSAGE: Final[str] = (
-    "The model `{model}` is not served through the Horde's text generation API here, and POST /v1/completions takes "
-    "a raw prompt only there. Send the conversation to POST /v1/chat/completions instead."
-)
-"""The 404 message of a legacy completion for a model without a text API path (``{model}`` is the requested id)."""
 
 
 @dataclass(frozen=True)
@@ -229,10 +229,10 @@ async def serve_text_completion(legacy: CompletionRequest, apikey: str | None) -
     """Submit a validated legacy completion to the text API, wait or stream (``POST /v1/completions``).
 
     A model no online worker serves on a Horde without chat routes is 503 ``no_eligible_worker``
-    (chat.serving.route_choice); any other model without a text API path is 404 ``model_not_found`` at ``model``
-    (:data:`NO_TEXT_ROUTE_MESSAGE`); those refusals and a prompt that cannot be sent are counted like chat
-    completions' refusals (chat.serving.request_record.record_refusal); the finished-request line and its metrics are
-    chat requests' only.
+    (chat.serving.route_choice); any other model without a text API path is served on the native chat route, the
+    prompt as one user message (:func:`serve_completion_on_chat`); those refusals and a prompt that cannot be sent are
+    counted like chat completions' refusals (chat.serving.request_record.record_refusal); the finished-request line
+    and its metrics are chat requests' only.
     """
     runtime = get_runtime()
     if runtime.stopping.is_set():
@@ -243,11 +243,7 @@ async def serve_text_completion(legacy: CompletionRequest, apikey: str | None) -
         record_refusal(error)
         return Refused(error)
     if not on_text_route:
-        not_found = errors.failure(
-            errors.MODEL_NOT_FOUND, NO_TEXT_ROUTE_MESSAGE.format(model=legacy.model), param="model"
-        )
-        record_refusal(not_found)
-        return Refused(not_found)
+        return await serve_completion_on_chat(legacy, apikey)
     try:
         bounds = await text_limits.completion_text_bounds(runtime.text_horde, legacy, apikey)
         prepared = text_route.prepare_completion_request(legacy, bounds)
@@ -282,6 +278,34 @@ async def serve_text_completion(legacy: CompletionRequest, apikey: str | None) -
             build_chunks=chunks,
         ),
     )
+
+
+async def serve_completion_on_chat(legacy: CompletionRequest, apikey: str | None) -> Outcome:
+    """A legacy completion of a model without a text API path, on the native chat route: the prompt as one ``user``
+    message (``max_tokens``, ``temperature``, ``top_p``, ``stop``, ``stream`` and ``stream_options`` kept), served by
+    :func:`serve_chat` (logged and counted as a chat request), its reply in the ``text_completion`` shapes
+    (chat.rendering.text_completion.text_completion_of_chat, text_events_of_chat).
+    """
+    started = time.monotonic()
+    body: dict[str, Any] = {"model": legacy.model, "messages": [{"role": "user", "content": legacy.prompt_text}]}
+    for key in ("max_tokens", "temperature", "top_p", "stop", "stream"):
+        value = getattr(legacy, key)
+        if value is not None:
+            body[key] = value
+    if legacy.stream_options is not None:
+        body["stream_options"] = legacy.stream_options.model_dump(exclude_none=True)
+    try:
+        chat_request = validate_chat_request(body)
+    except OpenAIError as error:
+        record_refusal(error)
+        return Refused(error)
+    outcome = await serve_chat(chat_request, apikey, started=started)
+    if isinstance(outcome, Answered):
+        return Answered(text_completion_of_chat(outcome.body, outcome.request_id), outcome.request_id, outcome.created)
+    if isinstance(outcome, Streaming):
+        events = text_events_of_chat(outcome.events, outcome.request_id)
+        return Streaming(events, outcome.request_id, outcome.created, outcome.finish)
+    return outcome
 
 
 async def wait_for_outcome(runtime: FrontRuntime, submitted: Submitted) -> Outcome:

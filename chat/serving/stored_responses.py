@@ -28,8 +28,10 @@ from typing import Any, Final
 import orjson
 from django.core.cache import BaseCache, caches
 
+from chat import errors
 from chat.errors import OpenAIError
 from chat.horde.native import ANONYMOUS_API_KEY
+from chat.settings import front_settings
 
 RESPONSE_KEY: Final[str] = "response:{owner}:{response_id}"
 """The cache key of a stored response (under the cache's ``KEY_PREFIX``, ``horde-oai``)."""
@@ -66,6 +68,14 @@ def as_input_item(item: dict[str, Any]) -> dict[str, Any] | None:
     if kind == "function_call":
         return {key: item[key] for key in ("type", "call_id", "name", "arguments") if key in item}
     return {key: item[key] for key in ("type", "call_id", "output") if key in item}
+
+
+def referenced_only(item: dict[str, Any]) -> dict[str, Any]:
+    """The input item an ``item_reference`` to an output item that is not replayed resolves to: ``{"type"}`` only
+    (a ``reasoning`` item, which the Vercel AI SDK references on a reasoning conversation's next turn; the request
+    reader accepts it and forwards nothing of it).
+    """
+    return {"type": str(item.get("type") or "reasoning")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +129,8 @@ class ResponseStore:
         owner = owner_of(apikey)
         entries: dict[str, Any] = {RESPONSE_KEY.format(owner=owner, response_id=response_id): value}
         for item in outputs:
-            converted = as_input_item(item)
-            if isinstance(item.get("id"), str) and converted is not None:
+            converted = as_input_item(item) or referenced_only(item)
+            if isinstance(item.get("id"), str):
                 entries[ITEM_KEY.format(owner=owner, item_id=item["id"])] = converted
         await self.cache.aset_many(entries, timeout=self.ttl_seconds)
         return True
@@ -154,9 +164,6 @@ class ResponseStore:
         return True
 
 
-PREVIOUS_RESPONSE_NOT_FOUND: Final[str] = "previous_response_not_found"
-"""OpenAI's code for a ``previous_response_id`` it does not hold."""
-
 PREVIOUS_RESPONSE_NOT_FOUND_MESSAGE: Final[str] = "Previous response with id '{response_id}' not found."
 """OpenAI's message for it (400 at ``previous_response_id``)."""
 
@@ -172,23 +179,23 @@ RESPONSE_NOT_FOUND_MESSAGE: Final[str] = "Response with id '{response_id}' not f
 
 def previous_response_not_found(response_id: str) -> OpenAIError:
     """400 ``previous_response_not_found`` at ``previous_response_id``, OpenAI's wording."""
-    return OpenAIError(
-        status=400,
-        message=PREVIOUS_RESPONSE_NOT_FOUND_MESSAGE.format(response_id=response_id),
-        code=PREVIOUS_RESPONSE_NOT_FOUND,
+    return errors.failure(
+        errors.PREVIOUS_RESPONSE_NOT_FOUND,
+        PREVIOUS_RESPONSE_NOT_FOUND_MESSAGE.format(response_id=response_id),
         param="previous_response_id",
-        type="invalid_request_error",
+    )
+
+
+def item_not_found(item_id: object, index: int) -> OpenAIError:
+    """404 ``item_not_found`` at ``input[<index>]`` (:data:`ITEM_NOT_FOUND_MESSAGE`)."""
+    return errors.failure(
+        errors.ITEM_NOT_FOUND, ITEM_NOT_FOUND_MESSAGE.format(item_id=item_id), param=f"input[{index}]"
     )
 
 
 def response_not_found(response_id: str) -> OpenAIError:
-    """404 ``not_found_error`` for ``GET`` / ``DELETE /v1/responses/{id}``."""
-    return OpenAIError(
-        status=404,
-        message=RESPONSE_NOT_FOUND_MESSAGE.format(response_id=response_id),
-        code="response_not_found",
-        type="invalid_request_error",
-    )
+    """404 ``response_not_found`` for ``GET`` / ``DELETE /v1/responses/{id}``."""
+    return errors.failure(errors.RESPONSE_NOT_FOUND, RESPONSE_NOT_FOUND_MESSAGE.format(response_id=response_id))
 
 
 def _as_items(value: Any) -> list[Any]:
@@ -230,16 +237,18 @@ async def resolve_stored_input(
             item_id = item.get("id")
             found = await store.item(apikey, item_id) if isinstance(item_id, str) else None
             if found is None:
-                raise OpenAIError(
-                    status=404,
-                    message=ITEM_NOT_FOUND_MESSAGE.format(item_id=item_id),
-                    code="item_not_found",
-                    param=f"input[{index}]",
-                    type="invalid_request_error",
-                )
+                raise item_not_found(item_id, index)
             items.append(found)
         else:
             items.append(item)
     resolved = {key: value for key, value in body.items() if key != "previous_response_id"}
     resolved["input"] = items
     return resolved, items
+
+
+def response_store() -> ResponseStore:
+    """The store of the front's settings (``HORDE_OAI_STORED_RESPONSE_SECONDS``, ``..._MAX_BYTES``) on Django's
+    ``default`` cache.
+    """
+    settings = front_settings()
+    return ResponseStore(ttl_seconds=settings.stored_response_seconds, max_bytes=settings.stored_response_max_bytes)

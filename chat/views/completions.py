@@ -1,10 +1,10 @@
-"""``POST /v1/completions``: OpenAI's legacy completions, over the Horde's text generation API.
+"""``POST /v1/completions``: OpenAI's legacy completions, over the Horde's text generation API or the native chat route.
 
 The raw ``prompt`` goes to ``POST /v2/generate/text/async`` unchanged, for a model the front reaches through the text
 API (chat.serving.route_choice, ``HORDE_OAI_TEXT_API_FALLBACK``). A model no online worker serves, on a Horde without
-the native chat routes, is 503 ``no_eligible_worker`` at once, as on chat completions. For any other model the answer
-is 404 ``model_not_found`` at ``model`` with a message that names ``POST /v1/chat/completions``: the native chat route
-takes messages, not a raw prompt.
+the native chat routes, is 503 ``no_eligible_worker`` at once, as on chat completions. Any other model is served on
+the native chat route with the prompt as one ``user`` message (chat.serving.service.serve_completion_on_chat), its
+reply in the same ``text_completion`` shapes.
 
 The body (chat.reading.completions) takes ``model``, ``prompt``, ``max_tokens`` (16 to 16384, at most 4096 on the AI
 Horde's server; absent, the front's default of 512, where OpenAI's is 16), ``temperature``, ``top_p``, ``stop``,

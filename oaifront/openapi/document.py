@@ -30,8 +30,10 @@ from oaifront.openapi.error_table import (
     LEGACY_COMPLETION_ERRORS,
     MODEL_LIST_ERRORS,
     MODEL_RETRIEVE_ERRORS,
+    RESPONSES_ERRORS,
     RETRY_HEADER_STATUSES,
     RETRY_HEADERS,
+    STORED_RESPONSE_ERRORS,
     DocumentedError,
 )
 from oaifront.openapi.schemas import (
@@ -118,8 +120,41 @@ def front_paths() -> dict[str, Any]:
             },
         },
     }
-    responses_responses |= {
-        str(status): error_response(status, codes) for status, codes in CHAT_COMPLETION_ERRORS.items()
+    responses_responses |= {str(status): error_response(status, codes) for status, codes in RESPONSES_ERRORS.items()}
+    stored_responses: dict[str, Any] = {
+        "200": {
+            "description": "The stored response object, as `POST /v1/responses` answered it.",
+            "content": {"application/json": {"schema": schema_ref(ResponseObject)}},
+        },
+    }
+    stored_responses |= {str(status): error_response(status, codes) for status, codes in STORED_RESPONSE_ERRORS.items()}
+    deleted_responses: dict[str, Any] = {
+        "200": {
+            "description": 'The response was deleted: `{"id": "resp_...", "object": "response", "deleted": true}`.',
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["id", "object", "deleted"],
+                        "properties": {
+                            "id": {"type": "string"},
+                            "object": {"const": "response", "type": "string"},
+                            "deleted": {"const": True, "type": "boolean"},
+                        },
+                    }
+                }
+            },
+        },
+    }
+    deleted_responses |= {
+        str(status): error_response(status, codes) for status, codes in STORED_RESPONSE_ERRORS.items()
+    }
+    response_id_parameter = {
+        "name": "response_id",
+        "in": "path",
+        "required": True,
+        "description": "The `id` of a response stored with `store` true by the same API key (`resp_...`).",
+        "schema": {"type": "string"},
     }
     legacy_responses: dict[str, Any] = {
         "200": {
@@ -170,13 +205,15 @@ def front_paths() -> dict[str, Any]:
                 "tags": ["Responses"],
                 "summary": "Create a response",
                 "description": (
-                    "OpenAI's Responses API, served statelessly over the same path as chat completions: `input` "
-                    "(with `instructions`) becomes the chat messages, and the request is screened, validated, "
-                    "submitted, waited for and cancelled exactly as a chat completion is, with the same errors; an "
-                    "error's `param` names the Responses field. Nothing is stored (`store` is false by default and "
-                    "only false), so `previous_response_id`, `conversation`, `background`, stored prompts, built-in "
-                    "tools and `include` values are refused: send the whole conversation, earlier `function_call` and "
-                    "`function_call_output` items included, in `input`. "
+                    "OpenAI's Responses API, served over the same path as chat completions: `input` (with "
+                    "`instructions`, after the stored conversation of `previous_response_id`) becomes the chat "
+                    "messages, and the request is screened, validated, submitted, waited for and cancelled exactly as "
+                    "a chat completion is, with the same errors; an error's `param` names the Responses field. With "
+                    "`store` true (OpenAI's default) the response, its input and output items, is kept for "
+                    "`HORDE_OAI_STORED_RESPONSE_SECONDS` (in the front's Redis, readable only with the same API key) "
+                    "for `previous_response_id`, `item_reference` input items and `GET` / `DELETE "
+                    "/v1/responses/{response_id}`; a streamed response is stored when it completes. `conversation`, "
+                    "`background`, stored prompts, built-in tools and `include` values are refused. "
                     f"See the [documentation]({DOCS_URL}) for the details."
                 ),
                 "security": security,
@@ -192,16 +229,44 @@ def front_paths() -> dict[str, Any]:
                 "responses": responses_responses,
             },
         },
+        "/v1/responses/{response_id}": {
+            "get": {
+                "operationId": "retrieveResponse",
+                "tags": ["Responses"],
+                "summary": "Retrieve a stored response",
+                "description": (
+                    "The response `POST /v1/responses` stored (`store` true, OpenAI's default), within "
+                    "`HORDE_OAI_STORED_RESPONSE_SECONDS`, for the API key that created it; 404 otherwise."
+                ),
+                "security": security,
+                "parameters": [response_id_parameter],
+                "responses": stored_responses,
+            },
+            "delete": {
+                "operationId": "deleteResponse",
+                "tags": ["Responses"],
+                "summary": "Delete a stored response",
+                "description": (
+                    "Deletes a stored response and its output items (no `previous_response_id` or `item_reference` "
+                    "finds them afterwards); 404 for a response this API key did not store."
+                ),
+                "security": security,
+                "parameters": [response_id_parameter],
+                "responses": deleted_responses,
+            },
+        },
         "/v1/completions": {
             "post": {
                 "operationId": "createCompletion",
                 "tags": ["Completions"],
                 "summary": "Create a completion (legacy)",
                 "description": (
-                    "OpenAI's legacy completions, for models the front reaches through the Horde's text generation "
-                    "API (`x_horde.api: text` in `GET /v1/models`): the raw `prompt` goes to the text API unchanged. "
-                    "Other models answer 404 `model_not_found` naming `POST /v1/chat/completions`. `echo` only false, "
-                    "`n` only 1; keys the body does not define are refused like unknown keys."
+                    "OpenAI's legacy completions, for every model: for a model the front reaches through the Horde's "
+                    "text generation API (`x_horde.api: text` in `GET /v1/models`) the raw `prompt` goes to the text "
+                    "API unchanged; on the native chat route the prompt is sent as one `user` message. The reply is "
+                    "a `text_completion` either way. `echo` only false, `n` only 1; `best_of`, `frequency_penalty`, "
+                    "`presence_penalty`, `logit_bias`, `logprobs`, `seed` and `suffix` only at OpenAI's default "
+                    "(dropped); other keys the body does not define are refused like unknown keys."
                 ),
                 "security": security,
                 "requestBody": {

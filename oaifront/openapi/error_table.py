@@ -194,20 +194,9 @@ MODEL_RETRIEVE_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = Mappin
 )
 """The error statuses of ``GET /v1/models/{model}``: those of ``GET /v1/models`` and 404 ``model_not_found``."""
 
-LEGACY_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = MappingProxyType(
-    {
-        **{status: codes for status, codes in CHAT_COMPLETION_ERRORS.items() if status != 404},
-        404: (
-            DocumentedError(
-                errors.MODEL_NOT_FOUND,
-                "The model is not served through the Horde's text generation API here (`x_horde.api` is not `text` "
-                "in `GET /v1/models`); the message names `POST /v1/chat/completions`. `param` is `model`.",
-            ),
-        ),
-    }
-)
-"""The error statuses of ``POST /v1/completions``: those of chat completions, with 404 ``model_not_found`` for a
-model without a text API path."""
+LEGACY_COMPLETION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = CHAT_COMPLETION_ERRORS
+"""The error statuses of ``POST /v1/completions``: those of chat completions (a model without a text API path is
+served on the native chat route)."""
 
 RETRY_HEADER_STATUSES: Final = frozenset({408, 429, 502, 503})
 """Statuses the official OpenAI SDKs retry by default, where ``Retry-After`` and ``x-should-retry`` tune the retry."""
@@ -237,3 +226,39 @@ RETRY_HEADERS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType(
     }
 )
 """The retry headers an error response may carry."""
+
+_PREVIOUS_RESPONSE_NOT_FOUND = DocumentedError(
+    errors.PREVIOUS_RESPONSE_NOT_FOUND,
+    "`previous_response_id` names no response stored for this API key: never stored (`store: false`, over "
+    "`HORDE_OAI_STORED_RESPONSE_MAX_BYTES`), expired (`HORDE_OAI_STORED_RESPONSE_SECONDS`), deleted, or another "
+    "key's. OpenAI's message: `Previous response with id '<id>' not found.`; `param` is `previous_response_id`.",
+)
+_ITEM_NOT_FOUND = DocumentedError(
+    errors.ITEM_NOT_FOUND,
+    "An `item_reference` input item names no output item of a response stored for this API key; `param` is "
+    "`input[<i>]`.",
+)
+
+RESPONSES_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = MappingProxyType(
+    {
+        **CHAT_COMPLETION_ERRORS,
+        400: (*CHAT_COMPLETION_ERRORS[400], _PREVIOUS_RESPONSE_NOT_FOUND),
+        404: (*CHAT_COMPLETION_ERRORS.get(404, ()), _ITEM_NOT_FOUND),
+    }
+)
+"""The error statuses of ``POST /v1/responses``: those of chat completions, with the stored state's
+``previous_response_not_found`` (400) and ``item_not_found`` (404)."""
+
+STORED_RESPONSE_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = MappingProxyType(
+    {
+        401: (DocumentedError(errors.INVALID_API_KEY, "The bearer key is not printable ASCII."),),
+        404: (
+            DocumentedError(
+                errors.RESPONSE_NOT_FOUND,
+                "No response with this id is stored for this API key (never stored, expired, deleted, or "
+                "another key's). OpenAI's message: `Response with id '<id>' not found.`",
+            ),
+        ),
+    }
+)
+"""The error statuses of ``GET`` and ``DELETE /v1/responses/{id}``."""

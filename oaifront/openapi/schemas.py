@@ -47,7 +47,7 @@ from chat.protocol.chat_request import (
 from chat.protocol.legacy_completion import CompletionRequest, TextCompletion
 from chat.protocol.responses_api import ResponseObject, ResponsesRequest
 from chat.reading.parameters import CHAT_REQUEST_KEYS, DEFAULT_NO_OP_PARAMETERS
-from chat.reading.responses import STATE_FLAGS, STATEFUL_PARAMETERS
+from chat.reading.responses import INCLUDE_REASON, STATE_FLAGS, STATEFUL_PARAMETERS
 from models_list.schema import ModelCard, ModelList
 
 SCHEMA_REF: Final = "#/components/schemas/{model}"
@@ -121,15 +121,15 @@ RESPONSES_STATE_PARAMETER_SCHEMAS: Final[Mapping[str, Mapping[str, Any]]] = Mapp
         "include": {
             "anyOf": [{"type": "array", "items": {"type": "string"}, "maxItems": 0}, {"type": "null"}],
             "description": (
-                "Only empty or null: the front stores no responses and runs no built-in tools, so it has no extra "
-                "output data to include. A value is 400 `UnsupportedChatParameter` at `include[0]`."
+                f"Only empty or null: {INCLUDE_REASON}. A value is 400 `UnsupportedChatParameter` at `include[0]`."
             ),
         },
     }
 )
 """The ``POST /v1/responses`` parameters that need state stored between requests, documented as the only values the
 front accepts (``chat.reading.responses.find_stateful_refusal`` refuses every other one before validation).
-``store`` and ``background`` (:data:`chat.reading.responses.STATE_FLAGS`) are request fields that take only false."""
+``background`` (:data:`chat.reading.responses.STATE_FLAGS`) is a request field that takes only false; ``store`` and
+``previous_response_id`` are request fields (chat.serving.stored_responses)."""
 
 assert set(STATE_FLAGS) <= set(ResponsesRequest.model_fields)
 

@@ -138,7 +138,7 @@ def test_swagger_ui_renders_the_responses_operation_and_its_request_schema(
     schema_text = model.inner_text()
     for field in ("model", "input", "instructions", "max_output_tokens", "text", "reasoning", "store", "include"):
         assert f"\n{field}" in schema_text, field
-    assert "The body of POST /v1/responses (stateless: the whole conversation is in input, nothing is stored)." in (
+    assert "The body of POST /v1/responses (the conversation in input, after a stored previous_response_id)." in (
         schema_text
     )
     assert offline_page.blocked == []

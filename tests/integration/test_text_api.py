@@ -330,7 +330,8 @@ def test_completions_refuse_keys_they_do_not_serve(text_stack: LiveStack) -> Non
     with pytest.raises(openai.BadRequestError) as unknown:
         sdk.completions.create(model=LLAMA, prompt="x", suffix="y")
     assert unknown.value.body == {
-        "message": "Unrecognized request argument supplied: suffix",
+        "message": "Unsupported value: 'suffix' does not support 'y' on the AI Horde. Only the default (null) value is "
+        "supported.",
         "type": "invalid_request_error",
         "param": "suffix",
         "code": "UnsupportedChatParameter",
@@ -343,19 +344,76 @@ def test_completions_refuse_keys_they_do_not_serve(text_stack: LiveStack) -> Non
     assert (many.value.param, many.value.code) == ("prompt", "BadRequest")
 
 
-def test_completions_without_a_text_path_name_chat_completions(stack: LiveStack) -> None:
-    """On the native stack no model has a text path: 404 naming ``/v1/chat/completions``."""
+LANGCHAIN_LEGACY_OPENAI_BODY: dict[str, Any] = {
+    "model": "MODEL",
+    "prompt": ["Tell me about lighthouses."],
+    "temperature": 0.7,
+    "top_p": 1,
+    "frequency_penalty": 0,
+    "presence_penalty": 0,
+    "n": 1,
+    "logit_bias": {},
+    "seed": None,
+    "logprobs": None,
+    "max_tokens": 256,
+}
+"""The body LangChain's legacy ``OpenAI(model=..., base_url=..., api_key=...).invoke(...)`` sends on its defaults
+(langchain-openai ``BaseOpenAI._default_params``: temperature 0.7, top_p 1, both penalties 0, n 1, max_tokens 256,
+seed and logprobs null, the prompt as a list of one string); ``logit_bias`` ``{}`` as its older releases send it."""
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(
+    "default_body", [LLAMA_INDEX_OPENAI_LIKE_BODY, LANGCHAIN_LEGACY_OPENAI_BODY], ids=["llamaindex", "langchain"]
+)
+def test_legacy_defaults_complete_on_a_native_chat_model(
+    stack: LiveStack, default_body: dict[str, Any], stream: bool
+) -> None:
+    """On the native stack no model has a text path: the prompt goes to the native chat route as one user message,
+    and the reply keeps the ``text_completion`` shapes."""
     model = "devhorde/tiny-1b"
-    with pytest.raises(openai.NotFoundError) as missing:
-        client(stack).completions.create(model=model, prompt="x")
-    assert missing.value.body == {
-        "message": f"The model `{model}` is not served through the Horde's text generation API here, and POST "
-        "/v1/completions takes a raw prompt only there. Send the conversation to POST /v1/chat/completions instead.",
-        "type": "not_found_error",
-        "param": "model",
-        "code": "model_not_found",
+    body = {**default_body, "model": model, "stream": stream}
+    url = f"{stack.openai_base_url}/completions"
+    if not stream:
+        response = httpx.post(url, json=body, headers={"Authorization": "Bearer fake"}, timeout=30)
+        assert response.status_code == 200, response.text
+        completion = response.json()
+        assert (completion["object"], completion["model"]) == ("text_completion", model)
+        [choice] = completion["choices"]
+        assert choice["text"].strip() and choice["index"] == 0 and choice["logprobs"] is None
+        assert choice["finish_reason"] in {"stop", "length"}
+        request_id = completion["id"].removeprefix("cmpl-")
+        text = choice["text"]
+    else:
+        with httpx.stream("POST", url, json=body, headers={"Authorization": "Bearer fake"}, timeout=30) as response:
+            assert response.status_code == 200
+            lines = [line for line in response.iter_lines() if line.startswith("data: ")]
+        assert lines[-1] == "data: [DONE]"
+        chunks = [json.loads(line.removeprefix("data: ")) for line in lines[:-1]]
+        assert {chunk["object"] for chunk in chunks} == {"text_completion"}
+        assert len({chunk["id"] for chunk in chunks}) == 1
+        finishes = [chunk["choices"][0]["finish_reason"] for chunk in chunks if chunk["choices"]]
+        assert finishes[-1] in {"stop", "length"} and all(reason is None for reason in finishes[:-1])
+        text = "".join(chunk["choices"][0]["text"] for chunk in chunks if chunk["choices"])
+        request_id = chunks[0]["id"].removeprefix("cmpl-")
+    [native] = [entry for entry in stack.native_requests() if entry["id"] == request_id]
+    prompt = body["prompt"] if isinstance(body["prompt"], str) else body["prompt"][0]
+    assert native["payload"]["messages"] == [{"role": "user", "content": prompt}]
+    assert native["apikey"] == "fake"
+    status = httpx.get(f"{stack.horde_url}/v2/generate/chat/status/{request_id}", timeout=5).json()
+    assert text == status["generations"][0]["message"]["content"]
+
+
+def test_legacy_keys_away_from_their_default_are_refused(stack: LiveStack) -> None:
+    with pytest.raises(openai.BadRequestError) as refused:
+        client(stack).completions.create(model="devhorde/tiny-1b", prompt="x", frequency_penalty=0.5)
+    assert refused.value.body == {
+        "message": "Unsupported value: 'frequency_penalty' does not support 0.5 on the AI Horde. Only the default (0) "
+        "value is supported.",
+        "type": "invalid_request_error",
+        "param": "frequency_penalty",
+        "code": "UnsupportedChatParameter",
     }
-    assert json.dumps(missing.value.body).count("/v1/chat/completions") == 1
 
 
 # --- the Responses API over the text API -----------------------------------------------------------------------

@@ -83,7 +83,7 @@ async def test_preflight_and_cors_on_every_response() -> None:
     assert preflight.status_code == 200
     assert preflight.content == b""
     assert preflight["Access-Control-Allow-Origin"] == "*"
-    assert preflight["Access-Control-Allow-Methods"] == "GET, POST, OPTIONS"
+    assert preflight["Access-Control-Allow-Methods"] == "GET, POST, DELETE, OPTIONS"
     allowed = preflight["Access-Control-Allow-Headers"].split(", ")
     for name in ("authorization", "content-type", "x-stainless-os", "x-stainless-retry-count", "x-stainless-timeout"):
         assert name in allowed

@@ -72,7 +72,7 @@ def test_card_limits_modalities_and_x_horde() -> None:
     assert card["architecture"]["output_modalities"] == ["text"]
     assert card["x_horde"]["workers"] == 2
     assert card["x_horde"]["queued"] == 4096
-    assert card["x_horde"]["routes"] == ["/v1/chat/completions", "/v1/responses"]
+    assert card["x_horde"]["routes"] == ["/v1/chat/completions", "/v1/responses", "/v1/completions"]
     text_card = model_card(native_entry("org/text-7b", ["seed"]))
     assert text_card["architecture"]["input_modalities"] == ["text"]
     assert text_card["architecture"]["modality"] == "text->text"
@@ -96,5 +96,5 @@ def test_listed_routes_are_served() -> None:
 
     from models_list.cards import CHAT_API_ROUTES, TEXT_API_ROUTES
 
-    assert [resolve(route).url_name for route in CHAT_API_ROUTES] == ["chat-completions", "responses"]
+    assert [resolve(route).url_name for route in CHAT_API_ROUTES] == ["chat-completions", "responses", "completions"]
     assert [resolve(route).url_name for route in TEXT_API_ROUTES] == ["chat-completions", "responses", "completions"]

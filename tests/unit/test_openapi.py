@@ -91,6 +91,7 @@ def test_document_lists_the_four_routes_and_leaves_out_health_and_docs(document:
     assert {path: sorted(operations) for path, operations in document["paths"].items()} == {
         CHAT: ["post"],
         RESPONSES: ["post"],
+        f"{RESPONSES}/{{response_id}}": ["delete", "get"],
         "/v1/completions": ["post"],
         MODELS: ["get"],
         MODEL: ["get"],
@@ -594,13 +595,21 @@ MODEL_LIST_ERROR_CODES = {
     "503": ["MaintenanceMode", "FrontAtCapacity"],
 }
 MODEL_RETRIEVE_ERROR_CODES = {"404": ["model_not_found"], **MODEL_LIST_ERROR_CODES}
+RESPONSES_ERROR_CODES = {
+    **CHAT_ERROR_CODES,
+    "400": [*CHAT_ERROR_CODES["400"], "previous_response_not_found"],
+    "404": [*CHAT_ERROR_CODES["404"], "item_not_found"],
+}
+STORED_RESPONSE_ERROR_CODES = {"401": ["InvalidAPIKey"], "404": ["response_not_found"]}
 
 
 @pytest.mark.parametrize(
     ("path", "method", "expected"),
     [
         (CHAT, "post", CHAT_ERROR_CODES),
-        (RESPONSES, "post", CHAT_ERROR_CODES),
+        (RESPONSES, "post", RESPONSES_ERROR_CODES),
+        (f"{RESPONSES}/{{response_id}}", "get", STORED_RESPONSE_ERROR_CODES),
+        (f"{RESPONSES}/{{response_id}}", "delete", STORED_RESPONSE_ERROR_CODES),
         (MODELS, "get", MODEL_LIST_ERROR_CODES),
         (MODEL, "get", MODEL_RETRIEVE_ERROR_CODES),
     ],

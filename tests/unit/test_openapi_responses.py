@@ -42,19 +42,33 @@ def test_request_documents_every_key_the_handler_reads_and_no_other(document: di
         assert request["properties"][key] == schema
 
 
-def test_store_says_it_defaults_to_false(document: dict[str, Any]) -> None:
+def test_store_says_it_defaults_to_true_and_is_bounded(document: dict[str, Any]) -> None:
     store = document["components"]["schemas"]["ResponsesRequest"]["properties"]["store"]
-    assert store["anyOf"] == [{"const": False, "type": "boolean"}, {"type": "null"}]
-    assert store["description"].startswith("Only false (the default here; OpenAI's default is true)")
+    assert store["anyOf"] == [{"type": "boolean"}, {"type": "null"}]
+    assert store["description"].startswith("Whether to keep the response (true, OpenAI's default, when null)")
+    assert "HORDE_OAI_STORED_RESPONSE_SECONDS" in store["description"]
+    assert "HORDE_OAI_STORED_RESPONSE_MAX_BYTES" in store["description"]
+
+
+def test_stored_responses_have_their_paths(document: dict[str, Any]) -> None:
+    path = document["paths"]["/v1/responses/{response_id}"]
+    assert sorted(path) == ["delete", "get"]
+    assert path["get"]["operationId"] == "retrieveResponse"
+    assert path["delete"]["operationId"] == "deleteResponse"
+    assert "response_not_found" in path["get"]["responses"]["404"]["description"]
+    create = document["paths"]["/v1/responses"]["post"]["responses"]
+    assert "previous_response_not_found" in create["400"]["description"]
+    assert "item_not_found" in create["404"]["description"]
 
 
 @pytest.mark.parametrize(
     ("body", "accepted"),
     [
         ({"model": "m", "input": "Hi", "previous_response_id": None, "include": []}, True),
-        ({"model": "m", "input": "Hi", "previous_response_id": "resp_1"}, False),
+        ({"model": "m", "input": "Hi", "previous_response_id": "resp_1"}, True),
         ({"model": "m", "input": "Hi", "include": ["reasoning.encrypted_content"]}, False),
-        ({"model": "m", "input": "Hi", "store": True}, False),
+        ({"model": "m", "input": "Hi", "store": True}, True),
+        ({"model": "m", "input": "Hi", "background": True}, False),
         ({"model": "m", "input": "Hi", "top_k": 1}, False),
     ],
 )

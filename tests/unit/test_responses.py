@@ -233,27 +233,11 @@ def test_a_stream_asks_for_the_usage_chunk() -> None:
     ("body", "param", "message"),
     [
         (
-            {"previous_response_id": "resp_1"},
-            "previous_response_id",
-            (
-                "Unsupported parameter: 'previous_response_id' is not supported on the AI Horde: the front stores no "
-                "responses; send the whole conversation in 'input'."
-            ),
-        ),
-        (
             {"conversation": "conv_1"},
             "conversation",
             (
                 "Unsupported parameter: 'conversation' is not supported on the AI Horde: the front stores no "
                 "conversations; send the whole conversation in 'input'."
-            ),
-        ),
-        (
-            {"store": True},
-            "store",
-            (
-                "Unsupported value: 'store' does not support true on the AI Horde: the front stores no responses. Only "
-                "false (the default here) is supported."
             ),
         ),
         (
@@ -268,8 +252,9 @@ def test_a_stream_asks_for_the_usage_chunk() -> None:
             {"include": ["reasoning.encrypted_content"]},
             "include[0]",
             (
-                "Unsupported value: 'include' does not support 'reasoning.encrypted_content' on the AI Horde: the "
-                "front stores no responses and runs no built-in tools, so it has no extra output data to include."
+                "Unsupported value: 'include' does not support 'reasoning.encrypted_content' on the AI Horde: workers "
+                "return no encrypted reasoning or log probabilities and the front runs no built-in tools, so it has no "
+                "extra output data to include."
             ),
         ),
         (
@@ -296,6 +281,21 @@ def test_state_needing_features_are_refused_at_their_param(body: dict[str, Any],
 def test_store_false_background_false_and_empty_include_are_accepted() -> None:
     request, _, _ = read({"model": "org/m", "input": "Hi", "store": False, "background": False, "include": []})
     assert request.store is False
+
+
+def test_store_true_and_a_previous_response_id_are_read() -> None:
+    """Both are resolved by the view (chat.serving.stored_responses); the reader keeps them for the echo."""
+    request, _, _ = read({"model": "org/m", "input": "Hi", "store": True, "previous_response_id": "resp_1"})
+    assert (request.store, request.previous_response_id) == (True, "resp_1")
+
+
+def test_a_previous_response_id_that_is_not_a_string_is_a_bad_request() -> None:
+    assert refusal({"model": "org/m", "input": "Hi", "previous_response_id": 5}) == {
+        "message": "Invalid type for 'previous_response_id': expected a string, but got an integer instead.",
+        "type": "invalid_request_error",
+        "param": "previous_response_id",
+        "code": "BadRequest",
+    }
 
 
 @pytest.mark.parametrize(
@@ -418,7 +418,7 @@ def test_text_reply_is_a_completed_response_with_one_message_item() -> None:
         "text": {"format": {"type": "text"}},
         "reasoning": {"effort": None, "summary": None},
         "previous_response_id": None,
-        "store": False,
+        "store": True,  # OpenAI's default: a request without `store` is stored
         "background": False,
         "truncation": "disabled",
         "service_tier": "default",

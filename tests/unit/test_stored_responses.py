@@ -65,7 +65,7 @@ async def test_a_stored_response_reads_back_only_under_its_key() -> None:
     assert await responses.get("key-b", "resp_1") is None
     assert await responses.item("key-a", "msg_1") == ASSISTANT_TURN
     assert await responses.item("key-b", "msg_1") is None
-    assert await responses.item("key-a", "rs_1") is None  # reasoning is not replayed
+    assert await responses.item("key-a", "rs_1") == {"type": "reasoning"}  # referenced, not replayed
 
 
 @pytest.mark.asyncio
@@ -137,3 +137,13 @@ async def test_an_unknown_item_reference_is_a_404_at_its_input_index() -> None:
         await resolve_stored_input(responses, body, "key-b")  # another key's item
     assert (raised.value.status, raised.value.param, raised.value.code) == (404, "input[1]", "item_not_found")
     assert raised.value.message.startswith("Item with id 'msg_1' not found. ")
+
+
+@pytest.mark.asyncio
+async def test_a_reference_to_a_reasoning_item_resolves_to_a_reasoning_item() -> None:
+    """The Vercel AI SDK references the reasoning item of a reasoning turn too; it carries nothing forward."""
+    responses = store()
+    await responses.save("key-a", RESPONSE, FIRST_INPUT)
+    second_turn = [*FIRST_INPUT, {"type": "item_reference", "id": "rs_1"}, {"type": "item_reference", "id": "msg_1"}]
+    _, items = await resolve_stored_input(responses, {"model": "m", "input": second_turn}, "key-a")
+    assert items == [*FIRST_INPUT, {"type": "reasoning"}, ASSISTANT_TURN]
