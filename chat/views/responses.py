@@ -18,7 +18,7 @@ from chat.errors import json_response
 from chat.reading.responses import as_responses_error, read_responses_request
 from chat.rendering.responses_events import ResponseEventWriter, build_response, response_events
 from chat.serving.service import Answered, Refused, serve_chat
-from chat.views.prelude import arrive, event_stream_response
+from chat.views.prelude import arrive, event_stream_response, with_progress
 
 
 @csrf_exempt
@@ -30,10 +30,15 @@ async def responses(request: HttpRequest) -> HttpResponseBase:
     responses_request, chat_request, sources = arrival.request
     outcome = await serve_chat(chat_request, arrival.apikey, started=arrival.started)
     if isinstance(outcome, Refused):
-        return as_responses_error(outcome.error, sources).to_response()
+        return with_progress(as_responses_error(outcome.error, sources).to_response(), outcome.progress)
     if isinstance(outcome, Answered):
-        return json_response(
-            build_response(responses_request, outcome.body, outcome.request_id, outcome.created, int(time.time()))
+        return with_progress(
+            json_response(
+                build_response(responses_request, outcome.body, outcome.request_id, outcome.created, int(time.time()))
+            ),
+            outcome.progress,
         )
     writer = ResponseEventWriter(responses_request, outcome.request_id, outcome.created, responses_request.model)
-    return event_stream_response(response_events(writer, outcome.events, sources, time.time), outcome.finish)
+    return event_stream_response(
+        response_events(writer, outcome.events, sources, time.time), outcome.finish, outcome.progress
+    )
