@@ -10,7 +10,8 @@ A native status read carries ``queue_position``, ``wait_time`` (seconds), ``wait
   the ``x_horde`` of a progress chunk and of a Responses ``response.in_progress`` event;
 - :func:`progress_chunk`: a chunk with ``choices: []`` (like the usage chunk, which clients skip) carrying that
   ``x_horde``: ``chat.completion.chunk`` for chat completions, ``text_completion`` for legacy completions;
-- :meth:`QueueProgress.headers`: ``x-horde-queue-position`` and ``x-horde-wait-time`` of a response.
+- :meth:`QueueProgress.headers`: ``x-horde-queue-position`` and ``x-horde-wait-time`` of a response (none before
+  the Horde has placed the request).
 """
 
 from __future__ import annotations
@@ -87,8 +88,17 @@ class QueueProgress:
             }
         }
 
+    @property
+    def placed(self) -> bool:
+        """Whether the read says anything of the place: a position or a wait, or a worker took the request (a newly
+        submitted request reads 0 and 0 until the Horde refreshes its cached positions, about every 2 seconds).
+        """
+        return self.state == PROCESSING or self.queue_position > 0 or self.wait_time > 0
+
     def headers(self) -> dict[str, str]:
-        """``x-horde-queue-position`` and ``x-horde-wait-time``, as decimal strings."""
+        """``x-horde-queue-position`` and ``x-horde-wait-time``, as decimal strings; none when not :attr:`placed`."""
+        if not self.placed:
+            return {}
         return {QUEUE_POSITION_HEADER: str(self.queue_position), WAIT_TIME_HEADER: str(self.wait_time)}
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -25,9 +26,11 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import LiveStack, Process, start_devhorde, start_front
+from tests.conftest import ROOT, LiveStack, Process, start_devhorde, start_front
 
 pytestmark = pytest.mark.integration
+
+JS_DIR = ROOT / "tests" / "js"
 
 MODEL = "progress/slow-8b"
 FIRST_TOKEN_SECONDS = 4.0
@@ -263,3 +266,28 @@ def test_a_responses_stream_repeats_in_progress_while_it_waits(two_ahead: LiveSt
     assert types[-1] == "response.completed"
     assert [event.sequence_number for event in events] == list(range(len(events)))
     assert re.search(r"\w", events[-1].response.output_text)
+
+
+@pytest.mark.parametrize("scenario", ["stream", "chat-stream"])
+def test_the_vercel_ai_sdk_streams_through_the_progress(two_ahead: LiveStack, scenario: str) -> None:
+    """The Vercel AI SDK's ``streamText`` over the queue, on the Responses API (repeated ``response.in_progress``)
+    and on chat completions (progress chunks): the same parts as a stream that does not wait, no error."""
+    node = shutil.which("node")
+    if node is None or not (JS_DIR / "node_modules" / "@ai-sdk" / "openai").is_dir():
+        pytest.fail("Node.js and tests/js/node_modules are needed: run `make test` (it runs `npm ci` in tests/js).")
+    completed = subprocess.run(
+        [node, "ai_sdk_client.mjs", scenario],
+        cwd=JS_DIR,
+        env={**os.environ, "FRONT_BASE_URL": two_ahead.openai_base_url, "TEXT_MODEL": MODEL, "TOOL_MODEL": MODEL},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout)
+    assert "error" not in result, result
+    assert result["text"].strip()
+    assert result["finishReason"] == "stop"
+    parts = [part for index, part in enumerate(result["parts"]) if index == 0 or result["parts"][index - 1] != part]
+    assert parts == ["start", "start-step", "text-start", "text-delta", "text-end", "finish-step", "finish"]

@@ -69,6 +69,11 @@ def test_progress_x_horde_and_headers() -> None:
         "queue": {"state": "waiting", "queue_position": 3, "wait_time": 12, "waiting": 1, "processing": 0}
     }
     assert progress.headers() == {"x-horde-queue-position": "3", "x-horde-wait-time": "12"}
+    assert QueueProgress.of(status(waiting=1)).headers() == {}  # not placed yet: no header says "position 0"
+    assert QueueProgress.of(status(processing=1, wait_time=4)).headers() == {
+        "x-horde-queue-position": "0",
+        "x-horde-wait-time": "4",
+    }
     assert QueueProgress.of(status(processing=1, wait_time=4)).x_horde() == {
         "queue": {"state": "processing", "queue_position": 0, "wait_time": 4, "waiting": 0, "processing": 1}
     }
