@@ -5,8 +5,10 @@ A native status read carries ``queue_position``, ``wait_time`` (seconds), ``wait
 
 - :meth:`QueueProgress.comment`: the SSE comment a waiting stream sends instead of ``: keepalive``:
   ``: queue position 3, estimated wait 12 s``, ``: estimated wait 12 s`` (no position yet), ``: waiting for a
-  worker`` (neither yet: the Horde refreshes them about every 2 seconds), ``: processing`` (a worker took it);
-- :meth:`QueueProgress.x_horde`: ``{"queue": {"state", "queue_position", "wait_time", "waiting", "processing"}}``,
+  worker`` (neither yet: the Horde refreshes them about every 2 seconds), ``: processing`` (a worker took it), with
+  ``, no online worker can serve it now`` while the status says ``is_possible: false``;
+- :meth:`QueueProgress.x_horde`: ``{"queue": {"state", "queue_position", "wait_time", "waiting", "processing",
+  "is_possible"}}``,
   the ``x_horde`` of a progress chunk and of a Responses ``response.in_progress`` event;
 - :func:`progress_chunk`: a chunk with ``choices: []`` (like the usage chunk, which clients skip) carrying that
   ``x_horde``: ``chat.completion.chunk`` for chat completions, ``text_completion`` for legacy completions;
@@ -45,6 +47,9 @@ class QueueProgress:
     """Seconds, the Horde's estimate."""
     waiting: int
     processing: int
+    is_possible: bool = True
+    """False while no online worker can serve the request (the front waits ``HORDE_OAI_FAIL_FAST_GRACE_SECONDS`` for
+    one, then refuses it with ``no_eligible_worker``)."""
 
     @classmethod
     def of(cls, status: NativeStatus) -> QueueProgress:
@@ -56,6 +61,7 @@ class QueueProgress:
             wait_time=max(0, status.wait_time),
             waiting=status.waiting,
             processing=status.processing,
+            is_possible=started or status.is_possible,
         )
 
     @property
@@ -70,14 +76,15 @@ class QueueProgress:
             parts.append(f"queue position {self.queue_position}")
         if self.wait_time > 0:
             parts.append(f"estimated wait {self.wait_time} s")
-        return ", ".join(parts) or "waiting for a worker"
+        text = ", ".join(parts) or "waiting for a worker"
+        return text if self.is_possible else f"{text}, no online worker can serve it now"
 
     def comment(self) -> bytes:
         """The SSE comment of :attr:`text` (``: <text>`` and the blank line that ends it)."""
         return b": " + self.text.encode() + b"\n\n"
 
     def x_horde(self) -> dict[str, Any]:
-        """``{"queue": {"state", "queue_position", "wait_time", "waiting", "processing"}}``."""
+        """``{"queue": {"state", "queue_position", "wait_time", "waiting", "processing", "is_possible"}}``."""
         return {
             "queue": {
                 "state": self.state,
@@ -85,6 +92,7 @@ class QueueProgress:
                 "wait_time": self.wait_time,
                 "waiting": self.waiting,
                 "processing": self.processing,
+                "is_possible": self.is_possible,
             }
         }
 

@@ -158,7 +158,10 @@ def test_wire_format_event_lines_keepalives_and_error_event(stack: LiveStack) ->
         assert response.headers["x-accel-buffering"] == "no"
         raw = response.read().decode()
     blocks = [block for block in raw.split("\n\n") if block]
-    assert ": waiting for a worker" in blocks  # the keepalive comment says the place: no worker can take it
+    # the keepalive comments say the place, and that no online worker can take it (the only one is untrusted)
+    assert {block for block in blocks if block.startswith(":")} == {
+        ": queue position 1, no online worker can serve it now"
+    }
     events = [block for block in blocks if not block.startswith(":")]
     assert [block.split("\n")[0] for block in events] == [
         "event: response.created",

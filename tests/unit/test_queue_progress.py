@@ -53,6 +53,11 @@ def chat_request(**horde: Any) -> ChatCompletionRequest:
         ({"waiting": 1}, "waiting for a worker"),
         ({"processing": 1}, "processing"),
         ({"done": True, "finished": 1}, "processing"),
+        (
+            {"waiting": 1, "queue_position": 1, "is_possible": False},
+            "queue position 1, no online worker can serve it now",
+        ),
+        ({"processing": 1, "is_possible": False}, "processing"),
     ],
 )
 def test_progress_text_and_comment(fields: dict[str, Any], text: str) -> None:
@@ -66,7 +71,14 @@ def test_progress_x_horde_and_headers() -> None:
     progress = QueueProgress.of(status(waiting=1, queue_position=3, wait_time=12))
     assert progress == QueueProgress(WAITING, 3, 12, 1, 0)
     assert progress.x_horde() == {
-        "queue": {"state": "waiting", "queue_position": 3, "wait_time": 12, "waiting": 1, "processing": 0}
+        "queue": {
+            "state": "waiting",
+            "queue_position": 3,
+            "wait_time": 12,
+            "waiting": 1,
+            "processing": 0,
+            "is_possible": True,
+        }
     }
     assert progress.headers() == {"x-horde-queue-position": "3", "x-horde-wait-time": "12"}
     assert QueueProgress.of(status(waiting=1)).headers() == {}  # not placed yet: no header says "position 0"
@@ -75,7 +87,14 @@ def test_progress_x_horde_and_headers() -> None:
         "x-horde-wait-time": "4",
     }
     assert QueueProgress.of(status(processing=1, wait_time=4)).x_horde() == {
-        "queue": {"state": "processing", "queue_position": 0, "wait_time": 4, "waiting": 0, "processing": 1}
+        "queue": {
+            "state": "processing",
+            "queue_position": 0,
+            "wait_time": 4,
+            "waiting": 0,
+            "processing": 1,
+            "is_possible": True,
+        }
     }
 
 
@@ -92,7 +111,16 @@ def test_progress_chunks_of_chat_and_legacy_completions() -> None:
         "model": "org/m",
         "system_fingerprint": None,
         "choices": [],
-        "x_horde": {"queue": {"state": "waiting", "queue_position": 3, "wait_time": 12, "waiting": 1, "processing": 0}},
+        "x_horde": {
+            "queue": {
+                "state": "waiting",
+                "queue_position": 3,
+                "wait_time": 12,
+                "waiting": 1,
+                "processing": 0,
+                "is_possible": True,
+            }
+        },
     }
     legacy = progress_chunk(progress, object_type="text_completion", chunk_id="cmpl-r", created=CREATED, model="m")
     assert list(legacy) == ["id", "object", "created", "model", "choices", "x_horde"]
