@@ -87,6 +87,12 @@ class FrontSettings(BaseSettings):
     keepalive_seconds: float = Field(default=10.0, gt=0)
     """``HORDE_OAI_KEEPALIVE_SECONDS``: the interval of the SSE keepalive comments while a stream waits."""
 
+    progress_chunk_seconds: float = Field(default=60.0, ge=0)
+    """``HORDE_OAI_PROGRESS_CHUNK_SECONDS``: once a stream has sent no data event for this long, its next keepalive
+    is a progress chunk (``choices: []`` with ``x_horde.queue``; a ``response.in_progress`` event on the Responses
+    API) instead of a comment, so clients that give up after a time without a chunk (LangChain's ``astream``: 120 s)
+    keep waiting. 0: never (chat.streaming.progress)."""
+
     horde_timeout_seconds: float = Field(default=30.0, gt=0)
     """``HORDE_OAI_HORDE_TIMEOUT_SECONDS``: the timeout of one native HTTP call."""
 

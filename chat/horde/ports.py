@@ -108,6 +108,11 @@ class WaitedRequest(Protocol):
         """``wait`` or ``fail_fast``."""
         ...
 
+    @property
+    def progress_option(self) -> bool | None:
+        """``horde.progress``: the queue progress a stream sends (chat.streaming.progress)."""
+        ...
+
 
 class WaiterRuntime(Protocol):
     """What a :class:`chat.waiting.waiter.ChatWaiter` reads from the process: settings, the Horde, the signals."""

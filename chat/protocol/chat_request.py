@@ -521,6 +521,13 @@ class HordeOptions(_Strict):
     """``wait`` (default) queues on the volunteer network; ``fail_fast`` refuses at once with ``queue_unavailable``
     when no eligible worker thread exists or the estimated wait exceeds the front's timeout. The front's own option."""
 
+    progress: bool | None = None
+    """A streamed request's queue progress while it waits. Absent: each keepalive comment says the place
+    (``: queue position 3, estimated wait 12 s``), and after ``HORDE_OAI_PROGRESS_CHUNK_SECONDS`` (60 s) without a
+    chunk a chunk with ``choices: []`` and ``x_horde.queue`` goes out. ``true``: that chunk at every change of the
+    place (at most one per keepalive interval). ``false``: bare ``: keepalive`` comments and no progress chunk. The
+    front's own option."""
+
 
 ModelId = Annotated[str, StringConstraints(min_length=1)]
 """A non-empty model id."""
@@ -670,6 +677,11 @@ class ChatCompletionRequest(_Strict):
     def availability_mode(self) -> str:
         """``wait`` or ``fail_fast`` (``horde.availability_mode``, default ``wait``)."""
         return (self.horde.availability_mode if self.horde is not None else None) or "wait"
+
+    @property
+    def progress_option(self) -> bool | None:
+        """``horde.progress``: None (default), true or false (chat.streaming.progress)."""
+        return self.horde.progress if self.horde is not None else None
 
 
 # The response models live in chat.protocol.chat_completion; they are part of this module's public names.

@@ -80,6 +80,11 @@ class CompletionRequest(BaseModel):
         return "wait"
 
     @property
+    def progress_option(self) -> None:
+        """Always None: the default queue progress (chat.streaming.progress)."""
+        return None
+
+    @property
     def is_stream(self) -> bool:
         """Whether the client asked for a streamed reply."""
         return bool(self.stream)

@@ -9,8 +9,9 @@ The request was read by chat.reading.responses and ran as a chat completion; its
 - :class:`ResponseEventWriter`: the ``chat.completion.chunk`` stream (buffered or relayed live) becomes OpenAI's typed
   events in OpenAI's order (:func:`response_events`): ``response.created``, ``response.in_progress``, per item
   ``response.output_item.added``, its parts and deltas and their ``...done`` events, ``response.output_item.done``,
-  then ``response.completed`` (or ``response.incomplete``). Keepalive comments pass through; a stream error becomes
-  one ``error`` event, which ends the stream.
+  then ``response.completed`` (or ``response.incomplete``). Keepalive and progress comments pass through, a progress
+  chunk becomes a repeated ``response.in_progress`` with ``x_horde.queue``; a stream error becomes one ``error``
+  event, which ends the stream.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from chat.protocol.responses_api import (
     ResponsesRequest,
 )
 from chat.reading.responses import responses_message, responses_param
-from chat.rendering.sse import KEEPALIVE_COMMENT, typed_event
+from chat.rendering.progress import is_progress_chunk
+from chat.rendering.sse import typed_event
 
 
 def response_id(request_id: str) -> str:
@@ -220,6 +222,14 @@ class ResponseEventWriter:
         """``response.created`` then ``response.in_progress``, each with the ``in_progress`` response."""
         shell = response_shell(self.request, self.request_id, self.model, self.created_at)
         return [self._event("response.created", response=shell), self._event("response.in_progress", response=shell)]
+
+    def in_progress(self, x_horde: Mapping[str, Any]) -> dict[str, Any]:
+        """A repeated ``response.in_progress`` (the ``in_progress`` response) with the queue progress as the event's
+        ``x_horde``: the Responses form of a progress chunk (chat.streaming.progress). Clients read this event type
+        and nothing in it but ``response``, so a repeat changes nothing for them.
+        """
+        shell = response_shell(self.request, self.request_id, self.model, self.created_at)
+        return self._event("response.in_progress", response=shell, x_horde=dict(x_horde))
 
     # ------------------------------------------------------------------ items
 
@@ -484,7 +494,8 @@ async def response_events(
 ) -> AsyncIterator[bytes]:
     """A Responses event stream from a chat completion event stream (buffered or relayed, chat.streaming.buffered).
 
-    ``response.created`` and ``response.in_progress`` go out at once; keepalive comments pass through; each chunk's
+    ``response.created`` and ``response.in_progress`` go out at once; comments pass through; a progress chunk
+    becomes another ``response.in_progress`` (:meth:`ResponseEventWriter.in_progress`); each chunk's
     events follow it; after the last chunk come :meth:`ResponseEventWriter.finish`'s events. A chat stream error
     (``data: {"error": ...}``) becomes one ``error`` event (its ``param`` at the Responses path) and ends the stream.
     ``clock`` gives Unix seconds for ``completed_at``. ``on_complete`` receives the final response (the one of
@@ -495,10 +506,13 @@ async def response_events(
         for event in writer.start():
             yield typed_event(event)
         async for raw in chat_events:
-            if raw == KEEPALIVE_COMMENT:
+            if raw.startswith(b":"):  # a keepalive or progress comment (chat.streaming.progress)
                 yield raw
                 continue
             for payload in read_chat_events(raw):
+                if is_progress_chunk(payload):
+                    yield typed_event(writer.in_progress(payload["x_horde"]))
+                    continue
                 if isinstance(payload, dict) and "error" in payload:
                     error = dict(payload["error"])
                     if isinstance(error.get("message"), str):

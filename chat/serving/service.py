@@ -37,6 +37,7 @@ from chat.protocol.chat_request import ChatCompletionRequest
 from chat.protocol.legacy_completion import CompletionRequest
 from chat.reading.screening import validate_chat_request
 from chat.rendering.completion import build_completion
+from chat.rendering.progress import QueueProgress
 from chat.rendering.text_completion import (
     build_text_completion,
     text_completion_chunks,
@@ -59,6 +60,8 @@ class Answered:
     body: dict[str, Any]
     request_id: str
     created: int
+    progress: QueueProgress | None = None
+    """The place the last read before a worker took it reported (the ``x-horde-*`` headers), None without a read."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,8 @@ class Streaming:
     request_id: str
     created: int
     finish: Callable[[], None]
+    progress: QueueProgress | None = None
+    """The place the first read reported (the ``x-horde-*`` headers)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,8 @@ class Refused:
     """A request answered with an error before any header."""
 
     error: OpenAIError
+    progress: QueueProgress | None = None
+    """For a request refused after it waited (a timeout), the place its last read before a worker took it reported."""
 
 
 Outcome = Answered | Streaming | Refused
@@ -370,17 +377,17 @@ async def wait_for_outcome(runtime: FrontRuntime, submitted: Submitted) -> Outco
                     on_error=stream_failed,
                 )
             handed_to_stream = True
-            return Streaming(events, request_id, submitted.created, finish)
+            return Streaming(events, request_id, submitted.created, finish, progress=waiter.progress)
         status = await runtime.unless_stopping(waiter.wait_done(first_status), request_id)
         body = submitted.build_body(status)
         if record is not None:
             record.completion = body
             record.completed_at = time.time()
-        return Answered(body, request_id, submitted.created)
+        return Answered(body, request_id, submitted.created, progress=waiter.queued_progress)
     except OpenAIError as error:
         if record is not None:
             record.failed(error)
-        return Refused(error)
+        return Refused(error, progress=waiter.queued_progress)
     finally:
         if not handed_to_stream:
             finish()

@@ -2,8 +2,9 @@
 
 Reference sections: "Buffered stream events" (the chunk order), "Stream errors" (an error after the 200 headers is
 ``data: {"error": ...}`` then ``data: [DONE]``; so is the process stopping, ``FrontShuttingDown``). While the request
-waits, a keepalive comment goes out every ``HORDE_OAI_KEEPALIVE_SECONDS`` so proxies and clients keep the connection
-open. The frames are chat.rendering.sse's; the HTTP response that carries them is chat.views.event_stream's.
+waits, a keepalive frame goes out every ``HORDE_OAI_KEEPALIVE_SECONDS`` so proxies and clients keep the connection
+open: a comment with the queue progress, or after a long quiet a progress chunk (chat.streaming.progress). The frames
+are chat.rendering.sse's; the HTTP response that carries them is chat.views.event_stream's.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from chat.horde.native import NativeStatus
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.rendering.completion import buffered_chunks
 from chat.rendering.sse import DONE_EVENT, KEEPALIVE_COMMENT, data_event
+from chat.streaming.progress import StreamProgress
 from chat.waiting.waiter import ChatWaiter
 
 
@@ -40,13 +42,17 @@ def error_events(error: OpenAIError) -> list[bytes]:
     return [error.stream_event(), DONE_EVENT]
 
 
-async def with_keepalives(task: asyncio.Future[Any], interval: float) -> AsyncIterator[bytes]:
-    """Yield a keepalive comment every ``interval`` seconds until ``task`` is done (its result is not read here)."""
+async def with_keepalives(
+    task: asyncio.Future[Any], interval: float, frame: Callable[[], bytes] | None = None
+) -> AsyncIterator[bytes]:
+    """Yield a keepalive frame every ``interval`` seconds until ``task`` is done (its result is not read here):
+    ``frame()`` (chat.streaming.progress.StreamProgress.keepalive), by default the bare keepalive comment.
+    """
     while True:
         done, _ = await asyncio.wait({task}, timeout=interval)
         if done:
             return
-        yield KEEPALIVE_COMMENT
+        yield KEEPALIVE_COMMENT if frame is None else frame()
 
 
 async def buffered_stream(  # noqa: PLR0913, PLR0917 - the parts wait_for_outcome hands a stream: request, waiter, status, hooks
@@ -67,9 +73,13 @@ async def buffered_stream(  # noqa: PLR0913, PLR0917 - the parts wait_for_outcom
     event (chat.serving.request_record).
     """
     wait_task = asyncio.ensure_future(unless_stopping(waiter, waiter.wait_done(first_status)))
+    loop = asyncio.get_running_loop()
+    progress = StreamProgress(request, waiter, created, loop.time())
     try:
-        async for comment in with_keepalives(wait_task, waiter.settings.keepalive_seconds):
-            yield comment
+        async for frame in with_keepalives(
+            wait_task, waiter.settings.keepalive_seconds, lambda: progress.keepalive(loop.time())
+        ):
+            yield frame
         try:
             status = wait_task.result()
         except OpenAIError as error:

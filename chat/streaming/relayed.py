@@ -65,9 +65,10 @@ from chat.rendering.completion import (
     finish_chunk,
     usage_chunk,
 )
-from chat.rendering.sse import DONE_EVENT, KEEPALIVE_COMMENT, data_event
+from chat.rendering.sse import DONE_EVENT, data_event
 from chat.streaming.buffered import unless_stopping
 from chat.streaming.pacing import CONTENT, DeltaPacer, Piece
+from chat.streaming.progress import StreamProgress
 from chat.waiting.waiter import ChatWaiter
 
 RESTART_REASONS: Final[frozenset[str]] = frozenset({"restarted"})
@@ -327,8 +328,9 @@ async def relayed_stream(  # noqa: PLR0913, PLR0917 - the parts wait_for_outcome
             :class:`chat.horde.delta_stream.DeltaStreamReader` (the request is registered at start and unregistered at
             the end).
 
-    Yields ``: keepalive`` comments after every ``keepalive_seconds`` without an event, while waiting and between
-    deltas (``delta-fields.8``); the chunks of the module docstring's rules; then either the buffered chunks (never
+    Yields a keepalive frame after every ``keepalive_seconds`` without an event, while waiting and between deltas
+    (``delta-fields.8``): a progress comment, ``: keepalive``, or after a long quiet a progress chunk
+    (chat.streaming.progress); the chunks of the module docstring's rules; then either the buffered chunks (never
     exposed), the reconciliation chunks, or an error event (``ChatStreamDiverged``, or the wait's own error such as
     ``ChatRequestFaulted``), and always ``data: [DONE]`` last. A client disconnect (``asyncio.CancelledError``) drops
     the pending pieces (``pacing.17``) and is re-raised.
@@ -347,6 +349,7 @@ async def relayed_stream(  # noqa: PLR0913, PLR0917 - the parts wait_for_outcome
         clock=loop.time,
     )
     keepalive = settings.keepalive_seconds
+    progress = StreamProgress(request, waiter, created, loop.time())
     registered = False
     wait_task: asyncio.Future[NativeStatus] | None = None
     get_task: asyncio.Future[DeltaEntry] | None = None
@@ -361,6 +364,7 @@ async def relayed_stream(  # noqa: PLR0913, PLR0917 - the parts wait_for_outcome
                 for chunk in chunks:
                     yield data_event(chunk)
                 last_sent = loop.time()
+                progress.sent_data(last_sent)
                 continue
             if not relay.listening and registered:
                 if get_task is not None:
@@ -385,8 +389,9 @@ async def relayed_stream(  # noqa: PLR0913, PLR0917 - the parts wait_for_outcome
                     yield data_event(chunk)
                 if chunks:
                     last_sent = loop.time()
+                    progress.sent_data(last_sent)
             elif not done and loop.time() - last_sent >= keepalive:
-                yield KEEPALIVE_COMMENT
+                yield progress.keepalive(loop.time())
                 last_sent = loop.time()
 
         if get_task is not None:

@@ -25,7 +25,7 @@ from django.views.decorators.csrf import csrf_exempt
 from chat.errors import json_response
 from chat.reading.completions import read_completion_request
 from chat.serving.service import Answered, Refused, serve_text_completion
-from chat.views.prelude import arrive, event_stream_response
+from chat.views.prelude import arrive, event_stream_response, with_progress
 
 
 @csrf_exempt
@@ -40,7 +40,7 @@ async def completions(request: HttpRequest) -> HttpResponseBase:
         return arrival
     outcome = await serve_text_completion(arrival.request, arrival.apikey)
     if isinstance(outcome, Refused):
-        return outcome.error.to_response()
+        return with_progress(outcome.error.to_response(), outcome.progress)
     if isinstance(outcome, Answered):
-        return json_response(outcome.body)
-    return event_stream_response(outcome.events, outcome.finish)
+        return with_progress(json_response(outcome.body), outcome.progress)
+    return event_stream_response(outcome.events, outcome.finish, outcome.progress)

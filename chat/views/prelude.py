@@ -15,6 +15,7 @@ from django.http.response import HttpResponseBase
 from chat.errors import CORS_HEADERS, OpenAIError, method_not_allowed
 from chat.metrics import front_metrics
 from chat.reading.api_key import bearer_key
+from chat.rendering.progress import QueueProgress
 from chat.rendering.sse import SSE_HEADERS
 from chat.serving.request_record import record_refusal
 from chat.views.event_stream import ChatEventStream
@@ -50,9 +51,21 @@ def arrive[T](request: HttpRequest, read: Callable[[bytes], T]) -> Arrival[T] | 
     return Arrival(read_request, apikey, started)
 
 
-def event_stream_response(events: AsyncIterator[bytes], finish: Callable[[], None]) -> HttpResponseBase:
-    """The streamed response of ``events``: SSE and CORS headers, ``finish`` run once when it ends (however it ends)."""
+def event_stream_response(
+    events: AsyncIterator[bytes], finish: Callable[[], None], progress: QueueProgress | None = None
+) -> HttpResponseBase:
+    """The streamed response of ``events``: SSE and CORS headers, the ``x-horde-*`` queue headers of ``progress``
+    (the first read), and ``finish`` run once when it ends (however it ends).
+    """
     response = ChatEventStream(events, on_end=finish, loop=asyncio.get_running_loop())
     for name, value in {**SSE_HEADERS, **CORS_HEADERS}.items():
         response[name] = value
+    return with_progress(response, progress)
+
+
+def with_progress[R: HttpResponseBase](response: R, progress: QueueProgress | None) -> R:
+    """``response`` with ``x-horde-queue-position`` and ``x-horde-wait-time`` of ``progress`` (none when None)."""
+    if progress is not None:
+        for name, value in progress.headers().items():
+            response[name] = value
     return response

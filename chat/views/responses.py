@@ -25,7 +25,7 @@ from chat.rendering.responses_events import ResponseEventWriter, build_response,
 from chat.serving.request_record import record_refusal
 from chat.serving.service import Answered, Refused, serve_chat
 from chat.serving.stored_responses import resolve_stored_input, response_not_found, response_store
-from chat.views.prelude import arrive, event_stream_response
+from chat.views.prelude import arrive, event_stream_response, with_progress
 
 
 @csrf_exempt
@@ -51,16 +51,16 @@ async def responses(request: HttpRequest) -> HttpResponseBase:
 
     outcome = await serve_chat(chat_request, apikey, started=arrival.started)
     if isinstance(outcome, Refused):
-        return as_responses_error(outcome.error, sources).to_response()
+        return with_progress(as_responses_error(outcome.error, sources).to_response(), outcome.progress)
     if isinstance(outcome, Answered):
         response = build_response(
             responses_request, outcome.body, outcome.request_id, outcome.created, int(time.time())
         )
         await keep(response)
-        return json_response(response)
+        return with_progress(json_response(response), outcome.progress)
     writer = ResponseEventWriter(responses_request, outcome.request_id, outcome.created, responses_request.model)
     events = response_events(writer, outcome.events, sources, time.time, on_complete=keep)
-    return event_stream_response(events, outcome.finish)
+    return event_stream_response(events, outcome.finish, outcome.progress)
 
 
 @csrf_exempt

@@ -44,11 +44,14 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Final
 
+from loguru import logger
+
 from chat import errors
 from chat.errors import OpenAIError
 from chat.horde import refusals
 from chat.horde.native import HordeRefusal, HordeUnreachable, NativeStatus
 from chat.horde.ports import HordeApi, WaitedRequest, WaiterRuntime
+from chat.rendering.progress import WAITING, QueueProgress
 from chat.settings import FrontSettings
 from chat.waiting.availability import (
     CANCELLED_SENTENCE,
@@ -159,6 +162,10 @@ class ChatWaiter:
         self.started_seen_at: float | None = None
         """Unix seconds of the first read with a processing or finished generation (``horde.oai.request.queue_wait``).
         """
+        self.progress: QueueProgress | None = None
+        """The place the last successful read reported (chat.rendering.progress; the streams' progress comments)."""
+        self.queued_progress: QueueProgress | None = None
+        """The place the last read before a worker took the request reported (the ``x-horde-*`` headers)."""
         self.cancelled_signal = False
         self.done_without_generation_reads = 0
         self.timer_delay: float = self.settings.signal_recheck_seconds
@@ -221,12 +228,30 @@ class ChatWaiter:
             return None
         self._read_failures = 0
         self.last_status = status
+        self._note_progress(status)
         if self.started_seen_at is None and has_started(status):
             self.started_seen_at = time.time()
         if self.first_status is None:
             self.first_status = status
         self.terminal = is_terminal(status)
         return status
+
+    def _note_progress(self, status: NativeStatus) -> None:
+        """Keep the read's place (:attr:`progress`, :attr:`queued_progress`); log it at DEBUG when it changed."""
+        progress = QueueProgress.of(status)
+        if progress.state == WAITING:
+            self.queued_progress = progress
+        if progress != self.progress:
+            self.progress = progress
+            logger.debug(
+                "Chat request {} queue progress: {} (queue_position={} wait_time={} waiting={} processing={})",
+                self.request_id,
+                progress.text,
+                progress.queue_position,
+                progress.wait_time,
+                progress.waiting,
+                progress.processing,
+            )
 
     def _failed_read(self, detail: str, *, reached: bool) -> None:
         self._read_failures += 1

@@ -135,7 +135,7 @@ async def test_async_stream_with_create(stack: LiveStack) -> None:
 
 def test_wire_format_event_lines_keepalives_and_error_event(stack: LiveStack) -> None:
     """A browser's stream carries the CORS headers and no proxy buffering; each event is ``event: <type>`` and
-    ``data: <json>``; keepalive comments go out while the request waits; a
+    ``data: <json>``; keepalive comments (with the queue progress) go out while the request waits; a
     failure after the headers is one ``error`` event that ends the stream (here: no eligible worker after the
     grace, because the only worker of the model is untrusted)."""
     scenario = copy.deepcopy(stack.default_scenario)  # type: ignore[attr-defined]
@@ -158,7 +158,10 @@ def test_wire_format_event_lines_keepalives_and_error_event(stack: LiveStack) ->
         assert response.headers["x-accel-buffering"] == "no"
         raw = response.read().decode()
     blocks = [block for block in raw.split("\n\n") if block]
-    assert ": keepalive" in blocks
+    # the keepalive comments say the place, and that no online worker can take it (the only one is untrusted)
+    assert {block for block in blocks if block.startswith(":")} == {
+        ": queue position 1, no online worker can serve it now"
+    }
     events = [block for block in blocks if not block.startswith(":")]
     assert [block.split("\n")[0] for block in events] == [
         "event: response.created",

@@ -30,8 +30,10 @@ async function main(scenario) {
       modelId: result.response.modelId,
     };
   }
-  if (scenario === "stream") {
-    const result = streamText({ model: openai(process.env.TEXT_MODEL), prompt: "Tell me about lighthouses." });
+  if (scenario === "stream" || scenario === "chat-stream") {
+    // "chat-stream": the chat completions model, openai.chat(model), instead of the default Responses one
+    const model = scenario === "stream" ? openai(process.env.TEXT_MODEL) : openai.chat(process.env.TEXT_MODEL);
+    const result = streamText({ model, prompt: "Tell me about lighthouses." });
     const parts = [];
     for await (const part of result.fullStream) {
       parts.push(part.type);

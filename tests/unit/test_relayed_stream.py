@@ -63,9 +63,11 @@ class FakeWaiter:
             "keepalive_seconds": 3600.0,
             "delta_pacing_max_window_seconds": 0.0,
             "delta_pacing_max_chunks_per_second": 20.0,
+            "progress_chunk_seconds": 0.0,
         }
         self.settings = SimpleNamespace(**{**defaults, **settings})
         self.request_id = REQUEST_ID
+        self.progress = None  # no read: keepalives are the bare comment (chat.streaming.progress)
         self.outcome: asyncio.Future[NativeStatus] = asyncio.get_running_loop().create_future()
         self.wait_cancelled = False
 
