@@ -15,10 +15,13 @@ the read follows where the request stands in the queue (:func:`wanted_delay`):
 
 One process-wide :class:`ReadBudget` then books every timer read in a calendar of one-second slots holding
 ``signal_recheck_reads_per_second`` reads each: a read of a request deep in the queue takes the first slot at or after
-its wanted time with room left; an urgent read (the once-a-second ones above) takes its own time whatever the slot
-holds, so the process's reads stay within the budget plus the urgent reads however many requests wait. The timed
-rules of chat.waiting.waiter (the read when the grace ends, the positioned reads of ``fail_fast``, the full recheck of
-a completion without a generation) keep their own times: the waiter cuts the delay to them before booking it.
+its wanted time with room left, put off by at most its own delay (so a read nearing the head is moved less than one
+deep in the queue, and none waits more than twice its wanted delay); an urgent read (the once-a-second ones above)
+takes its own time whatever the slot holds. The ceiling keeps the reads at the ceiling within the budget, and the
+reads nearer the head add only the logarithm of the queue's depth, so the process's reads stay within the budget plus
+the urgent reads however many requests wait. The timed rules of chat.waiting.waiter (the read when the grace ends,
+the positioned reads of ``fail_fast``, the full recheck of a completion without a generation) keep their own times:
+the waiter cuts the delay to them before booking it.
 """
 
 from __future__ import annotations
@@ -84,15 +87,24 @@ class ReadBudget:
         """Reads booked in ``slot`` (the seconds ``[slot, slot + 1)`` of the waiters' clock)."""
         return self._booked.get(slot, 0)
 
-    def book(self, now: float, at: float, *, urgent: bool) -> float:
+    def book(self, now: float, at: float, *, urgent: bool, slack: float = math.inf) -> float:
         """Book one read wanted at ``at`` (seconds on the waiters' clock, ``now`` being the present) and return when it
-        comes: ``at`` when ``urgent`` or its slot has room, else the start of the first later slot with room.
+        comes: ``at`` when ``urgent`` or its slot has room, else the start of the first later slot with room, moved by
+        at most ``slack`` seconds (past that, the least booked of those slots, even full: a read is never put off
+        indefinitely).
         """
         self._forget_before(math.floor(now))
         slot = math.floor(at / SLOT_SECONDS)
         if not urgent:
+            last = slot + max(0, math.floor(slack / SLOT_SECONDS)) if math.isfinite(slack) else None
+            least = slot
             while self._booked.get(slot, 0) >= self.capacity:
+                if last is not None and slot >= last:
+                    slot = least
+                    break
                 slot += 1
+                if self._booked.get(slot, 0) < self._booked.get(least, 0):
+                    least = slot
             at = max(at, slot * SLOT_SECONDS)
         self._booked[slot] = self._booked.get(slot, 0) + 1
         return at
@@ -146,7 +158,7 @@ class ReadSchedule:
         urgent = is_urgent(status)
         if cut is not None and cut <= delay:
             delay, urgent = max(0.0, cut), True
-        self._booked_at = self.budget.book(now, now + delay, urgent=urgent)
+        self._booked_at = self.budget.book(now, now + delay, urgent=urgent, slack=delay)
         return self._booked_at - now
 
     def close(self) -> None:

@@ -76,6 +76,17 @@ def test_a_deep_read_takes_the_first_slot_with_room() -> None:
     assert [budget.booked(slot) for slot in (10, 11, 12)] == [2, 2, 1]
 
 
+def test_a_deep_read_is_put_off_by_at_most_its_slack() -> None:
+    """Slots 10-12 full: with 2 s of slack the read wanted at 10.5 goes to the least booked of slots 10-12 (10, the
+    first of equals); with 3 s it reaches the free slot 13."""
+    budget = ReadBudget(1)
+    for slot in (10, 11, 12):
+        budget.book(0.0, float(slot), urgent=True)
+    assert budget.book(0.0, 10.5, urgent=False, slack=2.0) == 10.5
+    assert budget.booked(10) == 2
+    assert budget.book(0.0, 10.5, urgent=False, slack=3.0) == 13.0
+
+
 def test_an_urgent_read_keeps_its_time_and_counts_in_its_slot() -> None:
     budget = ReadBudget(2)
     assert budget.book(0.0, 3.25, urgent=True) == 3.25
