@@ -461,11 +461,103 @@ async def waiting(
     return rows
 
 
+DEEP_QUEUE_SCENARIO = Path(__file__).resolve().parent.parent / "devhorde" / "scenarios" / "deep-queue.json"
+"""The deep queue: one worker with 4 threads, about 3 s per 16-token generation."""
+DEEP_QUEUE_BODY = json.dumps(
+    {"model": "devhorde/deep-queue-4b", "messages": [{"role": "user", "content": "Benchmark."}], "max_tokens": 16}
+).encode()
+
+
+async def _timed_request(conn: Connection) -> tuple[float, int, bytes]:
+    status, body = await conn.request("POST", "/v1/chat/completions", DEEP_QUEUE_BODY)
+    return time.time(), status, body
+
+
+async def _devhorde_requests(stack: BenchStack) -> list[dict[str, Any]]:
+    async with httpx.AsyncClient(timeout=60) as http:
+        body = (await http.get(f"{stack.control_url}/requests")).json()
+    return [row for row in (body["requests"] if isinstance(body, dict) else body) if row.get("api") == "chat"]
+
+
+async def deep_queue(count: int, settle: float, window: float, open_rate: float) -> dict[str, Any]:
+    """``count`` non-streamed requests opened at ``open_rate`` a second into the ``deep-queue`` scenario, Redis off;
+    after ``settle`` seconds, over ``window``: the front's CPU share of one core and the status reads per second the
+    devhorde answered (its ``status_reads``); for every request answered from the settle on, the delay between the
+    devhorde marking it done (``done_epoch``) and this client having the whole reply: median, p99 and max. Every
+    answer must be a 200.
+    """
+    scenario_document = json.loads(DEEP_QUEUE_SCENARIO.read_text())
+    front_env = {"HORDE_OAI_NONSTREAM_TIMEOUT_SECONDS": str(WAITING_BUDGET_SECONDS), "HORDE_OAI_REDIS_URL": ""}
+    with bench_stack(scenario_document, front_env) as stack:
+        front_port = port_of(stack.front_url)
+        conns = [Connection(front_port) for _ in range(count)]
+        tasks: list[asyncio.Task[tuple[float, int, bytes]]] = []
+        began = time.monotonic()
+        for conn in conns:
+            await conn.open()
+            tasks.append(asyncio.ensure_future(_timed_request(conn)))
+            await asyncio.sleep(max(0.0, began + len(tasks) / open_rate - time.monotonic()))
+        await asyncio.sleep(settle)
+        settled_epoch = time.time()
+        pid = stack.front_pid
+        load = load_average()
+        reads_before = sum(row["status_reads"] for row in await _devhorde_requests(stack))
+        cpu_before, started = cpu_seconds(pid), time.monotonic()
+        await asyncio.sleep(window)
+        elapsed = time.monotonic() - started
+        cpu = (cpu_seconds(pid) - cpu_before) / elapsed * 100
+        rows = await _devhorde_requests(stack)
+        reads = (sum(row["status_reads"] for row in rows) - reads_before) / elapsed
+        done_at = {row["id"]: row["done_epoch"] for row in rows if row["done_epoch"] is not None}
+        delays: list[float] = []
+        failures: dict[str, int] = {}
+        for task in tasks:
+            if not task.done():
+                continue
+            if task.exception() is not None:
+                failures[type(task.exception()).__name__] = failures.get(type(task.exception()).__name__, 0) + 1
+                continue
+            received, status, body = task.result()
+            if status != 200:
+                failures[f"HTTP {status}"] = failures.get(f"HTTP {status}", 0) + 1
+                continue
+            request_id = json.loads(body)["id"].removeprefix("chatcmpl-")
+            finished = done_at.get(request_id)
+            if finished is not None and finished >= settled_epoch - settle / 2:
+                delays.append(received - finished)
+        answered = sum(1 for task in tasks if task.done())
+        for task in tasks:
+            task.cancel()
+        for conn in conns:
+            conn.close()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    row = {
+        "waiting": count,
+        "redis": False,
+        "answered": answered,
+        "failures": failures,
+        "front_cpu_pct": round(cpu, 1),
+        "status_reads_per_second": round(reads, 1),
+        "delivery_samples": len(delays),
+        "delivery_p50_s": round(percentile(delays, 0.5), 3) if delays else None,
+        "delivery_p99_s": round(percentile(delays, 0.99), 3) if delays else None,
+        "delivery_max_s": round(max(delays), 3) if delays else None,
+        "settle_seconds": settle,
+        "window_seconds": window,
+        "load": load,
+    }
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def run(argv: list[str] | None = None) -> dict[str, Any]:
     """Parse ``argv``, run the parts (printing each row) and return ``{"nonstream": rows, "workers": row,
     "waiting": rows}``."""
     parser = argparse.ArgumentParser(prog="python -m bench.front_cost", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", default="nonstream,workers,waiting")
+    parser.add_argument("--part", default="nonstream,workers,waiting", help="also: queue (the deep queue, Redis off)")
+    parser.add_argument("--queue", type=int, default=1000, help="requests of the deep queue (part queue)")
+    parser.add_argument("--queue-settle", type=float, default=45.0, help="seconds after the last open (part queue)")
+    parser.add_argument("--queue-window", type=float, default=30.0, help="seconds measured (part queue)")
     parser.add_argument("--levels", default="1,16,128", help="concurrent clients of the non-streamed loop")
     parser.add_argument("--seconds", type=float, default=6.0, help="duration of each closed loop")
     parser.add_argument("--waiting", default="100,1000,5000", help="waiting request counts")
@@ -500,6 +592,15 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                     max(1.0, args.open_rate),
                 )
             )
+    if "queue" in parts:
+        results["queue"] = asyncio.run(
+            deep_queue(
+                min(args.queue, 10_000),
+                min(args.queue_settle, 600.0),
+                min(args.queue_window, 600.0),
+                max(1.0, args.open_rate),
+            )
+        )
     if args.json:
         print(json.dumps(results))
     return results
