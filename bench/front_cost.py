@@ -550,11 +550,84 @@ async def deep_queue(count: int, settle: float, window: float, open_rate: float)
     return row
 
 
+async def _burst_one(conn: Connection, body: bytes) -> tuple[float, float, int, bytes]:
+    """Open ``conn`` and send one request: ``(seconds to connect, seconds to the whole answer, status, body)``,
+    both from before the connect."""
+    began = time.monotonic()
+    await conn.open()
+    connected = time.monotonic() - began
+    status, answer = await conn.request("POST", "/v1/chat/completions", body)
+    return connected, time.monotonic() - began, status, answer
+
+
+async def burst(count: int, hold: float, front_env: dict[str, str]) -> dict[str, Any]:
+    """``count`` non-streamed requests opened at once from this one address into the ``deep-queue`` scenario (Redis
+    on, the default caps: ``HORDE_OAI_MAX_IN_FLIGHT_PER_CLIENT`` admitted, the rest refused 503 ``FrontAtCapacity``).
+    The refusals' time from before the connect to the whole answer (median, p99, max, how many over 50 and 500 ms) and
+    their connect time alone (a connect that waits is the listen backlog's, not the front's); after ``hold`` seconds,
+    the admitted requests that ended in anything but a 200 (there should be none: they wait in the queue).
+    """
+    scenario_document = json.loads(DEEP_QUEUE_SCENARIO.read_text())
+    env = {"HORDE_OAI_NONSTREAM_TIMEOUT_SECONDS": str(WAITING_BUDGET_SECONDS), **front_env}
+    with bench_stack(scenario_document, env) as stack:
+        front_port = port_of(stack.front_url)
+        conns = [Connection(front_port) for _ in range(count)]
+        load = load_average()
+        tasks = [asyncio.ensure_future(_burst_one(conn, DEEP_QUEUE_BODY)) for conn in conns]
+        await asyncio.wait(tasks, timeout=hold)
+        refusals: list[float] = []
+        connects: list[float] = []
+        other: dict[str, int] = {}
+        for task in tasks:
+            if not task.done():
+                continue
+            if task.exception() is not None:
+                name = type(task.exception()).__name__
+                other[name] = other.get(name, 0) + 1
+                continue
+            connected, answered, status, answer = task.result()
+            code = json.loads(answer).get("error", {}).get("code") if status != 200 else None
+            if status == 503 and code == "FrontAtCapacity":
+                refusals.append(answered)
+                connects.append(connected)
+            else:
+                other[f"HTTP {status} {code}"] = other.get(f"HTTP {status} {code}", 0) + 1
+        waiting = sum(1 for task in tasks if not task.done())
+        listed = len(await _devhorde_requests(stack))
+        for task in tasks:
+            task.cancel()
+        for conn in conns:
+            conn.close()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    row = {
+        "burst": count,
+        "refused": len(refusals),
+        "still_waiting_after_hold": waiting,
+        "submitted_to_devhorde": listed,
+        "admitted_failures_and_others": other,
+        "refusal_p50_ms": round(percentile(refusals, 0.5) * 1000, 1) if refusals else None,
+        "refusal_p99_ms": round(percentile(refusals, 0.99) * 1000, 1) if refusals else None,
+        "refusal_max_ms": round(max(refusals) * 1000, 1) if refusals else None,
+        "refusals_over_50_ms": sum(1 for seconds in refusals if seconds > 0.05),
+        "refusals_over_500_ms": sum(1 for seconds in refusals if seconds > 0.5),
+        "connect_p50_ms": round(percentile(connects, 0.5) * 1000, 1) if connects else None,
+        "connect_max_ms": round(max(connects) * 1000, 1) if connects else None,
+        "hold_seconds": hold,
+        "load": load,
+    }
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def run(argv: list[str] | None = None) -> dict[str, Any]:
     """Parse ``argv``, run the parts (printing each row) and return ``{"nonstream": rows, "workers": row,
     "waiting": rows}``."""
     parser = argparse.ArgumentParser(prog="python -m bench.front_cost", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", default="nonstream,workers,waiting", help="also: queue (the deep queue, Redis off)")
+    parser.add_argument(
+        "--part", default="nonstream,workers,waiting", help="also: queue (the deep queue, Redis off), burst"
+    )
+    parser.add_argument("--burst", type=int, default=3000, help="requests opened at once (part burst)")
+    parser.add_argument("--burst-hold", type=float, default=20.0, help="seconds the burst is watched (part burst)")
     parser.add_argument("--queue", type=int, default=1000, help="requests of the deep queue (part queue)")
     parser.add_argument("--queue-settle", type=float, default=45.0, help="seconds after the last open (part queue)")
     parser.add_argument("--queue-window", type=float, default=30.0, help="seconds measured (part queue)")
@@ -592,6 +665,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                     max(1.0, args.open_rate),
                 )
             )
+    if "burst" in parts:
+        results["burst"] = asyncio.run(burst(min(args.burst, 10_000), min(args.burst_hold, 300.0), front_env))
     if "queue" in parts:
         results["queue"] = asyncio.run(
             deep_queue(
