@@ -11,7 +11,7 @@ the read follows where the request stands in the queue (:func:`wanted_delay`):
   changed enough to matter by then; the reads come closer together as it nears the head), never less than
   ``signal_recheck_seconds`` and never more than the ceiling, :func:`chat.waiting.waiter.backoff_ceiling` of the
   requests waiting in the process (``signal_recheck_max_seconds``, raised to the waiting count over
-  ``signal_recheck_reads_per_second``).
+  :data:`CEILING_SHARE` of ``signal_recheck_reads_per_second``).
 
 One process-wide :class:`ReadBudget` then books every timer read in a calendar of one-second slots holding
 ``signal_recheck_reads_per_second`` reads each: a read of a request deep in the queue takes the first slot at or after
@@ -39,6 +39,11 @@ QUEUE_FRACTION: Final[float] = 0.5
 
 HEAD_POSITION: Final[int] = 1
 """The ``queue_position`` of the next request a worker picks up (0: no queue information yet)."""
+
+CEILING_SHARE: Final[float] = 0.5
+"""The share of ``signal_recheck_reads_per_second`` the reads at the ceiling may take: without signals the ceiling is
+at least the waiting count over this share of the budget (1,000 waiting at 25 a second: 80 s), leaving the rest to the
+reads of requests nearer the head."""
 
 SLOT_SECONDS: Final[float] = 1.0
 """The length of one slot of :class:`ReadBudget`'s calendar."""

@@ -41,6 +41,7 @@ The rules, by status read:
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Final
@@ -61,7 +62,7 @@ from chat.waiting.availability import (
     queue_unavailable_error,
     service_gap_error_from_horde,
 )
-from chat.waiting.read_schedule import ReadBudget, ReadSchedule
+from chat.waiting.read_schedule import CEILING_SHARE, ReadBudget, ReadSchedule
 from chat.waiting.status import (
     declaration_gap,
     has_queue_information,
@@ -321,11 +322,12 @@ class ChatWaiter:
 
     def timer_ceiling(self) -> float:
         """The most the timer waits between re-reads now: :func:`backoff_ceiling` with the requests registered for
-        signals in this process, or without signals the requests waiting in it.
+        signals in this process, or without signals the requests waiting in it over
+        chat.waiting.read_schedule.CEILING_SHARE (the reads at the ceiling take at most that share of the budget).
         """
         if self.signals_subscribed and self.runtime.signals is not None:
             return backoff_ceiling(self.settings, self.runtime.signals.registered)
-        return backoff_ceiling(self.settings, self.reads.budget.waiting)
+        return backoff_ceiling(self.settings, math.ceil(self.reads.budget.waiting / CEILING_SHARE))
 
     def note_wake(self, status: NativeStatus | None) -> None:
         """Set the backoff timer after a wake and its read: doubled (up to :meth:`timer_ceiling`) after a timer wake

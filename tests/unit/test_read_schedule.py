@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from chat.horde.native import HordeUnreachable, NativeStatus
-from chat.waiting.read_schedule import QUEUE_FRACTION, ReadBudget, ReadSchedule, is_urgent, wanted_delay
+from chat.waiting.read_schedule import CEILING_SHARE, QUEUE_FRACTION, ReadBudget, ReadSchedule, is_urgent, wanted_delay
 from tests.unit.test_waiter import FINISHED, GRACE, IMPOSSIBLE, PROCESSING, WAITING, make_waiter, refused
 
 SETTINGS: Any = SimpleNamespace(signal_recheck_seconds=1.0, signal_recheck_max_seconds=30.0)
@@ -160,12 +160,13 @@ async def test_without_signals_the_ceiling_bounds_the_deep_delay() -> None:
 
 @pytest.mark.asyncio
 async def test_without_signals_the_ceiling_rises_with_the_waiting_count() -> None:
-    """1,000 requests waiting at 25 reads a second: the ceiling is 40 s."""
+    """1,000 requests waiting at 25 reads a second, half of which the reads at the ceiling may take: 80 s."""
     deep = {**WAITING, "queue_position": 900, "wait_time": 3000}
     waiter, horde = make_waiter([deep, deep, FINISHED])
     waiter.reads.budget.waiting = 1000
     await waiter.wait_done(await waiter.first_read())
-    assert horde.read_times == [0.0, 40.0, 80.0]
+    assert CEILING_SHARE == 0.5
+    assert horde.read_times == [0.0, 80.0, 160.0]
 
 
 @pytest.mark.asyncio
