@@ -550,14 +550,15 @@ async def deep_queue(count: int, settle: float, window: float, open_rate: float)
     return row
 
 
-async def _burst_one(conn: Connection, body: bytes) -> tuple[float, float, int, bytes]:
-    """Open ``conn`` and send one request: ``(seconds to connect, seconds to the whole answer, status, body)``,
-    both from before the connect."""
+async def _burst_one(conn: Connection, body: bytes) -> tuple[float, float, float, int, bytes]:
+    """Open ``conn`` and send one request: ``(seconds to connect, seconds to the whole answer, both from before the
+    connect; seconds from the request sent to its answer, status, body)``."""
     began = time.monotonic()
     await conn.open()
-    connected = time.monotonic() - began
+    sent = time.monotonic()
     status, answer = await conn.request("POST", "/v1/chat/completions", body)
-    return connected, time.monotonic() - began, status, answer
+    done = time.monotonic()
+    return sent - began, done - began, done - sent, status, answer
 
 
 async def burst(count: int, hold: float, front_env: dict[str, str]) -> dict[str, Any]:
@@ -568,15 +569,25 @@ async def burst(count: int, hold: float, front_env: dict[str, str]) -> dict[str,
     the admitted requests that ended in anything but a 200 (there should be none: they wait in the queue).
     """
     scenario_document = json.loads(DEEP_QUEUE_SCENARIO.read_text())
-    env = {"HORDE_OAI_NONSTREAM_TIMEOUT_SECONDS": str(WAITING_BUDGET_SECONDS), **front_env}
+    fields = FrontSettings.model_fields
+    env = {
+        "HORDE_OAI_NONSTREAM_TIMEOUT_SECONDS": str(WAITING_BUDGET_SECONDS),
+        # The front's default caps (bench_stack lifts them for the other benchmarks).
+        "HORDE_OAI_MAX_IN_FLIGHT": str(fields["max_in_flight"].default),
+        "HORDE_OAI_MAX_IN_FLIGHT_PER_CLIENT": str(fields["max_in_flight_per_client"].default),
+        **front_env,
+    }
     with bench_stack(scenario_document, env) as stack:
         front_port = port_of(stack.front_url)
         conns = [Connection(front_port) for _ in range(count)]
         load = load_average()
+        cpu_before = cpu_seconds(stack.front_pid)
         tasks = [asyncio.ensure_future(_burst_one(conn, DEEP_QUEUE_BODY)) for conn in conns]
         await asyncio.wait(tasks, timeout=hold)
+        front_cpu = cpu_seconds(stack.front_pid) - cpu_before
         refusals: list[float] = []
         connects: list[float] = []
+        served: list[float] = []
         other: dict[str, int] = {}
         for task in tasks:
             if not task.done():
@@ -585,11 +596,12 @@ async def burst(count: int, hold: float, front_env: dict[str, str]) -> dict[str,
                 name = type(task.exception()).__name__
                 other[name] = other.get(name, 0) + 1
                 continue
-            connected, answered, status, answer = task.result()
+            connected, answered, after_sent, status, answer = task.result()
             code = json.loads(answer).get("error", {}).get("code") if status != 200 else None
             if status == 503 and code == "FrontAtCapacity":
                 refusals.append(answered)
                 connects.append(connected)
+                served.append(after_sent)
             else:
                 other[f"HTTP {status} {code}"] = other.get(f"HTTP {status} {code}", 0) + 1
         waiting = sum(1 for task in tasks if not task.done())
@@ -612,6 +624,9 @@ async def burst(count: int, hold: float, front_env: dict[str, str]) -> dict[str,
         "refusals_over_500_ms": sum(1 for seconds in refusals if seconds > 0.5),
         "connect_p50_ms": round(percentile(connects, 0.5) * 1000, 1) if connects else None,
         "connect_max_ms": round(max(connects) * 1000, 1) if connects else None,
+        "refusal_after_sent_p50_ms": round(percentile(served, 0.5) * 1000, 1) if served else None,
+        "refusal_after_sent_max_ms": round(max(served) * 1000, 1) if served else None,
+        "front_cpu_seconds": round(front_cpu, 2),
         "hold_seconds": hold,
         "load": load,
     }
