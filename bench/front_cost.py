@@ -588,6 +588,7 @@ async def burst(count: int, hold: float, front_env: dict[str, str]) -> dict[str,
         refusals: list[float] = []
         connects: list[float] = []
         served: list[float] = []
+        completed = 0
         other: dict[str, int] = {}
         for task in tasks:
             if not task.done():
@@ -598,7 +599,9 @@ async def burst(count: int, hold: float, front_env: dict[str, str]) -> dict[str,
                 continue
             connected, answered, after_sent, status, answer = task.result()
             code = json.loads(answer).get("error", {}).get("code") if status != 200 else None
-            if status == 503 and code == "FrontAtCapacity":
+            if status == 200:
+                completed += 1
+            elif status == 503 and code == "FrontAtCapacity":
                 refusals.append(answered)
                 connects.append(connected)
                 served.append(after_sent)
@@ -615,6 +618,7 @@ async def burst(count: int, hold: float, front_env: dict[str, str]) -> dict[str,
         "burst": count,
         "refused": len(refusals),
         "still_waiting_after_hold": waiting,
+        "admitted_completed": completed,
         "submitted_to_devhorde": listed,
         "admitted_failures_and_others": other,
         "refusal_p50_ms": round(percentile(refusals, 0.5) * 1000, 1) if refusals else None,
