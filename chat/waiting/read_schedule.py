@@ -40,10 +40,11 @@ QUEUE_FRACTION: Final[float] = 0.5
 HEAD_POSITION: Final[int] = 1
 """The ``queue_position`` of the next request a worker picks up (0: no queue information yet)."""
 
-CEILING_SHARE: Final[float] = 0.5
+CEILING_SHARE: Final[float] = 0.25
 """The share of ``signal_recheck_reads_per_second`` the reads at the ceiling may take: without signals the ceiling is
-at least the waiting count over this share of the budget (1,000 waiting at 25 a second: 80 s), leaving the rest to the
-reads of requests nearer the head."""
+at least the waiting count over this share of the budget (1,000 waiting at 25 a second: 160 s), leaving the rest to
+the reads of requests nearer the head (with 1,000 in the devhorde's ``deep-queue``: about 8 a second for the 4
+processing and the 4 at the head, 15 for the rest of the first 640; bench/README.md row 7)."""
 
 SLOT_SECONDS: Final[float] = 1.0
 """The length of one slot of :class:`ReadBudget`'s calendar."""

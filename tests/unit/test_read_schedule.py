@@ -160,13 +160,13 @@ async def test_without_signals_the_ceiling_bounds_the_deep_delay() -> None:
 
 @pytest.mark.asyncio
 async def test_without_signals_the_ceiling_rises_with_the_waiting_count() -> None:
-    """1,000 requests waiting at 25 reads a second, half of which the reads at the ceiling may take: 80 s."""
+    """1,000 requests waiting at 25 reads a second, a quarter of which the reads at the ceiling may take: 160 s."""
     deep = {**WAITING, "queue_position": 900, "wait_time": 3000}
-    waiter, horde = make_waiter([deep, deep, FINISHED])
+    waiter, horde = make_waiter([deep, deep, FINISHED], timeout=1000)
     waiter.reads.budget.waiting = 1000
     await waiter.wait_done(await waiter.first_read())
-    assert CEILING_SHARE == 0.5
-    assert horde.read_times == [0.0, 80.0, 160.0]
+    assert CEILING_SHARE == 0.25
+    assert horde.read_times == [0.0, 160.0, 320.0]
 
 
 @pytest.mark.asyncio
