@@ -1,10 +1,10 @@
-"""``make bench`` / ``python -m bench``: every benchmark in turn, then one summary table (rows 1-5 of issue 12, and
-row 6: one front worker against two).
+"""``make bench`` / ``python -m bench``: every benchmark in turn, then one summary table (rows 1-5 of issue 12,
+row 6: one front worker against two, rows 7 and 8 of issue 23: the deep queue without Redis, the burst).
 
 The defaults fit in about 10 minutes on 2 cores (see bench/README.md): front cost at 1, 16 and 128 clients for 4 s
-each, 100 and 1,000 waiting requests with Redis on and off, relay latency over 10 streams, relayed streams held at 100
-and 1,000. ``--large`` adds the 5,000 levels (waiting and relayed streams; several more minutes); ``--small`` runs
-every part at tiny levels to check that the benchmarks work.
+each, 100 and 1,000 waiting requests with Redis on and off, 1,000 in a deep queue without Redis, 3,000 opened at once,
+relay latency over 10 streams, relayed streams held at 100 and 1,000. ``--large`` adds the 5,000 levels (waiting and
+relayed streams; several more minutes); ``--small`` runs every part at tiny levels to check that the benchmarks work.
 """
 
 from __future__ import annotations

@@ -24,6 +24,9 @@ stack. With Redis on and with Redis off (``HORDE_OAI_REDIS_URL`` empty: the wait
 backed-off timer (:func:`steady_state_seconds`): settle until every waiter's timer reached its ceiling, then a
 window of one whole ceiling, so every waiter re-reads once in it; with Redis off, 5 s and 10 s.
 
+**The deep queue** (row 7, ``--part queue``) and **the burst** (row 8, ``--part burst``): see :func:`deep_queue` and
+:func:`burst` (issue 23).
+
 **Scale-out** (row 6). The non-streamed closed loop of ``--workers-level`` clients against a front with one uvicorn
 worker, then against a fresh stack whose front has two (``uvicorn --workers 2``, one port, Redis shared); served
 requests per second of each, the front's CPU (every worker's) per request, and the ratio of the two rates. The
