@@ -1,10 +1,10 @@
-"""``make bench`` / ``python -m bench``: every benchmark in turn, then one summary table (rows 1-5 of issue 12, and
-row 6: one front worker against two).
+"""``make bench`` / ``python -m bench``: every benchmark in turn, then one summary table (rows 1-5 of issue 12,
+row 6: one front worker against two, rows 7 and 8 of issue 23: the deep queue without Redis, the burst).
 
 The defaults fit in about 10 minutes on 2 cores (see bench/README.md): front cost at 1, 16 and 128 clients for 4 s
-each, 100 and 1,000 waiting requests with Redis on and off, relay latency over 10 streams, relayed streams held at 100
-and 1,000. ``--large`` adds the 5,000 levels (waiting and relayed streams; several more minutes); ``--small`` runs
-every part at tiny levels to check that the benchmarks work.
+each, 100 and 1,000 waiting requests with Redis on and off, 1,000 in a deep queue without Redis, 3,000 opened at once,
+relay latency over 10 streams, relayed streams held at 100 and 1,000. ``--large`` adds the 5,000 levels (waiting and
+relayed streams; several more minutes); ``--small`` runs every part at tiny levels to check that the benchmarks work.
 """
 
 from __future__ import annotations
@@ -19,8 +19,21 @@ from typing import Any
 
 from bench import front_cost, relay_capacity, relay_latency, responses_events, telemetry_cost
 
+PARTS = ["--part", "nonstream,workers,waiting,queue,burst"]
+"""Every part of bench.front_cost, with the deep queue without Redis (row 7) and the burst (row 8) at their defaults:
+1,000 waiting, 3,000 opened at once."""
 DEFAULT_ARGS: dict[str, list[str]] = {
-    "front_cost": ["--levels", "1,16,128", "--seconds", "4", "--workers-level", "64", "--waiting", "100,1000"],
+    "front_cost": [
+        "--levels",
+        "1,16,128",
+        "--seconds",
+        "4",
+        "--workers-level",
+        "64",
+        "--waiting",
+        "100,1000",
+        *PARTS,
+    ],
     "relay_latency": ["--requests", "10"],
     "relay_capacity": ["--levels", "100,1000"],
     "responses_events": [],
@@ -29,7 +42,7 @@ DEFAULT_ARGS: dict[str, list[str]] = {
 """Waiting rows measure the steady state of the backed-off timer (``bench.front_cost.steady_state_seconds``)."""
 LARGE_ARGS: dict[str, list[str]] = {
     **DEFAULT_ARGS,
-    "front_cost": [*DEFAULT_ARGS["front_cost"][:6], "--waiting", "100,1000,5000"],
+    "front_cost": [*DEFAULT_ARGS["front_cost"][:6], "--waiting", "100,1000,5000", *PARTS],
     "relay_capacity": ["--levels", "100,1000,5000"],
 }
 SMALL_ARGS: dict[str, list[str]] = {
@@ -46,6 +59,17 @@ SMALL_ARGS: dict[str, list[str]] = {
         "3",
         "--window",
         "2",
+        *PARTS,
+        "--queue",
+        "50",
+        "--queue-settle",
+        "10",
+        "--queue-window",
+        "5",
+        "--burst",
+        "300",
+        "--burst-hold",
+        "5",
     ],
     "relay_latency": ["--requests", "3", "--deltas", "5"],
     "relay_capacity": ["--levels", "10,30", "--deltas", "4", "--idle-window", "1"],
@@ -156,6 +180,33 @@ def summary_rows(
                 "non-streamed req/s, 1 / 2 front workers (CPU ms per request, every worker); ratio: 2 over 1",
                 f"{one['rps']} / {two['rps']} ({one.get('cpu_ms_per_request')} / {two.get('cpu_ms_per_request')})",
                 ratio(two["rps"], one["rps"]),
+            )
+        )
+    queue = cost.get("queue")
+    if queue:
+        rows.append(
+            (
+                f"7 (N={queue['waiting']})",
+                "deep queue, Redis off: front CPU; status reads/s to the Horde; delivery after done p50 / p99 / max s "
+                "(samples); ratio: reads/s per waiting request",
+                f"{queue['front_cpu_pct']} %; {queue['status_reads_per_second']}; {queue['delivery_p50_s']} / "
+                f"{queue['delivery_p99_s']} / {queue['delivery_max_s']} ({queue['delivery_samples']}); failures "
+                f"{queue['failures'] or 'none'}; load {queue['load']}",
+                ratio(queue["status_reads_per_second"], queue["waiting"]),
+            )
+        )
+    burst = cost.get("burst")
+    if burst:
+        rows.append(
+            (
+                f"8 (N={burst['burst']})",
+                "burst at the default caps: refused; refusal p50 / max ms (after the request was sent); over 500 ms; "
+                "admitted failures; ratio: refused / opened",
+                f"{burst['refused']}; {burst['refusal_p50_ms']} / {burst['refusal_max_ms']} "
+                f"({burst['refusal_after_sent_p50_ms']} / {burst['refusal_after_sent_max_ms']}); "
+                f"{burst['refusals_over_500_ms']}; {burst['admitted_failures_and_others'] or 'none'}; "
+                f"front CPU {burst['front_cpu_seconds']} s; load {burst['load']}",
+                ratio(burst["refused"], burst["burst"]),
             )
         )
     return rows

@@ -24,6 +24,9 @@ stack. With Redis on and with Redis off (``HORDE_OAI_REDIS_URL`` empty: the wait
 backed-off timer (:func:`steady_state_seconds`): settle until every waiter's timer reached its ceiling, then a
 window of one whole ceiling, so every waiter re-reads once in it; with Redis off, 5 s and 10 s.
 
+**The deep queue** (row 7, ``--part queue``) and **the burst** (row 8, ``--part burst``): see :func:`deep_queue` and
+:func:`burst` (issue 23).
+
 **Scale-out** (row 6). The non-streamed closed loop of ``--workers-level`` clients against a front with one uvicorn
 worker, then against a fresh stack whose front has two (``uvicorn --workers 2``, one port, Redis shared); served
 requests per second of each, the front's CPU (every worker's) per request, and the ratio of the two rates. The
@@ -461,11 +464,195 @@ async def waiting(
     return rows
 
 
+DEEP_QUEUE_SCENARIO = Path(__file__).resolve().parent.parent / "devhorde" / "scenarios" / "deep-queue.json"
+"""The deep queue: one worker with 4 threads, about 3 s per 16-token generation."""
+DEEP_QUEUE_BODY = json.dumps(
+    {"model": "devhorde/deep-queue-4b", "messages": [{"role": "user", "content": "Benchmark."}], "max_tokens": 16}
+).encode()
+
+
+async def _timed_request(conn: Connection) -> tuple[float, int, bytes]:
+    status, body = await conn.request("POST", "/v1/chat/completions", DEEP_QUEUE_BODY)
+    return time.time(), status, body
+
+
+async def _devhorde_requests(stack: BenchStack) -> list[dict[str, Any]]:
+    async with httpx.AsyncClient(timeout=60) as http:
+        body = (await http.get(f"{stack.control_url}/requests")).json()
+    return [row for row in (body["requests"] if isinstance(body, dict) else body) if row.get("api") == "chat"]
+
+
+async def deep_queue(count: int, settle: float, window: float, open_rate: float) -> dict[str, Any]:
+    """``count`` non-streamed requests opened at ``open_rate`` a second into the ``deep-queue`` scenario, Redis off;
+    after ``settle`` seconds, over ``window``: the front's CPU share of one core and the status reads per second the
+    devhorde answered (its ``status_reads``); for every request answered from the settle on, the delay between the
+    devhorde marking it done (``done_epoch``) and this client having the whole reply: median, p99 and max. Every
+    answer must be a 200.
+    """
+    scenario_document = json.loads(DEEP_QUEUE_SCENARIO.read_text())
+    front_env = {"HORDE_OAI_NONSTREAM_TIMEOUT_SECONDS": str(WAITING_BUDGET_SECONDS), "HORDE_OAI_REDIS_URL": ""}
+    with bench_stack(scenario_document, front_env) as stack:
+        front_port = port_of(stack.front_url)
+        conns = [Connection(front_port) for _ in range(count)]
+        tasks: list[asyncio.Task[tuple[float, int, bytes]]] = []
+        began = time.monotonic()
+        for conn in conns:
+            await conn.open()
+            tasks.append(asyncio.ensure_future(_timed_request(conn)))
+            await asyncio.sleep(max(0.0, began + len(tasks) / open_rate - time.monotonic()))
+        await asyncio.sleep(settle)
+        settled_epoch = time.time()
+        pid = stack.front_pid
+        load = load_average()
+        reads_before = sum(row["status_reads"] for row in await _devhorde_requests(stack))
+        cpu_before, started = cpu_seconds(pid), time.monotonic()
+        await asyncio.sleep(window)
+        elapsed = time.monotonic() - started
+        cpu = (cpu_seconds(pid) - cpu_before) / elapsed * 100
+        rows = await _devhorde_requests(stack)
+        reads = (sum(row["status_reads"] for row in rows) - reads_before) / elapsed
+        done_at = {row["id"]: row["done_epoch"] for row in rows if row["done_epoch"] is not None}
+        delays: list[float] = []
+        failures: dict[str, int] = {}
+        for task in tasks:
+            if not task.done():
+                continue
+            if task.exception() is not None:
+                failures[type(task.exception()).__name__] = failures.get(type(task.exception()).__name__, 0) + 1
+                continue
+            received, status, body = task.result()
+            if status != 200:
+                failures[f"HTTP {status}"] = failures.get(f"HTTP {status}", 0) + 1
+                continue
+            request_id = json.loads(body)["id"].removeprefix("chatcmpl-")
+            finished = done_at.get(request_id)
+            if finished is not None and finished >= settled_epoch - settle / 2:
+                delays.append(received - finished)
+        answered = sum(1 for task in tasks if task.done())
+        for task in tasks:
+            task.cancel()
+        for conn in conns:
+            conn.close()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    row = {
+        "waiting": count,
+        "redis": False,
+        "answered": answered,
+        "failures": failures,
+        "front_cpu_pct": round(cpu, 1),
+        "status_reads_per_second": round(reads, 1),
+        "delivery_samples": len(delays),
+        "delivery_p50_s": round(percentile(delays, 0.5), 3) if delays else None,
+        "delivery_p99_s": round(percentile(delays, 0.99), 3) if delays else None,
+        "delivery_max_s": round(max(delays), 3) if delays else None,
+        "settle_seconds": settle,
+        "window_seconds": window,
+        "load": load,
+    }
+    print(json.dumps(row), flush=True)
+    return row
+
+
+async def _burst_one(conn: Connection, body: bytes) -> tuple[float, float, float, int, bytes]:
+    """Open ``conn`` and send one request: ``(seconds to connect, seconds to the whole answer, both from before the
+    connect; seconds from the request sent to its answer, status, body)``."""
+    began = time.monotonic()
+    await conn.open()
+    sent = time.monotonic()
+    status, answer = await conn.request("POST", "/v1/chat/completions", body)
+    done = time.monotonic()
+    return sent - began, done - began, done - sent, status, answer
+
+
+async def burst(count: int, hold: float, front_env: dict[str, str]) -> dict[str, Any]:
+    """``count`` non-streamed requests opened at once from this one address into the ``deep-queue`` scenario (Redis
+    on, the default caps: ``HORDE_OAI_MAX_IN_FLIGHT_PER_CLIENT`` admitted, the rest refused 503 ``FrontAtCapacity``).
+    The refusals' time from before the connect to the whole answer (median, p99, max, how many over 50 and 500 ms) and
+    their connect time alone (a connect that waits is the listen backlog's, not the front's); after ``hold`` seconds,
+    the admitted requests that ended in anything but a 200 (there should be none: they wait in the queue).
+    """
+    scenario_document = json.loads(DEEP_QUEUE_SCENARIO.read_text())
+    fields = FrontSettings.model_fields
+    env = {
+        "HORDE_OAI_NONSTREAM_TIMEOUT_SECONDS": str(WAITING_BUDGET_SECONDS),
+        # The front's default caps (bench_stack lifts them for the other benchmarks).
+        "HORDE_OAI_MAX_IN_FLIGHT": str(fields["max_in_flight"].default),
+        "HORDE_OAI_MAX_IN_FLIGHT_PER_CLIENT": str(fields["max_in_flight_per_client"].default),
+        **front_env,
+    }
+    with bench_stack(scenario_document, env) as stack:
+        front_port = port_of(stack.front_url)
+        conns = [Connection(front_port) for _ in range(count)]
+        load = load_average()
+        cpu_before = cpu_seconds(stack.front_pid)
+        tasks = [asyncio.ensure_future(_burst_one(conn, DEEP_QUEUE_BODY)) for conn in conns]
+        await asyncio.wait(tasks, timeout=hold)
+        front_cpu = cpu_seconds(stack.front_pid) - cpu_before
+        refusals: list[float] = []
+        connects: list[float] = []
+        served: list[float] = []
+        completed = 0
+        other: dict[str, int] = {}
+        for task in tasks:
+            if not task.done():
+                continue
+            if task.exception() is not None:
+                name = type(task.exception()).__name__
+                other[name] = other.get(name, 0) + 1
+                continue
+            connected, answered, after_sent, status, answer = task.result()
+            code = json.loads(answer).get("error", {}).get("code") if status != 200 else None
+            if status == 200:
+                completed += 1
+            elif status == 503 and code == "FrontAtCapacity":
+                refusals.append(answered)
+                connects.append(connected)
+                served.append(after_sent)
+            else:
+                other[f"HTTP {status} {code}"] = other.get(f"HTTP {status} {code}", 0) + 1
+        waiting = sum(1 for task in tasks if not task.done())
+        listed = len(await _devhorde_requests(stack))
+        for task in tasks:
+            task.cancel()
+        for conn in conns:
+            conn.close()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    row = {
+        "burst": count,
+        "refused": len(refusals),
+        "still_waiting_after_hold": waiting,
+        "admitted_completed": completed,
+        "submitted_to_devhorde": listed,
+        "admitted_failures_and_others": other,
+        "refusal_p50_ms": round(percentile(refusals, 0.5) * 1000, 1) if refusals else None,
+        "refusal_p99_ms": round(percentile(refusals, 0.99) * 1000, 1) if refusals else None,
+        "refusal_max_ms": round(max(refusals) * 1000, 1) if refusals else None,
+        "refusals_over_50_ms": sum(1 for seconds in refusals if seconds > 0.05),
+        "refusals_over_500_ms": sum(1 for seconds in refusals if seconds > 0.5),
+        "connect_p50_ms": round(percentile(connects, 0.5) * 1000, 1) if connects else None,
+        "connect_max_ms": round(max(connects) * 1000, 1) if connects else None,
+        "refusal_after_sent_p50_ms": round(percentile(served, 0.5) * 1000, 1) if served else None,
+        "refusal_after_sent_max_ms": round(max(served) * 1000, 1) if served else None,
+        "front_cpu_seconds": round(front_cpu, 2),
+        "hold_seconds": hold,
+        "load": load,
+    }
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def run(argv: list[str] | None = None) -> dict[str, Any]:
     """Parse ``argv``, run the parts (printing each row) and return ``{"nonstream": rows, "workers": row,
     "waiting": rows}``."""
     parser = argparse.ArgumentParser(prog="python -m bench.front_cost", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", default="nonstream,workers,waiting")
+    parser.add_argument(
+        "--part", default="nonstream,workers,waiting", help="also: queue (the deep queue, Redis off), burst"
+    )
+    parser.add_argument("--burst", type=int, default=3000, help="requests opened at once (part burst)")
+    parser.add_argument("--burst-hold", type=float, default=20.0, help="seconds the burst is watched (part burst)")
+    parser.add_argument("--queue", type=int, default=1000, help="requests of the deep queue (part queue)")
+    parser.add_argument("--queue-settle", type=float, default=45.0, help="seconds after the last open (part queue)")
+    parser.add_argument("--queue-window", type=float, default=30.0, help="seconds measured (part queue)")
     parser.add_argument("--levels", default="1,16,128", help="concurrent clients of the non-streamed loop")
     parser.add_argument("--seconds", type=float, default=6.0, help="duration of each closed loop")
     parser.add_argument("--waiting", default="100,1000,5000", help="waiting request counts")
@@ -500,6 +687,17 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                     max(1.0, args.open_rate),
                 )
             )
+    if "burst" in parts:
+        results["burst"] = asyncio.run(burst(min(args.burst, 10_000), min(args.burst_hold, 300.0), front_env))
+    if "queue" in parts:
+        results["queue"] = asyncio.run(
+            deep_queue(
+                min(args.queue, 10_000),
+                min(args.queue_settle, 600.0),
+                min(args.queue_window, 600.0),
+                max(1.0, args.open_rate),
+            )
+        )
     if args.json:
         print(json.dumps(results))
     return results

@@ -110,6 +110,9 @@ class BenchStack:
 
 
 BENCH_MAX_IN_FLIGHT = 20_000
+LISTEN_BACKLOG = 4096
+"""The front's ``uvicorn --backlog`` (as bin/run and the Dockerfile): uvicorn's default 2,048 drops the connects of a
+burst of 3,000 opened at once (the kernel's ``somaxconn`` caps it, 4,096 on most Linux systems)."""
 """The admission caps of a benchmark's front: above every level a benchmark opens (5,000 at most)."""
 
 
@@ -192,6 +195,8 @@ def bench_stack(
                 "--no-access-log",
                 "--log-level",
                 "warning",
+                "--backlog",
+                str(LISTEN_BACKLOG),
                 *(["--workers", str(workers)] if workers > 1 else []),
             ],
             env,

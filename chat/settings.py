@@ -75,7 +75,9 @@ class FrontSettings(BaseSettings):
     many requests waiting the ceiling rises further (``signal_recheck_reads_per_second``)."""
 
     signal_recheck_reads_per_second: float = Field(default=25.0, gt=0)
-    """``HORDE_OAI_SIGNAL_RECHECK_READS_PER_SECOND``: with the signal listener subscribed, the timer re-reads one
+    """``HORDE_OAI_SIGNAL_RECHECK_READS_PER_SECOND``: without a subscribed signal listener, the timer re-reads of
+    requests deep in the queue one process books per second, after the urgent ones (processing, at the head: about
+    one a second each; chat.waiting.read_schedule). With the listener subscribed, the timer re-reads one
     process makes per second in all once every waiter has backed off: the ceiling is at least the number of requests
     registered for signals divided by this (5,000 waiting: 200 s), so the process's re-read cost stops growing with
     the number of waiting requests (a cold status read costs about 2 ms of CPU, bench/README.md). Signals still wake

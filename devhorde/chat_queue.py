@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -84,6 +85,10 @@ class ChatRequest:
     cancel_requests: int = 0
     done_reads: int = 0
     """Status reads answered with ``done: true``: a reader that got one knew the request had ended."""
+    status_reads: int = 0
+    """Status reads answered for this request (the benchmarks' reads per second to the Horde)."""
+    done_epoch: float | None = None
+    """Unix seconds when the request became done (the benchmarks' delivery delay starts there)."""
     attempts: list[Attempt] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
     restart_counts: Counter[str] = field(default_factory=Counter)
@@ -119,8 +124,10 @@ class ChatQueue:
         self.version += 1
 
     def set_state(self, request: ChatRequest, state: RequestState) -> None:
-        """Move a request to ``state``."""
+        """Move a request to ``state`` (``done`` records :attr:`ChatRequest.done_epoch`)."""
         request.state = state
+        if state is RequestState.DONE and request.done_epoch is None:
+            request.done_epoch = time.time()
         self.version += 1
 
     def waiting(self) -> list[ChatRequest]:

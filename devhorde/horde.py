@@ -314,6 +314,7 @@ class DevHorde:
         request = self._lookup(request_id)
         if request is None:
             return _refusal(404, NOT_FOUND_MESSAGE, "RequestNotFound")
+        request.status_reads += 1
         body = self.status_body(request)
         if body.get("done") is True:
             request.done_reads += 1
@@ -548,6 +549,8 @@ class DevHorde:
                 "cancelled": request.cancelled,
                 "cancel_requests": request.cancel_requests,
                 "done_reads": request.done_reads,
+                "status_reads": request.status_reads,
+                "done_epoch": request.done_epoch,
                 "payload": request.payload,
                 "apikey": request.apikey,
                 "client_agent": request.client_agent,

@@ -95,6 +95,12 @@ class AdmissionGuards:
         self.body_timeout_seconds = settings.body_timeout_seconds
         self.in_flight = 0
         self.in_flight_by_client: Counter[str] = Counter()
+        # The two FrontAtCapacity answers, built once: under a burst of thousands each refusal only counts and sends.
+        self._at_capacity = {
+            per_client: (error, *refusal_answer(error))
+            for per_client in (True, False)
+            for error in (at_capacity_error(self.retry_after, per_client=per_client),)
+        }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Apply the caps (not to :data:`UNCAPPED_PATHS`), then the body limits, then call the app."""
@@ -106,10 +112,10 @@ class AdmissionGuards:
             return
         client = self.client_address(scope)
         if self.in_flight_by_client[client] >= self.max_in_flight_per_client:
-            await refuse(send, at_capacity_error(self.retry_after, per_client=True))
+            await self._refuse_at_capacity(send, per_client=True)
             return
         if self.in_flight >= self.max_in_flight:
-            await refuse(send, at_capacity_error(self.retry_after, per_client=False))
+            await self._refuse_at_capacity(send, per_client=False)
             return
         self.in_flight += 1
         self.in_flight_by_client[client] += 1
@@ -120,6 +126,11 @@ class AdmissionGuards:
             self.in_flight_by_client[client] -= 1
             if self.in_flight_by_client[client] <= 0:
                 del self.in_flight_by_client[client]
+
+    async def _refuse_at_capacity(self, send: Send, *, per_client: bool) -> None:
+        error, headers, body = self._at_capacity[per_client]
+        record_refusal(error)
+        await send_answer(send, error.status, headers, body)
 
     def client_address(self, scope: Scope) -> str:
         """The trusted header's first entry when configured and present, else the connection's peer address (the
@@ -194,11 +205,21 @@ def replay(body: bytes, receive: Receive) -> Receive:
 async def refuse(send: Send, error: OpenAIError) -> None:
     """Send ``error`` as the whole response (envelope, status, retry and CORS headers) and count it."""
     record_refusal(error)
-    response = error.to_response()
+    await send_answer(send, error.status, *refusal_answer(error))
+
+
+def refusal_answer(error: OpenAIError) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """The headers and body of ``error``'s answer, built without Django (a refusal under a burst must be cheap)."""
+    body = errors.dumps(error.envelope())
     headers = [(b"content-type", b"application/json")]
     for name, value in {**error.headers(), **CORS_HEADERS}.items():
         headers.append((name.lower().encode("latin-1"), value.encode("latin-1")))
-    headers.append((b"content-length", str(len(response.content)).encode()))
+    headers.append((b"content-length", str(len(body)).encode()))
     headers.append((b"connection", b"close"))
-    await send({"type": "http.response.start", "status": error.status, "headers": headers})
-    await send({"type": "http.response.body", "body": response.content})
+    return headers, body
+
+
+async def send_answer(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+    """Send one whole response."""
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -31,6 +31,7 @@ from chat.horde.delta_stream import DeltaStreamReader, SignalListener
 from chat.horde.native import HordeClient
 from chat.horde.text import TextHordeClient
 from chat.settings import FrontSettings, front_settings
+from chat.waiting.read_schedule import ReadBudget
 
 T = TypeVar("T")
 
@@ -70,6 +71,8 @@ class FrontRuntime:
             retry_seconds=settings.cancel_retry_seconds,
             attempt_timeout=settings.horde_timeout_seconds,
         )
+        self.read_budget = ReadBudget(settings.signal_recheck_reads_per_second)
+        """The process's budget of timer status reads (chat.waiting.read_schedule)."""
         self.signals: SignalListener | None = None
         self.deltas: DeltaStreamReader | None = None
         self.stopping = asyncio.Event()

@@ -2,12 +2,14 @@
 
 A waiter reads ``GET /v2/generate/chat/status/{id}`` until the request is terminal. A Redis signal on
 ``horde:chat:signals`` wakes it early; without one it re-reads on its own timer, so the front is correct without Redis.
-Without a subscribed signal listener, or for routes that publish no signals (the text API's), that timer is
-``signal_recheck_seconds``. With one, the signals carry every state change (``processing``, ``done``, ``faulted``,
-``cancelled``), so the waiter's timer backs off: each re-read the timer brought doubles it, from
-``signal_recheck_seconds`` up to ``signal_recheck_max_seconds``; a signal, a failed read or the listener not being
-subscribed brings it back to ``signal_recheck_seconds`` (:meth:`ChatWaiter.recheck_delay`). With many requests waiting
-the ceiling rises so that, once the timers have backed off, the process makes at most
+Without a subscribed signal listener, or for routes that publish no signals (the text API's), that timer follows the
+queue (chat.waiting.read_schedule: about every ``signal_recheck_seconds`` when processing or at the head, a share of
+the estimated wait deeper in the queue, within one process-wide budget of ``signal_recheck_reads_per_second``). With
+one, the signals carry every state change (``processing``, ``done``, ``faulted``, ``cancelled``), so the waiter's
+timer backs off: each re-read the timer brought doubles it, from ``signal_recheck_seconds`` up to
+``signal_recheck_max_seconds``; a signal, a failed read or the listener not being subscribed brings it back to
+``signal_recheck_seconds`` (:meth:`ChatWaiter.recheck_delay`). With many requests waiting the ceiling rises so that,
+once the timers have backed off, the process makes at most
 ``signal_recheck_reads_per_second`` timer re-reads a second in all (:func:`backoff_ceiling`). The reference's timed
 rules keep their own times whatever the backoff: the positioned re-reads of ``fail_fast`` every
 ``signal_recheck_seconds`` for :data:`POSITIONED_READ_WAIT_SECONDS`, the read when the grace ends, and the full
@@ -40,6 +42,7 @@ The rules, by status read:
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Final
@@ -63,6 +66,7 @@ from chat.waiting.availability import (
     queue_unavailable_error,
     service_gap_error_from_horde,
 )
+from chat.waiting.read_schedule import CEILING_SHARE, ReadBudget, ReadSchedule
 from chat.waiting.status import (
     declaration_gap,
     has_queue_information,
@@ -171,6 +175,13 @@ class ChatWaiter:
         self.timer_delay: float = self.settings.signal_recheck_seconds
         """The backoff timer's next delay while the signal listener is subscribed (:meth:`recheck_delay`)."""
         self._read_failures = 0
+        # The process's read budget (chat.serving.runtime.FrontRuntime.read_budget); a runtime without one (a test's)
+        # gives each waiter its own.
+        budget = getattr(runtime, "read_budget", None)
+        self.reads = ReadSchedule(
+            self.settings, budget or ReadBudget(self.settings.signal_recheck_reads_per_second), clock
+        )
+        """The timer reads without signals (chat.waiting.read_schedule)."""
         self._signal_queue: asyncio.Queue[str] | None = None
         # Only routes that publish signals register (not the text API's, chat.horde.text.TextRoutes): a waiter with
         # no signals to wait for re-reads every signal_recheck_seconds instead of backing off.
@@ -178,7 +189,8 @@ class ChatWaiter:
             self._signal_queue = runtime.signals.register(request_id)
 
     def close(self) -> None:
-        """Stop listening for this request's signals."""
+        """Stop listening for this request's signals and leave the process's read budget."""
+        self.reads.close()
         if self._signal_queue is not None and self.runtime.signals is not None:
             self.runtime.signals.unregister(self.request_id)
             self._signal_queue = None
@@ -320,24 +332,31 @@ class ChatWaiter:
     def recheck_delay(self, *, backoff: bool = True) -> float:
         """Seconds until the next timer re-read, shortened so a read comes when the grace ends.
 
-        ``signal_recheck_seconds`` without a subscribed signal listener or when ``backoff`` is false (the
-        positioned re-reads of "Queue position refresh"); else :attr:`timer_delay`, which :meth:`note_wake` doubles
-        up to ``signal_recheck_max_seconds`` after each re-read the timer brought.
+        ``signal_recheck_seconds`` when ``backoff`` is false (the positioned re-reads of "Queue position refresh");
+        with a subscribed signal listener :attr:`timer_delay`, which :meth:`note_wake` doubles up to
+        ``signal_recheck_max_seconds`` after each re-read the timer brought; without one, the queue's schedule
+        (chat.waiting.read_schedule: about once a second when processing or at the head, later deep in the queue,
+        within the process's read budget).
         """
         delay = self.settings.signal_recheck_seconds
-        if backoff and self.signals_subscribed:
-            delay = max(delay, self.timer_delay)
+        grace_left: float | None = None
         if self.impossible_since is not None:
-            grace_left = self.impossible_since + self.settings.fail_fast_grace_seconds - self.clock()
-            delay = min(delay, max(0.0, grace_left))
-        return delay
+            grace_left = max(0.0, self.impossible_since + self.settings.fail_fast_grace_seconds - self.clock())
+        if backoff and not self.signals_subscribed:
+            status = self.last_status if self._read_failures == 0 else None
+            return self.reads.next_delay(status, ceiling=self.timer_ceiling(), cut=grace_left)
+        if backoff:
+            delay = max(delay, self.timer_delay)
+        return delay if grace_left is None else min(delay, grace_left)
 
     def timer_ceiling(self) -> float:
-        """The most the backoff timer waits between re-reads now: :func:`backoff_ceiling` with the requests
-        registered for signals in this process.
+        """The most the timer waits between re-reads now: :func:`backoff_ceiling` with the requests registered for
+        signals in this process, or without signals the requests waiting in it over
+        chat.waiting.read_schedule.CEILING_SHARE (the reads at the ceiling take at most that share of the budget).
         """
-        registered = self.runtime.signals.registered if self.runtime.signals is not None else 0
-        return backoff_ceiling(self.settings, registered)
+        if self.signals_subscribed and self.runtime.signals is not None:
+            return backoff_ceiling(self.settings, self.runtime.signals.registered)
+        return backoff_ceiling(self.settings, math.ceil(self.reads.budget.waiting / CEILING_SHARE))
 
     def note_wake(self, status: NativeStatus | None) -> None:
         """Set the backoff timer after a wake and its read: doubled (up to :meth:`timer_ceiling`) after a timer wake

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from chat.errors import CORS_HEADERS
 from chat.settings import DEFAULT_MAX_BODY_BYTES, FrontSettings
 from oaifront.guards import AdmissionGuards
 
@@ -203,3 +204,23 @@ def test_the_client_address_comes_from_the_trusted_header_only_when_configured(t
     guards = AdmissionGuards(echo_app, settings(client_address_header=header))
     forwarded = scope(client="127.0.0.1", headers=[(b"x-forwarded-for", b"203.0.113.7, 10.0.0.9")])
     assert guards.client_address(forwarded) == ("203.0.113.7" if trusted else "127.0.0.1")
+
+
+@pytest.mark.asyncio
+async def test_every_capacity_refusal_sends_the_same_whole_answer() -> None:
+    """The FrontAtCapacity answer is built once (issue 23: a refusal under a burst must be cheap): each refusal sends
+    the same status, headers and body, with a Content-Length that matches it and ``Connection: close``."""
+    guards = AdmissionGuards(echo_app, settings(max_in_flight=1, max_in_flight_per_client=1))
+    guards.in_flight_by_client["10.0.0.1"] = 1
+    first, second = await refused(guards, scope()), await refused(guards, scope())
+    assert first.messages == second.messages
+    body = first.messages[1]["body"]
+    assert first.headers == {
+        "content-type": "application/json",
+        "retry-after": first.headers["retry-after"],
+        **{name.lower(): value for name, value in CORS_HEADERS.items()},
+        "content-length": str(len(body)),
+        "connection": "close",
+    }
+    assert first.headers["retry-after"] == str(guards.retry_after)
+    assert first.body["error"]["code"] == "FrontAtCapacity"

@@ -1,0 +1,178 @@
+"""When a waiting request reads its status next, without a subscribed signal listener (timer only, no Redis).
+
+Without signals the front learns of every change from its own status reads, and the Horde allows one read a second
+per request (``../shared/spec/real-horde.md``). Reading every waiting request every ``signal_recheck_seconds`` costs
+the Horde one read a second per waiting request and the front a core at 1,000 waiting (bench/README.md, row 3), so
+the read follows where the request stands in the queue (:func:`wanted_delay`):
+
+- processing, finished, at the head of the queue (``queue_position`` 1), without queue information yet (position 0),
+  reported impossible, or after a failed read: ``signal_recheck_seconds`` (about once a second);
+- deeper in the queue: when :data:`QUEUE_FRACTION` of its estimated ``wait_time`` has passed (its position may have
+  changed enough to matter by then; the reads come closer together as it nears the head), never less than
+  ``signal_recheck_seconds`` and never more than the ceiling, :func:`chat.waiting.waiter.backoff_ceiling` of the
+  requests waiting in the process (``signal_recheck_max_seconds``, raised to the waiting count over
+  :data:`CEILING_SHARE` of ``signal_recheck_reads_per_second``).
+
+One process-wide :class:`ReadBudget` then books every timer read in a calendar of one-second slots holding
+``signal_recheck_reads_per_second`` reads each: a read of a request deep in the queue takes the first slot at or after
+its wanted time with room left, put off by at most its own delay (so a read nearing the head is moved less than one
+deep in the queue, and none waits more than twice its wanted delay); an urgent read (the once-a-second ones above)
+takes its own time whatever the slot holds. The ceiling keeps the reads at the ceiling within the budget, and the
+reads nearer the head add only the logarithm of the queue's depth, so the process's reads stay within the budget plus
+the urgent reads however many requests wait. The timed rules of chat.waiting.waiter (the read when the grace ends,
+the positioned reads of ``fail_fast``, the full recheck of a completion without a generation) keep their own times:
+the waiter cuts the delay to them before booking it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Final
+
+from chat.horde.native import NativeStatus
+from chat.settings import FrontSettings
+from chat.waiting.status import has_started
+
+QUEUE_FRACTION: Final[float] = 0.5
+"""The share of a queued request's estimated ``wait_time`` after which its status is read again."""
+
+HEAD_POSITION: Final[int] = 1
+"""The ``queue_position`` of the next request a worker picks up (0: no queue information yet)."""
+
+CEILING_SHARE: Final[float] = 0.25
+"""The share of ``signal_recheck_reads_per_second`` the reads at the ceiling may take: without signals the ceiling is
+at least the waiting count over this share of the budget (1,000 waiting at 25 a second: 160 s), leaving the rest to
+the reads of requests nearer the head (with 1,000 in the devhorde's ``deep-queue``: about 8 a second for the 4
+processing and the 4 at the head, 15 for the rest of the first 640; bench/README.md row 7)."""
+
+SLOT_SECONDS: Final[float] = 1.0
+"""The length of one slot of :class:`ReadBudget`'s calendar."""
+
+
+def is_urgent(status: NativeStatus | None) -> bool:
+    """Whether a request in this status (None: the last read failed) is read every ``signal_recheck_seconds``:
+    processing or finished, at the head of the queue or without queue information, or reported impossible.
+    """
+    return (
+        status is None
+        or has_started(status)
+        or status.done
+        or not status.is_possible
+        or status.queue_position <= HEAD_POSITION
+        or status.wait_time <= 0
+    )
+
+
+def wanted_delay(settings: FrontSettings, status: NativeStatus | None, ceiling: float) -> float:
+    """Seconds until the next read of a request in ``status``, before the budget: ``signal_recheck_seconds`` when
+    :func:`is_urgent`, else :data:`QUEUE_FRACTION` of its ``wait_time`` within ``[signal_recheck_seconds,
+    ceiling]``.
+    """
+    base = settings.signal_recheck_seconds
+    if status is None or is_urgent(status):
+        return base
+    return max(base, min(ceiling, QUEUE_FRACTION * status.wait_time))
+
+
+class ReadBudget:
+    """The process's calendar of timer status reads: ``reads_per_second`` per one-second slot.
+
+    Args:
+        reads_per_second: ``signal_recheck_reads_per_second``.
+    """
+
+    def __init__(self, reads_per_second: float) -> None:
+        self.capacity = reads_per_second * SLOT_SECONDS
+        self.waiting = 0
+        """Requests waiting in the process (registered by each chat.waiting.waiter.ChatWaiter until it closes)."""
+        self._booked: dict[int, int] = {}
+        self._oldest = 0
+
+    def booked(self, slot: int) -> int:
+        """Reads booked in ``slot`` (the seconds ``[slot, slot + 1)`` of the waiters' clock)."""
+        return self._booked.get(slot, 0)
+
+    def book(self, now: float, at: float, *, urgent: bool, slack: float = math.inf) -> float:
+        """Book one read wanted at ``at`` (seconds on the waiters' clock, ``now`` being the present) and return when it
+        comes: ``at`` when ``urgent`` or its slot has room, else the start of the first later slot with room, moved by
+        at most ``slack`` seconds (past that, the least booked of those slots, even full: a read is never put off
+        indefinitely).
+        """
+        self._forget_before(math.floor(now))
+        slot = math.floor(at / SLOT_SECONDS)
+        if not urgent:
+            last = slot + max(0, math.floor(slack / SLOT_SECONDS)) if math.isfinite(slack) else None
+            least = slot
+            while self._booked.get(slot, 0) >= self.capacity:
+                if last is not None and slot >= last:
+                    slot = least
+                    break
+                slot += 1
+                if self._booked.get(slot, 0) < self._booked.get(least, 0):
+                    least = slot
+            at = max(at, slot * SLOT_SECONDS)
+        self._booked[slot] = self._booked.get(slot, 0) + 1
+        return at
+
+    def release(self, at: float) -> None:
+        """Give back the read booked at ``at`` (its request left before reading)."""
+        slot = math.floor(at / SLOT_SECONDS)
+        count = self._booked.get(slot, 0)
+        if count > 1:
+            self._booked[slot] = count - 1
+        elif count == 1:
+            del self._booked[slot]
+
+    def _forget_before(self, slot: int) -> None:
+        if slot <= self._oldest:
+            return
+        if slot - self._oldest > len(self._booked):
+            for past in [booked for booked in self._booked if booked < slot]:
+                del self._booked[past]
+        else:
+            for past in range(self._oldest, slot):
+                self._booked.pop(past, None)
+        self._oldest = slot
+
+
+class ReadSchedule:
+    """One waiting request's reads without signals: :func:`wanted_delay`, booked in the process's
+    :class:`ReadBudget`.
+
+    Args:
+        settings: The front's settings.
+        budget: The process's budget (chat.serving.runtime.FrontRuntime.read_budget).
+        clock: The waiter's ``time.monotonic``-like clock.
+    """
+
+    def __init__(self, settings: FrontSettings, budget: ReadBudget, clock: Callable[[], float]) -> None:
+        self.settings = settings
+        self.budget = budget
+        self.clock = clock
+        self._booked_at: float | None = None
+        self._open = True
+        budget.waiting += 1
+
+    def next_delay(self, status: NativeStatus | None, *, ceiling: float, cut: float | None = None) -> float:
+        """Seconds from now to the next read of a request whose last read gave ``status`` (None: it failed),
+        booked in the budget. ``cut`` (the time left to a timed rule, such as the end of the grace) shortens the
+        wanted delay before booking and makes the read urgent.
+        """
+        now = self.clock()
+        delay = wanted_delay(self.settings, status, ceiling)
+        urgent = is_urgent(status)
+        if cut is not None and cut <= delay:
+            delay, urgent = max(0.0, cut), True
+        self._booked_at = self.budget.book(now, now + delay, urgent=urgent, slack=delay)
+        return self._booked_at - now
+
+    def close(self) -> None:
+        """The request stops waiting: give back its booked read if it is still to come, and leave the waiting count."""
+        if not self._open:
+            return
+        self._open = False
+        self.budget.waiting -= 1
+        if self._booked_at is not None and self._booked_at > self.clock():
+            self.budget.release(self._booked_at)
+            self._booked_at = None
