@@ -303,7 +303,9 @@ async def test_waiter_keeps_the_place_and_logs_each_change_at_debug() -> None:
         async def status(self, request_id: str, apikey: str | None) -> NativeStatus:
             return next(reads)
 
-    settings = SimpleNamespace(signal_recheck_seconds=1.0)
+    settings = SimpleNamespace(
+        signal_recheck_seconds=1.0, signal_recheck_max_seconds=30.0, signal_recheck_reads_per_second=25.0
+    )
     runtime = SimpleNamespace(horde=Horde(), signals=None, settings=settings)
     waiter = ChatWaiter(runtime, REQUEST_ID, None, timeout_seconds=60)  # type: ignore[arg-type]
     lines: list[str] = []
