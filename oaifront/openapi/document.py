@@ -44,10 +44,12 @@ from oaifront.openapi.schemas import (
     SCHEMA_REF,
     SSE_DESCRIPTION,
     STREAM_EVENT,
+    TEXT_COMPLETION_STREAM_EVENT,
     component_schemas,
     response_stream_event_schema,
     schema_ref,
     stream_event_schema,
+    text_completion_stream_event_schema,
 )
 
 DOCS_URL: Final = "/docs/behaviour"
@@ -166,7 +168,7 @@ def front_paths() -> dict[str, Any]:
             ),
             "content": {
                 "application/json": {"schema": schema_ref(TextCompletion)},
-                "text/event-stream": {"schema": {"type": "string"}},
+                "text/event-stream": {"schema": {"$ref": SCHEMA_REF.format(model=TEXT_COMPLETION_STREAM_EVENT)}},
             },
         },
     }
@@ -349,6 +351,7 @@ def _front_document() -> tuple[dict[str, Any], dict[str, Any]]:
     schemas = {key: dict(value) for key, value in component_schemas().items()}
     schemas[STREAM_EVENT] = stream_event_schema()
     schemas[RESPONSE_STREAM_EVENT] = response_stream_event_schema()
+    schemas[TEXT_COMPLETION_STREAM_EVENT] = text_completion_stream_event_schema()
     return front_paths(), schemas
 
 

@@ -328,6 +328,39 @@ def stream_event_schema() -> dict[str, Any]:
     }
 
 
+TEXT_COMPLETION_STREAM_EVENT: Final = "TextCompletionStreamEvent"
+"""The component name of one server-sent event of a streamed legacy completion (``POST /v1/completions``)."""
+
+
+def text_completion_stream_event_schema() -> dict[str, Any]:
+    """One server-sent event of a streamed legacy completion, described as :func:`stream_event_schema` describes a
+    chat completion's: ``data`` is a ``text_completion`` chunk (the text, the finish chunk, the usage chunk or a
+    progress chunk with ``choices: []``), an error envelope, or ``[DONE]``.
+    """
+    schema = stream_event_schema()
+    chunk = {
+        "description": "A `text_completion` chunk, as JSON.",
+        "type": "string",
+        "contentMediaType": "application/json",
+        "contentSchema": {
+            "type": "object",
+            "required": ["id", "object", "choices"],
+            "properties": {
+                "id": {"type": "string"},
+                "object": {"const": "text_completion"},
+                "choices": {"type": "array", "items": {"type": "object"}},
+            },
+        },
+    }
+    schema["title"] = TEXT_COMPLETION_STREAM_EVENT
+    schema["description"] = (
+        "One server-sent event of a streamed legacy completion: a `data:` line holding a `text_completion` chunk, an "
+        "error, or `[DONE]`, then a blank line."
+    )
+    schema["properties"]["data"]["anyOf"][0] = chunk
+    return schema
+
+
 RESPONSE_STREAM_EVENT: Final = "ResponseStreamEvent"
 """The component name of one server-sent event of a streamed response (``POST /v1/responses``)."""
 
