@@ -174,7 +174,6 @@ async def serve_chat(chat_request: ChatCompletionRequest, apikey: str | None, *,
     else:
         stream_progress = relays_deltas(chat_request) and runtime.has_redis
         payload = build_native_payload(chat_request, stream_progress=stream_progress)
-    record.relayed = stream_progress
     created = int(time.time())
     record.submitted_at = time.time()
     try:
@@ -213,12 +212,13 @@ async def serve_chat(chat_request: ChatCompletionRequest, apikey: str | None, *,
     )
 
 
-async def serve_text_completion(legacy: CompletionRequest, apikey: str | None) -> Outcome:
+async def serve_text_completion(legacy: CompletionRequest, apikey: str | None, *, started: float) -> Outcome:
     """Submit a validated legacy completion to the text API, wait or stream (``POST /v1/completions``).
 
     A model without a text API path is 404 ``model_not_found`` at ``model`` (:data:`NO_TEXT_ROUTE_MESSAGE`); that
     refusal and a prompt that cannot be sent are counted like chat completions' refusals
-    (chat.serving.request_record.record_refusal); the finished-request line and its metrics are chat requests' only.
+    (chat.serving.request_record.record_refusal, timed from ``started``); the finished-request line and its metrics
+    are chat requests' only.
     """
     runtime = get_runtime()
     if runtime.stopping.is_set():
@@ -227,12 +227,12 @@ async def serve_text_completion(legacy: CompletionRequest, apikey: str | None) -
         not_found = errors.failure(
             errors.MODEL_NOT_FOUND, NO_TEXT_ROUTE_MESSAGE.format(model=legacy.model), param="model"
         )
-        record_refusal(not_found)
+        record_refusal(not_found, started, streamed=legacy.is_stream)
         return Refused(not_found)
     try:
         prepared = text_route.prepare_completion_request(legacy)
     except OpenAIError as error:
-        record_refusal(error)
+        record_refusal(error, started, streamed=legacy.is_stream)
         return Refused(error)
     routes = TextRoutes(runtime.text_horde, prepared)
     created = int(time.time())
@@ -311,9 +311,17 @@ async def wait_for_outcome(runtime: FrontRuntime, submitted: Submitted) -> Outco
         if request.is_stream:
             events: AsyncIterator[bytes]
             stream_failed = record.stream_failed if record is not None else None
+            content_sent = record.content_sent if record is not None else None
             if submitted.relay and isinstance(request, ChatCompletionRequest):
                 events = relayed_stream(
-                    request, waiter, first_status, submitted.created, finish, runtime, on_error=stream_failed
+                    request,
+                    waiter,
+                    first_status,
+                    submitted.created,
+                    finish,
+                    runtime,
+                    on_error=stream_failed,
+                    on_content=content_sent,
                 )
             else:
                 events = buffered_stream(
@@ -324,6 +332,7 @@ async def wait_for_outcome(runtime: FrontRuntime, submitted: Submitted) -> Outco
                     on_end=finish,
                     build_chunks=submitted.build_chunks,
                     on_error=stream_failed,
+                    on_content=content_sent,
                 )
             handed_to_stream = True
             return Streaming(events, request_id, submitted.created, finish)

@@ -37,7 +37,7 @@ async def completions(request: HttpRequest) -> HttpResponseBase:
     arrival = arrive(request, read_completion_request)
     if isinstance(arrival, HttpResponseBase):
         return arrival
-    outcome = await serve_text_completion(arrival.request, arrival.apikey)
+    outcome = await serve_text_completion(arrival.request, arrival.apikey, started=arrival.started)
     if isinstance(outcome, Refused):
         return outcome.error.to_response()
     if isinstance(outcome, Answered):
