@@ -1,5 +1,6 @@
-"""``make bench`` / ``python -m bench``: every benchmark in turn, then one summary table (rows 1-5 of issue 12,
-row 6: one front worker against two, rows 7 and 8 of issue 23: the deep queue without Redis, the burst).
+"""``make bench`` / ``python -m bench``: every benchmark in turn, then one summary table (rows 1-5 of issue 12, row 6:
+one front worker against two, rows 7 and 8 of issue 23: the deep queue without Redis, the burst, and row 9: telemetry
+off against on).
 
 The defaults fit in about 10 minutes on 2 cores (see bench/README.md): front cost at 1, 16 and 128 clients for 4 s
 each, 100 and 1,000 waiting requests with Redis on and off, 1,000 in a deep queue without Redis, 3,000 opened at once,
@@ -212,6 +213,17 @@ def summary_rows(
     return rows
 
 
+def telemetry_row(telemetry: dict[str, Any]) -> tuple[str, str, str, str]:
+    """Row 9: front CPU per non-streamed request with telemetry off and on in the same run, and the difference."""
+    figures = telemetry["cost"]
+    return (
+        "9 (telemetry)",
+        "front CPU ms per request, telemetry off / on (added ms, added %); ratio: on over off",
+        f"{figures['off_ms']} / {figures['on_ms']} ({figures['added_ms']:+} ms, {figures['added_percent']:+} %)",
+        ratio(figures["on_ms"], figures["off_ms"]),
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     size = parser.add_mutually_exclusive_group()
@@ -229,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"== bench.responses_events {' '.join(plan['responses_events'])}", flush=True)
     status = responses_events.main(plan["responses_events"])
     print(f"== bench.telemetry_cost {' '.join(plan['telemetry_cost'])}", flush=True)
-    status = telemetry_cost.main(plan["telemetry_cost"]) or status
+    telemetry = telemetry_cost.run(plan["telemetry_cost"])
     elapsed = time.monotonic() - started
     print()
     print(
@@ -239,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("| row | measure | figures | ratio |")
     print("|---|---|---|---|")
-    for row in summary_rows(cost, latency, capacity):
+    for row in [*summary_rows(cost, latency, capacity), telemetry_row(telemetry)]:
         print("| " + " | ".join(row) + " |")
     return status or (1 if latency.get("failures") else 0)
 

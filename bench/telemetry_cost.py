@@ -66,17 +66,36 @@ def run_mode(mode: str, requests: int, concurrency: int, redis_url: str | None) 
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def cost(results: list[dict[str, Any]]) -> dict[str, float]:
+    """Telemetry's cost from the two modes' results: front CPU ms per request off and on, the difference, and the
+    difference as a percentage of off."""
+    by_mode = {result["mode"]: result["front_cpu_ms_per_request"] for result in results}
+    off, on = by_mode["off"], by_mode["on"]
+    return {
+        "off_ms": off,
+        "on_ms": on,
+        "added_ms": round(on - off, 3),
+        "added_percent": round((on - off) / off * 100, 1) if off else 0.0,
+    }
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--redis-url")
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def run(argv: list[str] | None = None) -> dict[str, Any]:
+    """Both modes; prints their table (or one JSON line with ``--json``) and returns the results and :func:`cost`."""
+    args = parse(argv)
     results = [run_mode(mode, args.requests, args.concurrency, args.redis_url) for mode in MODES]
+    summary = {"machine": machine(), "results": results, "cost": cost(results)}
     if args.json:
-        print(json.dumps({"machine": machine(), "results": results}))
-        return 0
+        print(json.dumps(summary))
+        return summary
     print(machine())
     print("| telemetry | n | p50 | p90 | p99 | front CPU per request | requests/s |")
     print("|---|---|---|---|---|---|---|")
@@ -86,6 +105,13 @@ def main(argv: list[str] | None = None) -> int:
             f"| {result['mode']} | {latency['n']} | {latency['p50']} ms | {latency['p90']} ms | {latency['p99']} ms "
             f"| {result['front_cpu_ms_per_request']} ms | {result['requests_per_second']} |"
         )
+    added = summary["cost"]
+    print(f"telemetry costs {added['added_ms']:+} ms of front CPU per request ({added['added_percent']:+} %)")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    run(argv)
     return 0
 
 

@@ -5,21 +5,26 @@ Reference: Refusal attributes (body size 413, body read timeout 408 ``RequestBod
 
 1. In-flight caps: a request beyond ``HORDE_OAI_MAX_IN_FLIGHT_PER_CLIENT`` requests in flight from its client address,
    or beyond ``HORDE_OAI_MAX_IN_FLIGHT`` in total, gets 503 ``FrontAtCapacity`` with ``Retry-After``
-   (``HORDE_OAI_CAPACITY_RETRY_AFTER_SECONDS``). A request is in flight until its response ends (a stream's last
-   event included). The probes and the API description (:data:`UNCAPPED_PATHS`) are never capped. The client address is
-   the connection's peer, or, behind a trusted proxy, the first entry of ``HORDE_OAI_CLIENT_ADDRESS_HEADER``.
+   (``HORDE_OAI_CAPACITY_RETRY_AFTER_SECONDS``). A request is in flight until its response ends: its slot is freed
+   when the last body message is sent (``http.response.body`` without ``more_body``; a stream's last event
+   included), not when the application returns after it, so a client that waits for each answer before the next is
+   never refused; a request that ends without a whole response frees its slot when the application returns. The
+   probes and the API description (:data:`UNCAPPED_PATHS`) are never capped. The client address is the connection's
+   peer, or, behind a trusted proxy, the first entry of ``HORDE_OAI_CLIENT_ADDRESS_HEADER``.
 2. Body size: a ``Content-Length`` over ``HORDE_OAI_MAX_BODY_BYTES`` gets 413 at once, without reading the body; a
    body without one (chunked) gets 413 as soon as the bytes received pass the limit.
 3. Body time: a body not wholly received within ``HORDE_OAI_BODY_TIMEOUT_SECONDS`` of the request's start gets 408
    ``RequestBodyTimeout``.
 
 The guard reads the body itself under these limits and hands it to Django whole, so Django never buffers more than
-the limit. Every refusal is OpenAI's error envelope, counted on ``horde.oai.requests.refused``.
+the limit. Every refusal is OpenAI's error envelope, counted on ``horde.oai.requests.refused`` and recorded on
+``horde.oai.request.duration`` from the moment the guard saw the request (chat.serving.request_record.record_refusal).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Final
@@ -107,29 +112,45 @@ class AdmissionGuards:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        started = time.monotonic()
         if scope.get("path") in UNCAPPED_PATHS:
-            await self._admit_body(scope, receive, send)
+            await self._admit_body(scope, receive, send, started)
             return
         client = self.client_address(scope)
         if self.in_flight_by_client[client] >= self.max_in_flight_per_client:
-            await self._refuse_at_capacity(send, per_client=True)
+            await self._refuse_at_capacity(send, started, per_client=True)
             return
         if self.in_flight >= self.max_in_flight:
-            await self._refuse_at_capacity(send, per_client=False)
+            await self._refuse_at_capacity(send, started, per_client=False)
             return
         self.in_flight += 1
         self.in_flight_by_client[client] += 1
-        try:
-            await self._admit_body(scope, receive, send)
-        finally:
-            self.in_flight -= 1
-            self.in_flight_by_client[client] -= 1
-            if self.in_flight_by_client[client] <= 0:
-                del self.in_flight_by_client[client]
+        held = True
 
-    async def _refuse_at_capacity(self, send: Send, *, per_client: bool) -> None:
+        def release() -> None:
+            nonlocal held
+            if held:
+                held = False
+                self.in_flight -= 1
+                self.in_flight_by_client[client] -= 1
+                if self.in_flight_by_client[client] <= 0:
+                    del self.in_flight_by_client[client]
+
+        async def send_then_release(message: Message) -> None:
+            try:
+                await send(message)
+            finally:
+                if message["type"] == "http.response.body" and not message.get("more_body", False):
+                    release()
+
+        try:
+            await self._admit_body(scope, receive, send_then_release, started)
+        finally:
+            release()
+
+    async def _refuse_at_capacity(self, send: Send, started: float, *, per_client: bool) -> None:
         error, headers, body = self._at_capacity[per_client]
-        record_refusal(error)
+        record_refusal(error, started)
         await send_answer(send, error.status, headers, body)
 
     def client_address(self, scope: Scope) -> str:
@@ -138,19 +159,19 @@ class AdmissionGuards:
         """
         return scope_client_address(scope, self.address_header)
 
-    async def _admit_body(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _admit_body(self, scope: Scope, receive: Receive, send: Send, started: float) -> None:
         declared = content_length(scope)
         if declared is not None and declared > self.max_body_bytes:
-            await refuse(send, too_large_error(self.max_body_bytes))
+            await refuse(send, too_large_error(self.max_body_bytes), started)
             return
         try:
             async with asyncio.timeout(self.body_timeout_seconds):
                 body = await self._read_body(receive)
         except TimeoutError:
-            await refuse(send, body_timeout_error(self.body_timeout_seconds))
+            await refuse(send, body_timeout_error(self.body_timeout_seconds), started)
             return
         except BodyTooLarge:
-            await refuse(send, too_large_error(self.max_body_bytes))
+            await refuse(send, too_large_error(self.max_body_bytes), started)
             return
         if body is None:  # the client left while sending its body
             return
@@ -202,9 +223,11 @@ def replay(body: bytes, receive: Receive) -> Receive:
     return replayed
 
 
-async def refuse(send: Send, error: OpenAIError) -> None:
-    """Send ``error`` as the whole response (envelope, status, retry and CORS headers) and count it."""
-    record_refusal(error)
+async def refuse(send: Send, error: OpenAIError, started: float) -> None:
+    """Send ``error`` as the whole response (envelope, status, retry and CORS headers) and count it, with its
+    duration from ``started`` (``time.monotonic()``).
+    """
+    record_refusal(error, started)
     await send_answer(send, error.status, *refusal_answer(error))
 
 

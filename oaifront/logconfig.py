@@ -5,7 +5,9 @@ level (default INFO), plain text or, with ``HORDE_OAI_LOG_JSON``, one JSON objec
 holds the values of the reference's log lines. Records of the standard ``logging`` module (Django, asyncio, httpx)
 go to the same sink, except Django's bare request-refusal lines (``Bad Request: /v1/chat/completions``): the front's
 own finished-request and refused-parameter lines already describe those requests. A Django record that carries an
-exception (an unhandled error behind a 500) is kept, with its traceback.
+exception (an unhandled error behind a 500) is kept, with its traceback. With ``HORDE_OAI_LOG_JSON``, uvicorn's own
+loggers (:data:`UVICORN_LOGGERS`: its start-up and shutdown lines, its access log when on) lose the plain-text handlers
+uvicorn gave them and go to the same sink, so every line the process writes once the application is loaded is JSON.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ DISALLOWED_HOST_LOGGER: Final[str] = "django.security.DisallowedHost"
 """Django's logger of a refused ``Host``: its line is kept, its traceback dropped (oaifront.error_pages)."""
 """Django's logger of responses with a 4xx or 5xx status."""
 
+
+UVICORN_LOGGERS: Final[tuple[str, ...]] = ("uvicorn", "uvicorn.error", "uvicorn.access")
+"""The loggers uvicorn configures with handlers of its own (uvicorn.config.LOGGING_CONFIG)."""
 
 QUIET_LOGGERS: Final[tuple[str, ...]] = ("httpx", "httpcore")
 """Libraries whose INFO line per call (one per Horde status read) would drown the front's own lines."""
@@ -58,6 +63,11 @@ def configure_logging(settings: FrontSettings) -> None:
     else:
         logger.add(sys.stderr, level=settings.log_level, format=TEXT_FORMAT, backtrace=False, diagnose=False)
     logging.basicConfig(handlers=[InterceptHandler()], level=logging.INFO, force=True)
+    if settings.log_json:
+        for name in UVICORN_LOGGERS:
+            uvicorn_logger = logging.getLogger(name)
+            uvicorn_logger.handlers.clear()
+            uvicorn_logger.propagate = True
     for noisy in QUIET_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     disallowed_host = logging.getLogger(DISALLOWED_HOST_LOGGER)

@@ -2,10 +2,15 @@
 
 :func:`configure_telemetry` runs before the application is built (oaifront.asgi):
 
-- With ``HORDE_OAI_TELEMETRY_ENABLED=true`` and ``OTEL_SDK_DISABLED`` not ``true``, it configures Logfire with the
-  standard ``LOGFIRE_*`` / ``OTEL_*`` variables (nothing leaves the process unless a token or an OTLP endpoint is
-  set), the service name ``horde-oai`` unless ``OTEL_SERVICE_NAME`` sets another, and exactly the histogram views of
-  :func:`chat.metrics.histogram_views` (Logfire's default views are left out: they would add an exponential histogram
+- With ``HORDE_OAI_TELEMETRY_ENABLED=true`` and ``OTEL_SDK_DISABLED`` not ``true``, it configures the providers:
+  Logfire when the operator gives it a token (``LOGFIRE_TOKEN``), with the standard ``LOGFIRE_*`` / ``OTEL_*``
+  variables and no console (:func:`configure_logfire`); otherwise the OpenTelemetry SDK's own tracer, meter and
+  logger providers with the same ``OTEL_*`` variables, each signal batched to OTLP/HTTP when an OTLP endpoint is set
+  and kept in the process otherwise (:func:`configure_opentelemetry`: without Logfire's span wrappers, scrubbing and
+  HTTP-span processors, which cost as much CPU as the spans themselves; no exemplars unless
+  ``OTEL_METRICS_EXEMPLAR_FILTER`` asks, no ``http.client.*`` metrics beside ``horde.oai.horde.call.duration``).
+  Either way: the service name ``horde-oai`` unless ``OTEL_SERVICE_NAME`` sets another, and exactly the histogram views
+  of :func:`chat.metrics.histogram_views` (Logfire's default views are left out: they would add an exponential histogram
   beside each explicit-bucket one, which Prometheus cannot read); it bridges Loguru records to OpenTelemetry logs
   (:class:`LoguruToOpenTelemetry`: the bound values become the log record's attributes) and instruments httpx, so
   each call to the Horde is a client span whose ``traceparent`` header the Horde continues (its URL shows ``{id}``
@@ -86,6 +91,8 @@ URL_ATTRIBUTES: Final[tuple[str, ...]] = ("http.url", "url.full", "http.target",
 """The client span attributes that hold the Horde call's URL or path (old and stable HTTP conventions)."""
 
 _prometheus_reader: Any = None
+_through_logfire = False
+"""Whether :func:`configure_telemetry` configured Logfire (a token was given) rather than the SDK's own providers."""
 
 
 def sdk_disabled() -> bool:
@@ -167,7 +174,27 @@ def configure_telemetry(
             configure_metrics(provider)
         return False
 
-    import logfire  # noqa: PLC0415 - configured only when telemetry is on
+    global _through_logfire  # noqa: PLW0603 - how the process was configured decides how instrument_app wraps
+    _through_logfire = logfire_token_configured()
+    if _through_logfire:
+        configure_logfire(additional_span_processors, readers)
+    else:
+        configure_opentelemetry(additional_span_processors, readers)
+    configure_metrics()
+    logger.add(LoguruToOpenTelemetry(get_logger_provider()), level=settings.log_level, format="{message}")
+    return True
+
+
+def logfire_token_configured() -> bool:
+    """Whether the operator gave Logfire a token (``LOGFIRE_TOKEN``), so that telemetry goes to Logfire."""
+    return bool(os.environ.get("LOGFIRE_TOKEN", "").strip())
+
+
+def configure_logfire(additional_span_processors: Sequence[Any], readers: Sequence[Any]) -> None:
+    """Logfire with the ``LOGFIRE_*`` / ``OTEL_*`` variables, no console, and the front's views; httpx instrumented
+    through it.
+    """
+    import logfire  # noqa: PLC0415 - configured only when telemetry goes to Logfire
 
     logfire.configure(
         service_name=service_name(),
@@ -175,14 +202,85 @@ def configure_telemetry(
         console=False,
         inspect_arguments=False,
         additional_span_processors=list(additional_span_processors) or None,
-        metrics=logfire.MetricsOptions(additional_readers=readers, views=histogram_views()),
+        metrics=logfire.MetricsOptions(additional_readers=list(readers), views=histogram_views()),
     )
-    configure_metrics()
-    logger.add(LoguruToOpenTelemetry(get_logger_provider()), level=settings.log_level, format="{message}")
     logfire.instrument_httpx(
         capture_headers=False, request_hook=without_request_ids, async_request_hook=async_without_request_ids
     )
-    return True
+
+
+def otlp_endpoint_configured(signal_variable: str) -> bool:
+    """Whether ``OTEL_EXPORTER_OTLP_ENDPOINT`` or the signal's own endpoint variable names a receiver."""
+    from opentelemetry.sdk.environment_variables import OTEL_EXPORTER_OTLP_ENDPOINT  # noqa: PLC0415 - telemetry on
+
+    return any(os.environ.get(name, "").strip() for name in (OTEL_EXPORTER_OTLP_ENDPOINT, signal_variable))
+
+
+def configure_opentelemetry(additional_span_processors: Sequence[Any], readers: Sequence[Any]) -> None:
+    """The OpenTelemetry SDK's own providers, without Logfire's wrappers and processors (no Logfire token).
+
+    The resource is the service name with ``OTEL_RESOURCE_ATTRIBUTES`` (``Resource.create``), the sampler the SDK's
+    ``OTEL_TRACES_SAMPLER``; each signal is exported over OTLP/HTTP in batches (``OTEL_BSP_*``, ``OTEL_BLRP_*``,
+    ``OTEL_METRIC_EXPORT_INTERVAL``) when ``OTEL_EXPORTER_OTLP_ENDPOINT`` or its own endpoint variable is set, and
+    recorded for nothing else otherwise. httpx is instrumented with the OpenTelemetry instrumentation itself.
+    """
+    # The SDK and its exporters are imported only when telemetry is on.
+    from opentelemetry import trace  # noqa: PLC0415 - the SDK only with telemetry on
+    from opentelemetry._logs import set_logger_provider  # noqa: PLC0415 - the SDK only with telemetry on
+    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor  # noqa: PLC0415 - the SDK only with telemetry on
+    from opentelemetry.metrics import NoOpMeterProvider  # noqa: PLC0415 - the SDK only with telemetry on
+    from opentelemetry.sdk._logs import LoggerProvider as SdkLoggerProvider  # noqa: PLC0415 - the SDK only with telemetry on
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor  # noqa: PLC0415 - the SDK only with telemetry on
+    from opentelemetry.sdk.environment_variables import (  # noqa: PLC0415 - the SDK only with telemetry on
+        OTEL_EXPORTER_OTLP_LOGS_ENDPOINT,
+        OTEL_EXPORTER_OTLP_METRICS_ENDPOINT,
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+        OTEL_METRICS_EXEMPLAR_FILTER,
+    )
+    from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider  # noqa: PLC0415 - the SDK only with telemetry on
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader  # noqa: PLC0415 - the SDK only with telemetry on
+    from opentelemetry.sdk.resources import Resource  # noqa: PLC0415 - the SDK only with telemetry on
+    from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415 - the SDK only with telemetry on
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor  # noqa: PLC0415 - the SDK only with telemetry on
+
+    resource = Resource.create({"service.name": service_name()})
+    tracer_provider = TracerProvider(resource=resource)
+    for processor in additional_span_processors:
+        tracer_provider.add_span_processor(processor)
+    if otlp_endpoint_configured(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT):
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: PLC0415 - the SDK only with telemetry on
+
+        tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    trace.set_tracer_provider(tracer_provider)
+
+    metric_readers = list(readers)
+    if otlp_endpoint_configured(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT):
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter  # noqa: PLC0415 - the SDK only with telemetry on
+
+        metric_readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
+    # Exemplars (a sampled span's ids kept per histogram bucket) only when OTEL_METRICS_EXEMPLAR_FILTER asks for them:
+    # the SDK's default (trace_based) samples one on every measurement inside a span.
+    exemplar_filter = None if os.environ.get(OTEL_METRICS_EXEMPLAR_FILTER) else AlwaysOffExemplarFilter()
+    meter_provider = MeterProvider(
+        metric_readers=metric_readers, views=histogram_views(), resource=resource, exemplar_filter=exemplar_filter
+    )
+    metrics.set_meter_provider(meter_provider)
+
+    logger_provider = SdkLoggerProvider(resource=resource)
+    if otlp_endpoint_configured(OTEL_EXPORTER_OTLP_LOGS_ENDPOINT):
+        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter  # noqa: PLC0415 - the SDK only with telemetry on
+
+        logger_provider.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter()))
+    set_logger_provider(logger_provider)
+
+    # The client spans only: ``http.client.duration`` would repeat horde.oai.horde.call.duration, which times every
+    # Horde call already.
+    HTTPXClientInstrumentor().instrument(
+        tracer_provider=tracer_provider,
+        meter_provider=NoOpMeterProvider(),
+        request_hook=without_request_ids,
+        async_request_hook=async_without_request_ids,
+    )
 
 
 def without_request_ids(span: Any, request: Any) -> None:
@@ -295,12 +393,23 @@ def instrument_app(app: Any) -> Any:
     :class:`PrivateScopeTracing`: one server span per request named by its route, none for :data:`UNTRACED_PATHS`,
     no header, body or client address captured.
     """
-    import logfire  # noqa: PLC0415 - configured only when telemetry is on
+    if _through_logfire:
+        import logfire  # noqa: PLC0415 - configured only when telemetry goes to Logfire
 
-    def instrument(inner: ASGIApp) -> ASGIApp:
-        traced: Any = logfire.instrument_asgi(
-            cast("Any", inner), capture_headers=False, default_span_details=span_details
-        )
-        return cast("ASGIApp", traced)
+        def instrument(inner: ASGIApp) -> ASGIApp:
+            traced: Any = logfire.instrument_asgi(
+                cast("Any", inner), capture_headers=False, default_span_details=span_details
+            )
+            return cast("ASGIApp", traced)
+
+    else:
+        from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware  # noqa: PLC0415 - telemetry on
+
+        def instrument(inner: ASGIApp) -> ASGIApp:
+            # No internal spans per ``receive`` and ``send`` (Logfire's instrumentation drops them too).
+            traced: Any = OpenTelemetryMiddleware(
+                cast("Any", inner), default_span_details=span_details, exclude_spans=["receive", "send"]
+            )
+            return cast("ASGIApp", traced)
 
     return PrivateScopeTracing(app, instrument)

@@ -90,17 +90,28 @@ def refusal_label(error: OpenAIError) -> str:
     return ""
 
 
-def record_refusal(error: OpenAIError) -> None:
-    """Count one admission or validation refusal on ``horde.oai.requests.refused`` (reference: Refusal attributes)."""
+def record_refusal(error: OpenAIError, started: float, *, streamed: bool = False) -> None:
+    """Count one admission or validation refusal on ``horde.oai.requests.refused`` (reference: Refusal attributes)
+    and record its time since ``started`` (``time.monotonic()`` when the request arrived) on
+    ``horde.oai.request.duration`` with its status and outcome class (reference: Outcome class): every finished
+    request is on the duration histogram, ``front_at_capacity`` and the other refusals included. ``streamed`` is
+    whether the refused request asked for a stream, False when it was refused before its body was read.
+    """
     code = error.code or ""
-    front_metrics().requests_refused.add(
+    outcome_class = outcome_class_for(code)
+    instruments = front_metrics()
+    instruments.requests_refused.add(
         1,
         {
             "horde.status": error.status,
             "horde.code": code,
             "horde.parameter": refusal_label(error),
-            "horde.outcome_class": outcome_class_for(code),
+            "horde.outcome_class": outcome_class,
         },
+    )
+    instruments.request_duration.record(
+        time.monotonic() - started,
+        {"horde.status": error.status, "horde.outcome_class": outcome_class, "horde.streamed": streamed},
     )
 
 
@@ -119,9 +130,12 @@ class RequestRecord:
         after_headers: The error went out as a stream's error event, after the 200 headers.
         disconnected: The client left before the reply ended.
         completion: The delivered ``chat.completion`` (for a stream: the reply's completion, built at its end).
-        relayed: The stream relayed deltas (``stream_progress``).
+        relayed: The stream relayed at least one delta (:meth:`content_sent`); False for a stream that asked for
+            progress but went out whole.
         completed_at: Unix seconds when a non-streamed completion was ready (its first content reaches the client
             with it; ``horde.oai.request.first_content``).
+        first_content_at: Unix seconds when a stream's first reply content went out, relayed or whole
+            (``horde.oai.request.first_content``).
     """
 
     request: ChatCompletionRequest
@@ -136,6 +150,7 @@ class RequestRecord:
     completion: dict[str, Any] | None = None
     relayed: bool = False
     completed_at: float | None = None
+    first_content_at: float | None = None
     ended: bool = False
 
     # --- what the view reports --------------------------------------------------------------------------------
@@ -150,6 +165,12 @@ class RequestRecord:
     def stream_failed(self, error: OpenAIError) -> None:
         """A stream ended with ``error`` as its error event (after the 200 headers)."""
         self.failed(error, after_headers=True)
+
+    def content_sent(self, relayed: bool) -> None:
+        """Reply content of a stream goes out: relayed deltas (``relayed``) or the reply delivered whole."""
+        if self.first_content_at is None:
+            self.first_content_at = time.time()
+        self.relayed = self.relayed or relayed
 
     # --- derived values ---------------------------------------------------------------------------------------
 
@@ -259,9 +280,10 @@ class RequestRecord:
         code = self.code or ""
         outcome_class = outcome_class_for(code, self.stage)
         streamed = self.request.is_stream
+        refused = self.error is not None and not self.after_headers and outcome_class == CLIENT_ERROR
         if self.error is not None and not self.after_headers:
-            if outcome_class == CLIENT_ERROR:
-                record_refusal(self.error)
+            if refused:
+                record_refusal(self.error, self.started, streamed=streamed)  # its duration too
             else:
                 metadata = self.error.metadata or {}
                 instruments.requests_errors.add(
@@ -285,10 +307,13 @@ class RequestRecord:
             started_seen_at = getattr(self.waiter, "started_seen_at", None)
             if started_seen_at is not None and self.submitted_at is not None:
                 instruments.queue_wait.record(started_seen_at - self.submitted_at, {"horde.streamed": streamed})
-            if self.completed_at is not None and self.submitted_at is not None and not streamed:
-                instruments.first_content.record(self.completed_at - self.submitted_at, {"horde.streamed": streamed})
+            first_content_at = self.first_content_at if streamed else self.completed_at
+            if first_content_at is not None and self.submitted_at is not None:
+                instruments.first_content.record(first_content_at - self.submitted_at, {"horde.streamed": streamed})
         if self.completion is not None and self.error is None:
             self._record_completion(streamed)
+        if refused:
+            return
         instruments.request_duration.record(
             time.monotonic() - self.started,
             {"horde.status": values["status"], "horde.outcome_class": outcome_class, "horde.streamed": streamed},

@@ -190,7 +190,6 @@ async def serve_chat(chat_request: ChatCompletionRequest, apikey: str | None, *,
     else:
         stream_progress = relays_deltas(chat_request) and runtime.has_redis
         payload = build_native_payload(chat_request, stream_progress=stream_progress)
-    record.relayed = stream_progress
     created = int(time.time())
     record.submitted_at = time.time()
     try:
@@ -232,14 +231,14 @@ async def serve_chat(chat_request: ChatCompletionRequest, apikey: str | None, *,
     )
 
 
-async def serve_text_completion(legacy: CompletionRequest, apikey: str | None) -> Outcome:
+async def serve_text_completion(legacy: CompletionRequest, apikey: str | None, *, started: float) -> Outcome:
     """Submit a validated legacy completion to the text API, wait or stream (``POST /v1/completions``).
 
     A model no online worker serves on a Horde without chat routes is 503 ``no_eligible_worker``
     (chat.serving.route_choice); any other model without a text API path is served on the native chat route, the
     prompt as one user message (:func:`serve_completion_on_chat`); those refusals and a prompt that cannot be sent are
-    counted like chat completions' refusals (chat.serving.request_record.record_refusal); the finished-request line
-    and its metrics are chat requests' only.
+    counted like chat completions' refusals (chat.serving.request_record.record_refusal, timed from ``started``); the
+    finished-request line and its metrics are chat requests' only.
     """
     runtime = get_runtime()
     if runtime.stopping.is_set():
@@ -247,15 +246,15 @@ async def serve_text_completion(legacy: CompletionRequest, apikey: str | None) -
     try:
         on_text_route = await route_choice.find_route(runtime, legacy.requested_models)
     except OpenAIError as error:
-        record_refusal(error)
+        record_refusal(error, started, streamed=legacy.is_stream)
         return Refused(error)
     if not on_text_route:
-        return await serve_completion_on_chat(legacy, apikey)
+        return await serve_completion_on_chat(legacy, apikey, started=started)
     try:
         bounds = await text_limits.completion_text_bounds(runtime.text_horde, legacy, apikey)
         prepared = text_route.prepare_completion_request(legacy, bounds)
     except OpenAIError as error:
-        record_refusal(error)
+        record_refusal(error, started, streamed=legacy.is_stream)
         return Refused(error)
     routes = TextRoutes(runtime.text_horde, prepared, directory_for(runtime.text_horde))
     created = int(time.time())
@@ -287,13 +286,13 @@ async def serve_text_completion(legacy: CompletionRequest, apikey: str | None) -
     )
 
 
-async def serve_completion_on_chat(legacy: CompletionRequest, apikey: str | None) -> Outcome:
+async def serve_completion_on_chat(legacy: CompletionRequest, apikey: str | None, *, started: float) -> Outcome:
     """A legacy completion of a model without a text API path, on the native chat route: the prompt as one ``user``
     message (``max_tokens``, ``temperature``, ``top_p``, ``stop``, ``stream`` and ``stream_options`` kept), served by
     :func:`serve_chat` (logged and counted as a chat request), its reply in the ``text_completion`` shapes
-    (chat.rendering.text_completion.text_completion_of_chat, text_events_of_chat).
+    (chat.rendering.text_completion.text_completion_of_chat, text_events_of_chat). ``started`` is
+    ``time.monotonic()`` when the view began.
     """
-    started = time.monotonic()
     body: dict[str, Any] = {"model": legacy.model, "messages": [{"role": "user", "content": legacy.prompt_text}]}
     for key in ("max_tokens", "temperature", "top_p", "stop", "stream"):
         value = getattr(legacy, key)
@@ -304,7 +303,7 @@ async def serve_completion_on_chat(legacy: CompletionRequest, apikey: str | None
     try:
         chat_request = validate_chat_request(body)
     except OpenAIError as error:
-        record_refusal(error)
+        record_refusal(error, started, streamed=legacy.is_stream)
         return Refused(error)
     outcome = await serve_chat(chat_request, apikey, started=started)
     if isinstance(outcome, Answered):
@@ -362,9 +361,17 @@ async def wait_for_outcome(runtime: FrontRuntime, submitted: Submitted) -> Outco
         if request.is_stream:
             events: AsyncIterator[bytes]
             stream_failed = record.stream_failed if record is not None else None
+            content_sent = record.content_sent if record is not None else None
             if submitted.relay and isinstance(request, ChatCompletionRequest):
                 events = relayed_stream(
-                    request, waiter, first_status, submitted.created, finish, runtime, on_error=stream_failed
+                    request,
+                    waiter,
+                    first_status,
+                    submitted.created,
+                    finish,
+                    runtime,
+                    on_error=stream_failed,
+                    on_content=content_sent,
                 )
             else:
                 events = buffered_stream(
@@ -375,6 +382,7 @@ async def wait_for_outcome(runtime: FrontRuntime, submitted: Submitted) -> Outco
                     on_end=finish,
                     build_chunks=submitted.build_chunks,
                     on_error=stream_failed,
+                    on_content=content_sent,
                 )
             handed_to_stream = True
             return Streaming(events, request_id, submitted.created, finish, progress=waiter.progress)

@@ -63,6 +63,7 @@ async def buffered_stream(  # noqa: PLR0913, PLR0917 - the parts wait_for_outcom
     on_end: Callable[[], None],
     build_chunks: Callable[[NativeStatus], list[dict[str, Any]]] | None = None,
     on_error: Callable[[OpenAIError], None] | None = None,
+    on_content: Callable[[bool], None] | None = None,
 ) -> AsyncIterator[bytes]:
     """The whole event stream of a reply delivered whole: keepalives while waiting, then the buffered chunks.
 
@@ -70,7 +71,7 @@ async def buffered_stream(  # noqa: PLR0913, PLR0917 - the parts wait_for_outcom
     native request there when it is not terminal. ``build_chunks`` makes the chunks of the finished status; by
     default the chat chunks (:func:`chat.rendering.completion.buffered_chunks`); the legacy completions route passes its
     own. ``request`` is the validated request; only chat chunks read it. ``on_error`` is told the error of an error
-    event (chat.serving.request_record).
+    event, ``on_content`` (with False: not relayed) when the reply's chunks go out (chat.serving.request_record).
     """
     wait_task = asyncio.ensure_future(unless_stopping(waiter, waiter.wait_done(first_status)))
     loop = asyncio.get_running_loop()
@@ -92,6 +93,8 @@ async def buffered_stream(  # noqa: PLR0913, PLR0917 - the parts wait_for_outcom
             chunks = buffered_chunks(request, status, waiter.request_id, created)
         else:
             chunks = build_chunks(status)
+        if on_content is not None:
+            on_content(False)
         for chunk in chunks:
             yield data_event(chunk)
         yield DONE_EVENT

@@ -312,6 +312,7 @@ async def relayed_stream(  # noqa: PLR0913, PLR0917 - the parts wait_for_outcome
     on_end: Callable[[], None],
     runtime: RelayRuntime,
     on_error: Callable[[OpenAIError], None] | None = None,
+    on_content: Callable[[bool], None] | None = None,
 ) -> AsyncIterator[bytes]:
     """The whole event stream of a relayed request: keepalives, relayed deltas (paced), then the final reply.
 
@@ -324,6 +325,8 @@ async def relayed_stream(  # noqa: PLR0913, PLR0917 - the parts wait_for_outcome
         on_end: Runs once when the stream ends for any reason (finished, error, client disconnect); the caller
             cancels the native request there when it is not terminal.
         on_error: Told the error of the stream's error event, if it ends with one (chat.serving.request_record).
+        on_content: Told, as reply content goes out, whether it is relayed deltas (True) or the reply delivered
+            whole (False) (chat.serving.request_record: ``first_content``, ``relayed``).
         runtime: The process's :class:`chat.serving.runtime.FrontRuntime`; ``runtime.deltas`` is its
             :class:`chat.horde.delta_stream.DeltaStreamReader` (the request is registered at start and unregistered at
             the end).
@@ -361,6 +364,8 @@ async def relayed_stream(  # noqa: PLR0913, PLR0917 - the parts wait_for_outcome
         while not wait_task.done():
             chunks = relay.take_due(loop.time())
             if chunks:
+                if on_content is not None:
+                    on_content(True)
                 for chunk in chunks:
                     yield data_event(chunk)
                 last_sent = loop.time()
@@ -385,6 +390,8 @@ async def relayed_stream(  # noqa: PLR0913, PLR0917 - the parts wait_for_outcome
                 batch = _drain(queue, get_task.result())
                 get_task = None
                 chunks = relay.add_batch(batch, loop.time())
+                if chunks and on_content is not None:
+                    on_content(True)
                 for chunk in chunks:
                     yield data_event(chunk)
                 if chunks:
@@ -411,6 +418,8 @@ async def relayed_stream(  # noqa: PLR0913, PLR0917 - the parts wait_for_outcome
             yield DONE_EVENT
             return
         if not relay.exposed:
+            if on_content is not None:
+                on_content(False)
             for chunk in buffered_chunks(request, status, request_id, created):
                 yield data_event(chunk)
             yield DONE_EVENT

@@ -38,7 +38,7 @@ async def completions(request: HttpRequest) -> HttpResponseBase:
     arrival = arrive(request, read_completion_request)
     if isinstance(arrival, HttpResponseBase):
         return arrival
-    outcome = await serve_text_completion(arrival.request, arrival.apikey)
+    outcome = await serve_text_completion(arrival.request, arrival.apikey, started=arrival.started)
     if isinstance(outcome, Refused):
         return with_progress(outcome.error.to_response(), outcome.progress)
     if isinstance(outcome, Answered):

@@ -34,7 +34,7 @@ def arrive[T](request: HttpRequest, read: Callable[[bytes], T]) -> Arrival[T] | 
     """Read a ``POST``: its :class:`Arrival`, or the response that ends it already.
 
     Another method is 405 (chat.errors.method_not_allowed). The body's size is recorded; a bad bearer key or a body
-    ``read`` refuses is answered with its error and counted (chat.serving.request_record.record_refusal).
+    ``read`` refuses is answered with its error, counted and timed (chat.serving.request_record.record_refusal).
     ``started`` is ``time.monotonic()`` before the body is read.
     """
     if request.method != "POST":
@@ -46,7 +46,7 @@ def arrive[T](request: HttpRequest, read: Callable[[bytes], T]) -> Arrival[T] | 
         apikey = bearer_key(request)
         read_request = read(body)
     except OpenAIError as error:
-        record_refusal(error)
+        record_refusal(error, started)
         return error.to_response()
     return Arrival(read_request, apikey, started)
 

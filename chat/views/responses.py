@@ -42,7 +42,7 @@ async def responses(request: HttpRequest) -> HttpResponseBase:
             resolved = {**resolved, "previous_response_id": body["previous_response_id"]}  # echoed on the response
         responses_request, chat_request, sources = read_responses_body(resolved)
     except OpenAIError as error:
-        record_refusal(error)
+        record_refusal(error, arrival.started, streamed=body.get("stream") is True)
         return error.to_response()
 
     async def keep(response: dict[str, Any]) -> None:

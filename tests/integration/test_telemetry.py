@@ -103,8 +103,11 @@ def test_horde_calls_are_client_spans_under_the_server_span_carrying_traceparent
         entry["traceparent"] for entry in telemetry["sent"] if entry["path"].endswith("/v2/generate/chat/async")
     }
     assert None not in traceparents
-    client_ids = {f"00-{span['trace_id']}-{span['span_id']}-01" for span in clients}
-    assert traceparents <= client_ids
+    # version 00, the client span's trace and span ids, and flags with the sampled bit (the SDK also sets W3C Trace
+    # Context level 2's random-trace-id bit: 03)
+    client_ids = {("00", span["trace_id"], span["span_id"]) for span in clients}
+    assert {tuple(value.split("-")[:3]) for value in traceparents} <= client_ids
+    assert all(int(value.split("-")[3], 16) & 1 for value in traceparents)
 
 
 def test_the_streamed_request_span_lasts_until_the_stream_ends(telemetry: dict[str, Any]) -> None:

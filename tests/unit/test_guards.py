@@ -224,3 +224,60 @@ async def test_every_capacity_refusal_sends_the_same_whole_answer() -> None:
     }
     assert first.headers["retry-after"] == str(guards.retry_after)
     assert first.body["error"]["code"] == "FrontAtCapacity"
+
+
+class SlowToReturn:
+    """An app that sends its whole response, then goes on working (Django's request-finished work) until released."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.sent = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"part", "more_body": True})
+        await send({"type": "http.response.body", "body": b"end"})
+        self.sent += 1
+        await self.release.wait()
+
+
+@pytest.mark.asyncio
+async def test_a_slot_is_freed_when_the_last_body_message_is_sent_not_when_the_app_returns() -> None:
+    """ref: outcome-class.11"""
+    app = SlowToReturn()
+    guards = AdmissionGuards(app, settings(max_in_flight=1, max_in_flight_per_client=1))
+    first = asyncio.ensure_future(guards(scope(), Body(10), Recorder()))
+    while app.sent < 1:
+        await asyncio.sleep(0.01)
+    assert (guards.in_flight, dict(guards.in_flight_by_client)) == (0, {})
+    second = Recorder()
+    task = asyncio.ensure_future(guards(scope(), Body(10), second))
+    while app.sent < 2:
+        await asyncio.sleep(0.01)
+    assert (second.status, [m.get("body") for m in second.messages[1:]]) == (200, [b"part", b"end"])
+    app.release.set()
+    await asyncio.gather(first, task)
+    assert (guards.in_flight, dict(guards.in_flight_by_client)) == (0, {})
+
+
+@pytest.mark.asyncio
+async def test_a_slot_is_held_while_the_body_is_still_being_sent() -> None:
+    """ref: outcome-class.11"""
+    held = asyncio.Event()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"part", "more_body": True})
+        await held.wait()
+        await send({"type": "http.response.body", "body": b""})
+
+    guards = AdmissionGuards(app, settings(max_in_flight=1, max_in_flight_per_client=1))
+    task = asyncio.ensure_future(guards(scope(), Body(10), Recorder()))
+    while guards.in_flight == 0:
+        await asyncio.sleep(0.01)
+    assert (await refused(guards, scope(client="10.0.0.9"))).status == 503
+    held.set()
+    await task
+    assert guards.in_flight == 0

@@ -102,9 +102,9 @@ def test_histograms_use_the_reference_boundaries(reader: InMemoryMetricReader) -
 
 def test_refusal_labels_an_unknown_key_other(reader: InMemoryMetricReader) -> None:
     """ref: refusal-attributes.2, refusal-attributes.6, refusal-attributes.7, refusal-attributes.8"""
-    record_refusal(OpenAIError(400, "x", code=errors.UNSUPPORTED_CHAT_PARAMETER, param="my_private_key"))
-    record_refusal(OpenAIError(400, "x", code=errors.UNSUPPORTED_CHAT_PARAMETER, param="messages[0].role"))
-    record_refusal(OpenAIError(400, "x", code=errors.BAD_REQUEST, param="messages"))
+    record_refusal(OpenAIError(400, "x", code=errors.UNSUPPORTED_CHAT_PARAMETER, param="my_private_key"), 0.0)
+    record_refusal(OpenAIError(400, "x", code=errors.UNSUPPORTED_CHAT_PARAMETER, param="messages[0].role"), 0.0)
+    record_refusal(OpenAIError(400, "x", code=errors.BAD_REQUEST, param="messages"), 0.0)
     found = {
         (p.attributes["horde.parameter"], p.attributes["horde.code"], p.attributes["horde.outcome_class"], p.value)
         for p in points(reader, "horde.oai.requests.refused")
