@@ -42,3 +42,11 @@ def test_pyproject_has_the_runtime_test_and_lint_groups() -> None:
 def test_no_package_is_pinned_twice() -> None:
     names = [canonical(pin).split("==")[0] for pin in pyproject_pins()]
     assert len(names) == len(set(names))
+
+
+def test_every_test_module_has_a_basename_of_its_own() -> None:
+    """The test folders are not packages, so pytest imports each test module by its basename: two test files of one
+    name in different folders stop the whole run at collection ("import file mismatch")."""
+    names = sorted(path.name for path in (Path(__file__).resolve().parents[1]).rglob("test_*.py"))
+    assert len(names) > 100
+    assert sorted({name for name in names if names.count(name) > 1}) == []
