@@ -199,7 +199,8 @@ def test_waiting_stream_sends_keepalives_and_its_first_data_chunk_when_the_reply
     """While a stream waits for its reply, only keepalive comments, each with the place (``: processing`` once the
     worker took it); the first data chunk comes when the reply starts: a wait shorter than
     ``HORDE_OAI_PROGRESS_CHUNK_SECONDS`` (60 s) sends no progress chunk
-    (tests/integration/test_queue_progress_live.py has a longer one). The worker's first token comes after SLOW_FIRST_TOKEN_SECONDS, several keepalive intervals."""
+    (tests/integration/test_queue_progress_live.py has a longer one). The worker's first token comes after
+    SLOW_FIRST_TOKEN_SECONDS, several keepalive intervals."""
     body = {"model": SLOW_MODEL, "messages": HI, "max_tokens": 16, "stream": True}
     with front.stream("POST", "/chat/completions", json=body, headers=KEY) as response:
         assert response.status_code == 200
