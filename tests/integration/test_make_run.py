@@ -224,7 +224,15 @@ def test_ctrl_c_says_the_front_is_stopping(tmp_path: Path) -> None:
     log_path = tmp_path / "make-run.log"
     with log_path.open("wb") as log:
         popen = subprocess.Popen(
-            ["bin/run"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            ["bin/run"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            # A shell started with SIGINT ignored (as a background job of a non-interactive shell is) can never take
+            # it back: give bin/run the default disposition a terminal's foreground job has.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509 - no threads started yet
         )
     run = MakeRun(popen, log_path, port)
     try:
@@ -287,8 +295,8 @@ def test_a_bad_horde_url_is_refused_in_one_line_before_anything_starts(tmp_path:
         (
             {"DEVHORDE_SCENARIO": "buzy"},
             "make run: Invalid devhorde configuration: DEVHORDE_SCENARIO='buzy': no such scenario file, and no "
-            "bundled scenario of that name: expected a scenario file or one of aihorde, busy, default, fast, flaky, "
-            "older-horde, text-only",
+            "bundled scenario of that name: expected a scenario file or one of aihorde, busy, deep-queue, default, "
+            "fast, flaky, older-horde, text-only",
         ),
         ({"PORT": "eighty"}, "make run: PORT=eighty: expected a port number (1 to 65535)"),
     ],
