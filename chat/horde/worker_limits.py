@@ -15,7 +15,7 @@ worker stopped. A worker the front sees for the first time counts as live, and a
 of which is live is taken as a stale list rather than every worker stopping at once. When the requested models have
 online workers but none live, the text status reads as impossible with zero eligible worker threads
 (:func:`apply_liveness`), so the waiter's fail-fast grace and ``no_eligible_worker`` apply (chat.waiting.waiter)
-instead of a wait into the timeout. A one-thread worker on a job longer than about 70 s does not pop meanwhile, so
+instead of a wait into the timeout. A one-thread worker on a job longer than about 120 s does not pop meanwhile, so
 reads as stopped until its next pop; a request waiting for it alone then meets the grace.
 
 Reads are shared: the list, reduced to what the front uses with each worker's liveness, is kept in Django's ``default``
@@ -51,9 +51,11 @@ WORKERS_CACHE_SECONDS: Final[float] = 30.0
 UPTIMES_KEEP_SECONDS: Final[float] = 900.0
 """How long the uptimes seen are kept without a new read (well past the Horde's 300 s online window)."""
 
-STOPPED_AFTER_SECONDS: Final[float] = 70.0
+STOPPED_AFTER_SECONDS: Final[float] = 120.0
 """A worker whose ``uptime`` has not changed for longer than this between reads has stopped: a running worker's
-check-in is recorded at least every ~30 s while it pops, and the list the Horde serves is up to 30 s old."""
+check-in is recorded at most every 30 s while it pops, the list the Horde serves is up to 30 s old and the front's
+copy up to 30 s more, so a live worker's uptime can look unchanged for about 90 s (70 s flagged live workers of the
+real-Horde lane as stopped)."""
 
 FROZEN_LIST_WORKERS: Final[int] = 3
 """A list of at least this many online workers none of which is live is taken as a list the Horde stopped refreshing

@@ -30,15 +30,15 @@ LANE_FRONT_ENV = {
     "HORDE_OAI_FAIL_FAST_GRACE_SECONDS": "1.5",
     "HORDE_OAI_MODELS_CACHE_SECONDS": "2",
     "HORDE_OAI_CANCEL_RETRY_SECONDS": "0.5",
-    "HORDE_OAI_NONSTREAM_TIMEOUT_SECONDS": "180",
-    "HORDE_OAI_STREAM_TIMEOUT_SECONDS": "180",
+    "HORDE_OAI_NONSTREAM_TIMEOUT_SECONDS": "240",
+    "HORDE_OAI_STREAM_TIMEOUT_SECONDS": "240",
 }
 """The front's settings in the lane: status reads at most once a second per request (the Horde allows 60 a minute),
 the model list cached 2 s (its route allows 90 a minute per address), timeouts above the Horde's minute-long
-check that faults a request (``check_waiting_prompts``) and above the time the front takes to see a stopped worker
-(70 s of unchanged uptime in a worker list up to 30 s old, then the grace), yet short enough that a request the Horde
-never ends fails its test in three minutes instead of five (the tests that expect an answer at once set a shorter
-client timeout)."""
+check that faults a request (``check_waiting_prompts``) and above the time the front takes to see a stopped
+worker (120 s of unchanged uptime in a worker list up to a minute old, then the grace), yet short enough that a
+request the Horde never ends fails its test in four minutes instead of five (the tests that expect an answer at once
+set a shorter client timeout)."""
 
 WORKER_SLOTS = 3
 """Workers one test may run at once: an untrusted user may own 3 (``horde/apis/v2/base.py:759-764``), so the lane's

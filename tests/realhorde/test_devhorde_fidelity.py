@@ -26,7 +26,7 @@ import pytest
 from devhorde.launch import free_port, wait_http
 from devhorde.scenario import load_scenario
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.realhorde]
 
 KEYS_ENV = Path(os.environ.get("TMPDIR", "/tmp")) / "realhorde" / "keys.env"
 MODEL = "koboldcpp/Qwen2.5-7B-Instruct"

@@ -85,9 +85,9 @@ class WorkersHorde:
         return HordeClient(url, "test:1:none", 5.0, transport=httpx.MockTransport(self.handle))
 
 
-def test_an_uptime_unchanged_for_over_70_seconds_is_a_stopped_worker() -> None:
-    """A worker seen for the first time is live; it stays live while its uptime changed within 70 s of the read
-    (70 s exactly included) and is stopped at 71 s; a changed uptime makes it live again. Offline workers and workers
+def test_an_uptime_unchanged_for_over_120_seconds_is_a_stopped_worker() -> None:
+    """A worker seen for the first time is live; it stays live while its uptime changed within 120 s of the read
+    (120 s exactly included) and is stopped at 121 s; a changed uptime makes it live again. Offline workers and workers
     in maintenance are left out; a missing ``threads`` counts one."""
     entries = [
         worker("a", 795),
@@ -98,12 +98,12 @@ def test_an_uptime_unchanged_for_over_70_seconds_is_a_stopped_worker() -> None:
     first, kept = track_uptimes(entries, {}, 100.0)
     assert [(w.id, w.threads, w.live) for w in first] == [("a", 1, True), ("b", 1, True)]
     assert kept == {"a": [795.0, 100.0], "b": [30.0, 100.0]}
-    at_70, kept_70 = track_uptimes([worker("a", 795), worker("b", 60)], kept, 170.0)
-    assert [(w.id, w.live) for w in at_70] == [("a", True), ("b", True)]
-    assert kept_70 == {"a": [795.0, 100.0], "b": [60.0, 170.0]}
-    at_71, kept_71 = track_uptimes([worker("a", 795), worker("b", 60)], kept_70, 171.0)
-    assert [(w.id, w.live) for w in at_71] == [("a", False), ("b", True)]
-    back, _ = track_uptimes([worker("a", 826)], kept_71, 172.0)
+    at_120, kept_120 = track_uptimes([worker("a", 795), worker("b", 60)], kept, 220.0)
+    assert [(w.id, w.live) for w in at_120] == [("a", True), ("b", True)]
+    assert kept_120 == {"a": [795.0, 100.0], "b": [60.0, 220.0]}
+    at_121, kept_121 = track_uptimes([worker("a", 795), worker("b", 60)], kept_120, 221.0)
+    assert [(w.id, w.live) for w in at_121] == [("a", False), ("b", True)]
+    back, _ = track_uptimes([worker("a", 826)], kept_121, 222.0)
     assert [(w.id, w.live) for w in back] == [("a", True)]
     no_uptime, none_kept = track_uptimes([worker("c", None)], {"c": [5.0, 0.0]}, 500.0)
     assert [(w.id, w.live) for w in no_uptime] == [("c", True)]
@@ -115,12 +115,12 @@ def test_a_list_of_three_workers_none_live_is_a_stale_list_not_three_stopped_wor
     keeps them all live; two workers that stopped together are stopped."""
     three = [worker("a", 10), worker("b", 20), worker("c", 30)]
     _, kept = track_uptimes(three, {}, 0.0)
-    frozen, _ = track_uptimes(three, kept, 71.0)
+    frozen, _ = track_uptimes(three, kept, 121.0)
     assert [(w.id, w.live) for w in frozen] == [("a", True), ("b", True), ("c", True)]
-    one_moved, _ = track_uptimes([worker("a", 10), worker("b", 20), worker("c", 61)], kept, 71.0)
+    one_moved, _ = track_uptimes([worker("a", 10), worker("b", 20), worker("c", 61)], kept, 121.0)
     assert [(w.id, w.live) for w in one_moved] == [("a", False), ("b", False), ("c", True)]
     _, kept_two = track_uptimes(three[:2], {}, 0.0)
-    two, _ = track_uptimes(three[:2], kept_two, 71.0)
+    two, _ = track_uptimes(three[:2], kept_two, 121.0)
     assert [(w.id, w.live) for w in two] == [("a", False), ("b", False)]
 
 
@@ -152,7 +152,7 @@ def test_a_models_workers_are_counted_once_with_their_largest_limits() -> None:
 @pytest.mark.asyncio
 async def test_the_list_is_read_once_per_30_seconds_across_processes_and_tracks_stopped_workers() -> None:
     """Two directories on one Horde (two processes sharing the cache) make one read per 30 s between them; a
-    worker whose uptime stays 795 from the first read is live at 40 s and stopped at 80 s."""
+    worker whose uptime stays 795 from the first read is live at 40 s and stopped at 130 s."""
     horde = WorkersHorde([[worker("a", 795)], [worker("a", 795)], [worker("a", 795)]])
     client = horde.client()
     clock = Clock()
@@ -171,9 +171,9 @@ async def test_the_list_is_read_once_per_30_seconds_across_processes_and_tracks_
         clock.now += 11  # 40 s
         at_40 = await two.snapshot()
         assert at_40 is not None and at_40.read_at == START + 40 and at_40.for_models([QWEN]).live_workers == 1
-        clock.now += 40  # 80 s: unchanged since the read at 0 s
-        at_80 = await one.snapshot()
-        assert at_80 is not None and at_80.for_models([QWEN]).live_workers == 0
+        clock.now += 90  # 130 s: unchanged since the read at 0 s
+        at_130 = await one.snapshot()
+        assert at_130 is not None and at_130.for_models([QWEN]).live_workers == 0
         assert len(horde.reads) == 3
     finally:
         await client.aclose()
