@@ -79,7 +79,8 @@ def test_a_model_that_just_lost_its_worker_is_503_no_eligible_worker(
     gets ``no_eligible_worker`` within its grace instead of waiting into its timeout, and nothing of it is left
     waiting at the Horde. The front sees a stopped worker once its uptime has not grown for 120 s (the Horde records
     it at most every 30 s while the worker pops, and its list and the front's copy are each up to 30 s old); then the
-    grace runs. The client's 280 s timeout is inside the Horde's 300 s window (the old front waited into its own timeout)."""
+    grace runs. The client's 280 s timeout is inside the Horde's 300 s window (the old front waited into its own
+    timeout)."""
     model = fleet.model("lost")
     mark = marker()
     answer = raw_chat(front, realhorde.client_key, model, mark, max_tokens=20, timeout=280)
