@@ -22,10 +22,9 @@ from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
-from chat.errors import json_response
 from chat.reading.completions import read_completion_request
-from chat.serving.service import Answered, Refused, serve_text_completion
-from chat.views.prelude import arrive, event_stream_response, with_progress
+from chat.serving.service import serve_text_completion
+from chat.views.prelude import arrive, outcome_response
 
 
 @csrf_exempt
@@ -38,9 +37,4 @@ async def completions(request: HttpRequest) -> HttpResponseBase:
     arrival = arrive(request, read_completion_request)
     if isinstance(arrival, HttpResponseBase):
         return arrival
-    outcome = await serve_text_completion(arrival.request, arrival.apikey, started=arrival.started)
-    if isinstance(outcome, Refused):
-        return with_progress(outcome.error.to_response(), outcome.progress)
-    if isinstance(outcome, Answered):
-        return with_progress(json_response(outcome.body), outcome.progress)
-    return event_stream_response(outcome.events, outcome.finish, outcome.progress)
+    return outcome_response(await serve_text_completion(arrival.request, arrival.apikey, started=arrival.started))

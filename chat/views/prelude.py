@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 
-from chat.errors import CORS_HEADERS, OpenAIError, method_not_allowed
+from chat.errors import CORS_HEADERS, OpenAIError, json_response, method_not_allowed
 from chat.metrics import front_metrics
 from chat.reading.api_key import bearer_key
 from chat.rendering.progress import QueueProgress
 from chat.rendering.sse import SSE_HEADERS
 from chat.serving.request_record import record_refusal
+from chat.serving.service import Answered, Outcome, Refused
 from chat.views.event_stream import ChatEventStream
 
 
@@ -69,3 +70,14 @@ def with_progress[R: HttpResponseBase](response: R, progress: QueueProgress | No
         for name, value in progress.headers().items():
             response[name] = value
     return response
+
+
+def outcome_response(outcome: Outcome) -> HttpResponseBase:
+    """A chat-shaped outcome as HTTP (chat completions, and legacy completions whose renderers already ran in the
+    service): the error's envelope, the body as JSON, or the event stream, each with the queue-progress headers.
+    """
+    if isinstance(outcome, Refused):
+        return with_progress(outcome.error.to_response(), outcome.progress)
+    if isinstance(outcome, Answered):
+        return with_progress(json_response(outcome.body), outcome.progress)
+    return event_stream_response(outcome.events, outcome.finish, outcome.progress)
