@@ -2,11 +2,13 @@
 (the realhorde harness on loopback), comparing statuses, field sets, exact bodies where the server's are fixed, and the
 rate limit headers.
 
-Self-contained: it reads ``/tmp/realhorde/keys.env`` itself (``HORDE_URL``, ``CLIENT_KEY``, ``PROXY_PASSKEY``) and
-starts its own devhorde process. The real Horde's limits are shared with every other user of the harness, so each
-call goes through the proxy passkey with an address of this module's own (``Proxied-For``), submits are spaced a
-second apart, and the only key that spends a per-key budget is one refused ``KudosUpfront`` submit of the 0-kudos
-``CLIENT_KEY``. The model list and ``/v2/workers`` (limited per connection address, 90 a minute) are read once each.
+Self-contained: it reads ``/tmp/realhorde/keys.env`` itself (``HORDE_URL``, ``CLIENT_KEY``, ``PROXY_PASSKEY``),
+starts its own devhorde process and a simulated worker of its own serving :data:`MODEL` (``worker.py``; the lane
+starts the harness with ``RH_WORKER=0``). The real Horde's limits are shared
+with every other user of the harness, so each call goes through the proxy passkey with an address of this module's
+own (``Proxied-For``), submits are spaced a second apart, and the only key that spends a per-key budget is one
+refused ``KudosUpfront`` submit of the 0-kudos ``CLIENT_KEY``. The model list and ``/v2/workers`` (limited per
+connection address, 90 a minute) are read once each by the tests.
 """
 
 from __future__ import annotations
@@ -25,12 +27,18 @@ import pytest
 
 from devhorde.launch import free_port, wait_http
 from devhorde.scenario import load_scenario
+from tests.realhorde.harness import register_user
+from tests.realhorde.worker import SimWorker
 
 pytestmark = [pytest.mark.integration, pytest.mark.realhorde]
 
 KEYS_ENV = Path(os.environ.get("TMPDIR", "/tmp")) / "realhorde" / "keys.env"
 MODEL = "koboldcpp/Qwen2.5-7B-Instruct"
-"""The model the harness's simulated worker serves (``RH_WORKER=1``), and the devhorde scenario's."""
+"""The model the devhorde scenario's worker serves, and the module's own simulated worker on the real Horde
+(:func:`model_worker`)."""
+WORKER_LISTED_SECONDS = 70.0
+"""How long the module waits for its worker in the Horde's lists: the model list is refreshed every 10 s and the
+worker list every 30 s (a wait, not a timing)."""
 ANON = "0000000000"
 LIMIT_HEADERS = ("retry-after", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
 SUBMIT_SPACING_SECONDS = 1.1
@@ -92,8 +100,40 @@ def keys() -> dict[str, str]:
     return keys
 
 
+def _serves_model(horde_url: str, worker_name: str) -> bool:
+    models = httpx.get(f"{horde_url}/v2/status/models", params={"type": "text"}, timeout=10).json()
+    workers = httpx.get(f"{horde_url}/v2/workers", params={"type": "text"}, timeout=10).json()
+    return (
+        isinstance(models, list)
+        and any(entry.get("name") == MODEL for entry in models)
+        and isinstance(workers, list)
+        and any(entry.get("name") == worker_name and entry.get("online") is True for entry in workers)
+    )
+
+
 @pytest.fixture(scope="module")
-def hordes(keys: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Horde, Horde]]:
+def model_worker(keys: dict[str, str]) -> Iterator[SimWorker]:
+    """A simulated worker of a fresh user serving :data:`MODEL`, listed in both the model list and ``/v2/workers``
+    before the first test. Always the module's own: a worker of an earlier run, stopped, still reads as online for
+    300 s, and the harness's ``RH_WORKER=1`` worker may not run (the lane starts the harness without it)."""
+    horde_url = keys["HORDE_URL"].rstrip("/")
+    key, _ = register_user(horde_url, f"fidelity{os.getpid()}{int(time.time()) % 100000}")
+    worker = SimWorker(horde_url, key, f"fidelity-{os.getpid()}", [MODEL]).start()
+    try:
+        worker.wait_registered()
+        deadline = time.monotonic() + WORKER_LISTED_SECONDS
+        while not _serves_model(horde_url, worker.name):
+            assert time.monotonic() < deadline, f"the Horde listed no worker for {MODEL} in {WORKER_LISTED_SECONDS} s"
+            time.sleep(3)
+        yield worker
+    finally:
+        worker.stop(abandon=True, timeout=5)
+
+
+@pytest.fixture(scope="module")
+def hordes(
+    keys: dict[str, str], model_worker: SimWorker, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Horde, Horde]]:
     """``(devhorde, real)``: the devhorde ``aihorde`` scenario in its own process, knowing the same passkey."""
     document = load_scenario("aihorde").model_dump(mode="json")
     document["aihorde"]["proxy_passkey"] = keys["PROXY_PASSKEY"]
@@ -242,7 +282,7 @@ def test_unknown_id_is_the_same_404(hordes: tuple[Horde, Horde]) -> None:
     assert_same_limit_headers(dev, real, fresh=True)
 
 
-def test_model_list_and_workers_have_the_same_fields(hordes: tuple[Horde, Horde]) -> None:
+def test_model_list_and_workers_have_the_same_fields(hordes: tuple[Horde, Horde], model_worker: SimWorker) -> None:
     dev, real = both(hordes, lambda h: h.client.get("v2/status/models", params={"type": "text"}))
     assert dev.status_code == real.status_code == 200
     dev_entry = next(entry for entry in dev.json() if entry["name"] == MODEL)
@@ -253,7 +293,7 @@ def test_model_list_and_workers_have_the_same_fields(hordes: tuple[Horde, Horde]
     dev, real = both(hordes, lambda h: h.client.get("v2/workers", params={"type": "text"}))
     assert dev.status_code == real.status_code == 200
     dev_worker = next(entry for entry in dev.json() if MODEL in entry["models"])
-    real_worker = next(entry for entry in real.json() if MODEL in entry["models"])
+    real_worker = next(entry for entry in real.json() if entry["name"] == model_worker.name)
     assert set(dev_worker) == set(real_worker)
     assert {k: type(v) for k, v in dev_worker.items()} == {k: type(v) for k, v in real_worker.items()}
     assert dev_worker["online"] is real_worker["online"] is True
