@@ -20,7 +20,7 @@ import openai
 import pytest
 
 from tests.conftest import Process, start_front
-from tests.realhorde.harness import REALHORDE_DIR, WORK, SubmitBudget, heartbeat_ok, read_keys, register_user
+from tests.realhorde.harness import REALHORDE_DIR, WORK, SubmitBudget, heartbeat_ok, read_keys, register_user, sql
 from tests.realhorde.worker import SimWorker
 
 LANE_FRONT_ENV = {
@@ -136,6 +136,13 @@ KUDOS_MODEL = "koboldcpp/Mistral-7B-Instruct-v0.3"
 run raises for any other model (``AttributeError: 'TextWaitingPrompt' object has no attribute 'wp'``,
 ``horde/classes/kobold/waiting_prompt.py:148``, an HTML 500 the front relays as 502)."""
 
+HONEST_DELAY_SECONDS = 0.3
+"""How long the fleet's answering workers take per job: slow enough for the Horde's speed check. It counts a text job
+as at least 20 tokens and an untrusted worker above 150 tokens a second gets an ``UNREASONABLY_FAST`` suspicion
+(``horde/classes/base/worker.py``, ``hv.suspicion_thresholds``); at five the Horde pauses the worker, which then
+serves nobody else's requests, and the front rightly answers 503 ``no_eligible_worker`` for its models (20 tokens
+in 0.1 s plus the round trip paused the pool halfway through the lane)."""
+
 POOL_SLUGS = (
     "cards",
     "chat",
@@ -159,7 +166,8 @@ class Fleet:
     model cache, refreshed every 10 s, and its limits from its worker cache, every 30 s: one wait for all):
 
     - ``pool``: three workers of the lane's worker user (an untrusted user may own 3), each serving every model of
-      :data:`POOL_SLUGS`, replying :data:`REPLY` after 0.1 s, ``max_length`` 4096, ``max_context_length`` 16384;
+      :data:`POOL_SLUGS`, replying :data:`REPLY` after :data:`HONEST_DELAY_SECONDS`, ``max_length`` 4096,
+      ``max_context_length`` 16384;
     - ``special``: one worker per behaviour, each of a worker user of its own so that a worker a test spoils (one in
       maintenance after faulting) spoils nothing else: ``limits`` (declares 300 / 3072), ``leave`` (6 s per job),
       ``lost`` (stopped once listed: the Horde counts it online for 300 s more), ``faulty``, ``censored``, ``csam``,
@@ -179,6 +187,12 @@ class Fleet:
     def stop(self) -> None:
         for worker in [*self.pool, *self.special.values()]:
             worker.stop(abandon=True, timeout=5)
+
+    def paused(self) -> list[str]:
+        """The fleet's workers the Horde paused (its suspicion rules), from its database."""
+        names = [worker.name for worker in [*self.pool, *self.special.values()]]
+        rows = sql("SELECT name FROM workers WHERE paused AND name IN (" + ", ".join(f"'{n}'" for n in names) + ")")
+        return sorted(row[0] for row in rows)
 
 
 def _listed_models(horde_url: str) -> set[str]:
@@ -201,7 +215,7 @@ def fleet(realhorde: RealHorde) -> Iterator[Fleet]:
                     pool_models,
                     max_length=4096,
                     max_context_length=16384,
-                    delay=0.1,
+                    delay=HONEST_DELAY_SECONDS,
                     idle_sleep=0.3,
                     text=REPLY,
                 ).start()
@@ -213,7 +227,7 @@ def fleet(realhorde: RealHorde) -> Iterator[Fleet]:
             "faulty": {"state": "faulted", "delay": 0.1, "idle_sleep": 0.2},
             "censored": {"state": "censored"},
             "csam": {"state": "csam"},
-            "kudos": {"delay": 0.1},
+            "kudos": {"delay": HONEST_DELAY_SECONDS},
         }
         owners = [realhorde.new_user("wa"), realhorde.new_user("wb"), realhorde.new_user("wc")]
         for i, (slug, options) in enumerate(specials.items()):
@@ -231,6 +245,8 @@ def fleet(realhorde: RealHorde) -> Iterator[Fleet]:
             time.sleep(2)
         fleet.special["lost"].stop()
         yield fleet
+        paused = fleet.paused()
+        assert not paused, f"the Horde paused {paused} during the lane (see HONEST_DELAY_SECONDS)"
     finally:
         fleet.stop()
 
