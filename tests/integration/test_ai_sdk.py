@@ -24,11 +24,12 @@ pytestmark = pytest.mark.integration
 JS_DIR: Path = ROOT / "tests" / "js"
 TEXT_MODEL = "devhorde/tiny-1b"
 TOOL_MODEL = "devhorde/toolsmith-7b"
+REASONING_MODEL = "devhorde/reasoner-8b"
 SCENARIO_TIMEOUT_SECONDS = 120
 """A bound for one Node.js run (a few requests at machine speed), far above what it takes on a busy machine."""
 
 
-def run_client(stack: LiveStack, scenario: str) -> dict[str, Any]:
+def run_client(stack: LiveStack, scenario: str, **extra_env: str) -> dict[str, Any]:
     node = shutil.which("node")
     if node is None or not (JS_DIR / "node_modules" / "@ai-sdk" / "openai").is_dir():
         pytest.fail("Node.js and tests/js/node_modules are needed: run `make test` (it runs `npm ci` in tests/js).")
@@ -37,6 +38,7 @@ def run_client(stack: LiveStack, scenario: str) -> dict[str, Any]:
         "FRONT_BASE_URL": stack.openai_base_url,
         "TEXT_MODEL": TEXT_MODEL,
         "TOOL_MODEL": TOOL_MODEL,
+        **extra_env,
     }
     completed = subprocess.run(
         [node, "ai_sdk_client.mjs", scenario],
@@ -91,3 +93,44 @@ def test_tools_round_trip(stack: LiveStack, scenario: str) -> None:
     ]
     assert second["finishReason"] == "stop" and second["toolCalls"] == []
     assert '"forecast":"sunny"' in second["text"] and result["text"] == second["text"]
+
+
+def native_messages(stack: LiveStack, response_id: str) -> list[dict[str, Any]]:
+    """The chat messages the front submitted for one response (the devhorde's record of its request)."""
+    request_id = response_id.removeprefix("resp_")
+    [entry] = [entry for entry in stack.native_requests() if entry["id"] == request_id]
+    messages: list[dict[str, Any]] = entry["payload"]["messages"]
+    return messages
+
+
+@pytest.mark.parametrize(
+    ("scenario", "model"),
+    [
+        pytest.param("conversation", TEXT_MODEL, id="generate"),
+        pytest.param("conversation-stream", REASONING_MODEL, id="stream-reasoning"),
+    ],
+)
+def test_a_conversation_continues_through_the_sdks_item_references(stack: LiveStack, scenario: str, model: str) -> None:
+    """issue 26, item 1: the AI SDK's default provider holds a conversation. Its second turn sends the first turn's
+    ``response.messages`` back as ``item_reference`` items (its own request body, recorded by a ``fetch`` wrapper),
+    the front resolves them from the stored response (``store`` defaults to true), and the Horde is sent the whole
+    history: the user's first question, the first answer as the assistant's message, the second question. Plain
+    ``generateText`` and a streamed reasoning conversation alike."""
+    result = run_client(stack, scenario, CONVERSATION_MODEL=model, FRONT_API_KEY="ai-sdk-conversation-key")
+    first, second = result["turns"]
+    assert first["text"].strip() and second["text"].strip(), result["turns"]
+    assert [url.rsplit("/", 1)[-1] for url in result["urls"]] == ["responses", "responses"]
+    first_body, second_body = result["bodies"]
+    assert "previous_response_id" not in second_body
+    references = [item for item in second_body["input"] if item.get("type") == "item_reference"]
+    assert references, second_body["input"]
+    assert all(reference["id"].startswith(("msg_", "rs_")) for reference in references), references
+    if model == REASONING_MODEL:
+        assert first["reasoningText"], first
+        assert {reference["id"][:3] for reference in references} == {"msg", "rs_"}, references
+    history = native_messages(stack, second["responseId"])
+    assert [m["role"] for m in history if m["role"] != "system"] == ["user", "assistant", "user"], history
+    assistant = next(m for m in history if m["role"] == "assistant")
+    assert assistant["content"] == first["text"]
+    assert history[-1]["content"] == [{"type": "text", "text": "And who keeps them?"}]
+    assert first_body["input"][-1]["content"][0]["text"] == "Tell me about lighthouses."

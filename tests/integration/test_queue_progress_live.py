@@ -4,15 +4,18 @@ queue: two requests go first (one processing, one waiting), so the request under
 
 The front of this module has ``HORDE_OAI_PROGRESS_CHUNK_SECONDS=2`` (the default is 60 s, for LangChain's 120 s
 chunk timeout), so a progress chunk goes out after 2 s without a data event; the queue makes the request wait about
-three first-token times (:data:`FIRST_TOKEN_SECONDS` each), several times that. LangChain is not installed here, so
-its ``astream`` rule (give up when no chunk comes within ``stream_chunk_timeout``) is applied to the official SDK's
-async stream with :data:`CHUNK_TIMEOUT_SECONDS`.
+three first-token times (:data:`FIRST_TOKEN_SECONDS` each), several times that. LangChain's ``ChatOpenAI.astream``
+(which gives up when no chunk comes within ``stream_chunk_timeout``) runs over it with :data:`CHUNK_TIMEOUT_SECONDS`,
+and its rule is applied to the official SDK's async stream too; a front with the default 60 s progress chunk serves
+LangChain's default 120 s chunk timeout over a queue of :data:`LONG_QUEUE_SECONDS`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import operator
 import os
 import re
 import shutil
@@ -25,6 +28,8 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from langchain_core.messages import AIMessageChunk
+from langchain_openai import ChatOpenAI
 
 from tests.conftest import ROOT, LiveStack, Process, start_devhorde, start_front
 
@@ -291,3 +296,70 @@ def test_the_vercel_ai_sdk_streams_through_the_progress(two_ahead: LiveStack, sc
     assert result["finishReason"] == "stop"
     parts = [part for index, part in enumerate(result["parts"]) if index == 0 or result["parts"][index - 1] != part]
     assert parts == ["start", "start-step", "text-start", "text-delta", "text-end", "finish-step", "finish"]
+
+
+async def langchain_astream(base_url: str, model: str, **options: Any) -> list[AIMessageChunk]:
+    """LangChain's ``ChatOpenAI.astream`` on the front: every chunk it yields (its own chunk-timeout rule applies)."""
+    chat = ChatOpenAI(base_url=base_url, api_key="0000000000", model=model, max_retries=0, **options)  # type: ignore[arg-type]
+    return [chunk async for chunk in chat.astream("Tell me about lighthouses.")]
+
+
+def test_langchain_astream_outlives_the_queue_on_progress_chunks(two_ahead: LiveStack) -> None:
+    """issue 26, item 4: LangChain's ``astream`` with a chunk timeout shorter than the wait completes, counting the
+    progress chunks (no choice) as chunks and joining the text of the others."""
+    chunks = asyncio.run(
+        langchain_astream(
+            two_ahead.openai_base_url, MODEL, max_tokens=MAX_TOKENS, stream_chunk_timeout=CHUNK_TIMEOUT_SECONDS
+        )
+    )
+    message = functools.reduce(operator.add, chunks)
+    assert str(message.content).strip()
+    assert message.response_metadata["finish_reason"] == "stop"
+
+
+LONG_QUEUE_SECONDS = 130.0
+"""The long-queue worker's time to first token: longer than LangChain's default ``stream_chunk_timeout`` (120 s)."""
+
+LONG_QUEUE_MODEL = "progress/patient-8b"
+
+
+@pytest.fixture(scope="module")
+def long_queue_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
+    """A front with the default progress chunk time (60 s) and stream timeout (600 s; the suite's fronts have 20 s)
+    before a worker that starts after 130 s."""
+    tmp = tmp_path_factory.mktemp("long-queue")
+    devhorde, horde_url = start_devhorde(tmp)
+    processes: list[Process] = [devhorde]
+    try:
+        front, front_url = start_front(
+            tmp,
+            horde_url,
+            env={"HORDE_OAI_STREAM_TIMEOUT_SECONDS": "600", "HORDE_OAI_PROGRESS_CHUNK_SECONDS": "60"},
+        )
+        processes.append(front)
+        stack = LiveStack(devhorde, horde_url, front, front_url)
+        worker = {
+            **SCENARIO["workers"][0],
+            "name": "patient-1",
+            "model": LONG_QUEUE_MODEL,
+            "time_to_first_token_seconds": LONG_QUEUE_SECONDS,
+        }
+        stack.put_scenario({**SCENARIO, "name": "long-queue", "workers": [worker]})
+        yield stack
+    finally:
+        for process in reversed(processes):
+            process.stop()
+
+
+def test_langchain_astream_with_its_defaults_completes_over_a_queue_longer_than_120_seconds(
+    long_queue_stack: LiveStack,
+) -> None:
+    """issue 26, done when: LangChain's ``astream`` with its default 120 s chunk timeout (no setting changed on
+    either side) completes over a 130 s wait: the front's progress chunk at 60 s without a data event restarts
+    LangChain's timer, where keepalive comments would not."""
+    chunks = asyncio.run(langchain_astream(long_queue_stack.openai_base_url, LONG_QUEUE_MODEL, max_tokens=16))
+    message = functools.reduce(operator.add, chunks)
+    assert str(message.content).strip()
+    assert message.response_metadata["finish_reason"] in {"stop", "length"}
+    [native] = long_queue_stack.native_requests()
+    assert native["state"] == "done", native

@@ -346,6 +346,60 @@ async def test_agents_sdk_runs_a_tool_and_answers(stack: LiveStack, streamed: bo
     ]
 
 
+@pytest.mark.asyncio
+@pytest.mark.parametrize("carry", ["previous_response_id", "to_input_list"])
+async def test_agents_sdk_second_turn_continues_the_conversation(stack: LiveStack, carry: str) -> None:
+    """issue 26: the Agents SDK's two ways to run a second turn both hold the conversation. ``previous_response_id``
+    (``Runner.run(..., previous_response_id=result.last_response_id)``) sends only the new question and the front
+    reads the history from the stored response; ``result.to_input_list()`` sends the whole history back as input
+    items. The SDK's own request bodies are recorded (an httpx request hook), and the Horde is sent the first
+    question, the first answer as the assistant's message and the second question either way."""
+    agents.set_tracing_disabled(True)
+    bodies: list[dict[str, Any]] = []
+
+    async def record(request: httpx.Request) -> None:
+        if request.method == "POST":
+            bodies.append(json.loads(request.content))
+
+    http_client = httpx.AsyncClient(event_hooks={"request": [record]}, timeout=30)
+    provider = agents.MultiProvider(
+        openai_client=openai.AsyncOpenAI(
+            base_url=stack.openai_base_url, api_key="agents-second-turn-key", max_retries=0, http_client=http_client
+        ),
+        unknown_prefix_mode="model_id",
+    )
+    run_config = agents.RunConfig(model_provider=provider, tracing_disabled=True)
+    agent = agents.Agent(name="guide", instructions="Be brief.", model=TEXT_MODEL)
+    try:
+        first = await agents.Runner.run(agent, "Tell me about lighthouses.", run_config=run_config)
+        question = "And who keeps them?"
+        if carry == "previous_response_id":
+            second = await agents.Runner.run(
+                agent, question, run_config=run_config, previous_response_id=first.last_response_id
+            )
+        else:
+            second = await agents.Runner.run(
+                agent, [*first.to_input_list(), {"role": "user", "content": question}], run_config=run_config
+            )
+    finally:
+        await http_client.aclose()
+    assert isinstance(first.final_output, str) and first.final_output.strip()
+    assert isinstance(second.final_output, str) and second.final_output.strip()
+    assert len(bodies) == 2
+    if carry == "previous_response_id":
+        assert bodies[1]["previous_response_id"] == first.last_response_id
+        assert bodies[1]["input"] == [{"role": "user", "content": question}]
+    else:
+        assert "previous_response_id" not in bodies[1]
+        assert [item.get("role") for item in bodies[1]["input"]] == ["user", "assistant", "user"]
+    assert second.last_response_id is not None
+    request_id = second.last_response_id.removeprefix("resp_")
+    [entry] = [entry for entry in stack.native_requests() if entry["id"] == request_id]
+    history = [m for m in entry["payload"]["messages"] if m["role"] != "system"]
+    assert [m["role"] for m in history] == ["user", "assistant", "user"], history
+    assert history[1]["content"] == first.final_output
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Cancels
 

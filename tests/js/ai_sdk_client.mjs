@@ -7,7 +7,20 @@ import { createOpenAI } from "@ai-sdk/openai";
 import { generateText, stepCountIs, streamText, tool } from "ai";
 import { z } from "zod";
 
-const openai = createOpenAI({ baseURL: process.env.FRONT_BASE_URL, apiKey: "0000000000" });
+// Every request body the provider sends, as it sends it (the conversation scenarios print them).
+const sent = [];
+async function recordingFetch(url, init) {
+  if (init?.body && typeof init.body === "string") {
+    sent.push({ url: String(url), body: JSON.parse(init.body) });
+  }
+  return fetch(url, init);
+}
+
+const openai = createOpenAI({
+  baseURL: process.env.FRONT_BASE_URL,
+  apiKey: process.env.FRONT_API_KEY ?? "0000000000",
+  fetch: recordingFetch,
+});
 
 const weather = tool({
   description: "The weather in a city",
@@ -68,6 +81,29 @@ async function main(scenario) {
         text: step.text,
       })),
     };
+  }
+  if (scenario === "conversation" || scenario === "conversation-stream") {
+    // Two turns as the AI SDK documents a chat: the second sends the first turn's response.messages back, which the
+    // default provider (store: true by default at OpenAI) writes as item_reference items to the stored output.
+    const model = openai(process.env.CONVERSATION_MODEL ?? process.env.TEXT_MODEL);
+    const messages = [{ role: "user", content: "Tell me about lighthouses." }];
+    const turns = [];
+    for (const question of [null, "And who keeps them?"]) {
+      if (question !== null) {
+        messages.push({ role: "user", content: question });
+      }
+      const options = { model, messages, maxOutputTokens: 256 };
+      const result = scenario === "conversation" ? await generateText(options) : streamText(options);
+      const response = await result.response;
+      turns.push({
+        text: await result.text,
+        reasoningText: (await result.reasoningText) ?? null,
+        finishReason: await result.finishReason,
+        responseId: response.id,
+      });
+      messages.push(...response.messages);
+    }
+    return { turns, bodies: sent.map((entry) => entry.body), urls: sent.map((entry) => entry.url) };
   }
   throw new Error(`unknown scenario ${scenario}`);
 }
