@@ -553,23 +553,35 @@ async def deep_queue(count: int, settle: float, window: float, open_rate: float)
     return row
 
 
-async def _burst_one(conn: Connection, body: bytes) -> tuple[float, float, float, int, bytes]:
+async def _burst_one(
+    conn: Connection, body: bytes, go: asyncio.Event | None = None, connected: asyncio.Event | None = None
+) -> tuple[float, float, float, int, bytes]:
     """Open ``conn`` and send one request: ``(seconds to connect, seconds to the whole answer, both from before the
-    connect; seconds from the request sent to its answer, status, body)``."""
+    connect; seconds from the request sent to its answer, status, body)``. With ``go``, the request is sent once
+    ``go`` is set (``connected`` is set when this connection is open), so that every connection is open first."""
     began = time.monotonic()
     await conn.open()
+    opened = time.monotonic()
+    if go is not None:
+        if connected is not None:
+            connected.set()
+        await go.wait()
     sent = time.monotonic()
     status, answer = await conn.request("POST", "/v1/chat/completions", body)
     done = time.monotonic()
-    return sent - began, done - began, done - sent, status, answer
+    return opened - began, done - began, done - sent, status, answer
 
 
-async def burst(count: int, hold: float, front_env: dict[str, str]) -> dict[str, Any]:
+async def burst(count: int, hold: float, front_env: dict[str, str], *, connect_first: bool = False) -> dict[str, Any]:
     """``count`` non-streamed requests opened at once from this one address into the ``deep-queue`` scenario (Redis
     on, the default caps: ``HORDE_OAI_MAX_IN_FLIGHT_PER_CLIENT`` admitted, the rest refused 503 ``FrontAtCapacity``).
     The refusals' time from before the connect to the whole answer (median, p99, max, how many over 50 and 500 ms) and
     their connect time alone (a connect that waits is the listen backlog's, not the front's); after ``hold`` seconds,
     the admitted requests that ended in anything but a 200 (there should be none: they wait in the queue).
+
+    ``connect_first``: every connection is opened before any request is sent, then all are sent at once, so the
+    refusal times from the send (``refusal_after_sent_*``) are the front's answer to a burst of requests, not the
+    one-process client's own loop connecting thousands of sockets while it sends.
     """
     scenario_document = json.loads(DEEP_QUEUE_SCENARIO.read_text())
     fields = FrontSettings.model_fields
@@ -585,7 +597,18 @@ async def burst(count: int, hold: float, front_env: dict[str, str]) -> dict[str,
         conns = [Connection(front_port) for _ in range(count)]
         load = load_average()
         cpu_before = cpu_seconds(stack.front_pid)
-        tasks = [asyncio.ensure_future(_burst_one(conn, DEEP_QUEUE_BODY)) for conn in conns]
+        go = asyncio.Event() if connect_first else None
+        opened = [asyncio.Event() for _ in conns] if connect_first else [None for _ in conns]
+        tasks = [
+            asyncio.ensure_future(_burst_one(conn, DEEP_QUEUE_BODY, go, event))
+            for conn, event in zip(conns, opened, strict=True)
+        ]
+        if go is not None:
+            connecting = [asyncio.ensure_future(event.wait()) for event in opened if event is not None]
+            await asyncio.wait(connecting, timeout=hold)
+            for waiter in connecting:
+                waiter.cancel()
+            go.set()
         await asyncio.wait(tasks, timeout=hold)
         front_cpu = cpu_seconds(stack.front_pid) - cpu_before
         refusals: list[float] = []
@@ -619,6 +642,7 @@ async def burst(count: int, hold: float, front_env: dict[str, str]) -> dict[str,
         await asyncio.gather(*tasks, return_exceptions=True)
     row = {
         "burst": count,
+        "connect_first": connect_first,
         "refused": len(refusals),
         "still_waiting_after_hold": waiting,
         "admitted_completed": completed,
@@ -650,6 +674,9 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--burst", type=int, default=3000, help="requests opened at once (part burst)")
     parser.add_argument("--burst-hold", type=float, default=20.0, help="seconds the burst is watched (part burst)")
+    parser.add_argument(
+        "--burst-connect-first", action="store_true", help="open every connection before sending (part burst)"
+    )
     parser.add_argument("--queue", type=int, default=1000, help="requests of the deep queue (part queue)")
     parser.add_argument("--queue-settle", type=float, default=45.0, help="seconds after the last open (part queue)")
     parser.add_argument("--queue-window", type=float, default=30.0, help="seconds measured (part queue)")
@@ -688,7 +715,14 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                 )
             )
     if "burst" in parts:
-        results["burst"] = asyncio.run(burst(min(args.burst, 10_000), min(args.burst_hold, 300.0), front_env))
+        results["burst"] = asyncio.run(
+            burst(
+                min(args.burst, 10_000),
+                min(args.burst_hold, 300.0),
+                front_env,
+                connect_first=args.burst_connect_first,
+            )
+        )
     if "queue" in parts:
         results["queue"] = asyncio.run(
             deep_queue(

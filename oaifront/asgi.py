@@ -33,6 +33,8 @@ with one_line_configuration_errors():
     django.setup(set_prefix=False)
 
 # The rest after django.setup().
+from django.urls import get_resolver
+
 from chat.asgi import ASGIApplication, with_front_lifespan
 from chat.settings import front_settings
 from oaifront.guards import AdmissionGuards, ASGIApp
@@ -44,6 +46,10 @@ settings = front_settings()
 configure_logging(settings)
 telemetry_configured = configure_telemetry(settings)
 
+# The URLconf, and with it every view module, imported now rather than by the first request: Django resolves it
+# lazily, and that import (about half a second of the loop here) held every request that came with the first one,
+# refusals included, behind it (bench/README.md, the burst).
+get_resolver().url_patterns  # noqa: B018 - the access is the import
 django_application = FrontASGIHandler()
 guarded_application = AdmissionGuards(cast("ASGIApp", django_application), settings)
 served_application = instrument_app(guarded_application) if telemetry_configured else guarded_application
