@@ -37,6 +37,12 @@ FRONT_CASES = [
         "Invalid front configuration: HORDE_URL='aihorde.net/api': expected the Horde's API root as an http(s) URL, "
         "such as https://aihorde.net/api",
     ),
+    (
+        "DJANGO_SECURE_HSTS_SECONDS",
+        "ten",
+        "Invalid front configuration: DJANGO_SECURE_HSTS_SECONDS='ten': expected a whole number of seconds, 0 (off) "
+        "or more",
+    ),
 ]
 
 
