@@ -6,10 +6,11 @@ settings into its settings module::
 
     from chat.cors_settings import *  # CORS_ALLOW_ALL_ORIGINS, CORS_ALLOW_HEADERS, ...
 
-Every cross-origin response then carries ``Access-Control-Allow-Origin: *`` and exposes ``Retry-After`` and
-``x-should-retry`` (the chat views also set both headers on their own responses, errors and streams included, with
-or without an ``Origin``), and preflights allow the headers the official SDKs send (``x-stainless-*``,
-``OpenAI-Organization``, ``OpenAI-Project``). The ``chat`` app's system checks (``manage.py check``) warn when a
+Every cross-origin response then carries ``Access-Control-Allow-Origin: *`` and exposes ``Retry-After``,
+``x-should-retry`` and the queue-progress headers ``x-horde-queue-position`` and ``x-horde-wait-time`` (the chat views
+also set both CORS headers on their own responses, errors and streams included, with or without an ``Origin``),
+and preflights allow the headers the official SDKs send (``x-stainless-*``, ``OpenAI-Organization``,
+``OpenAI-Project``). The ``chat`` app's system checks (``manage.py check``) warn when a
 project misses one of these. The settings apply to the whole project; a host that wants CORS on the front's routes
 only sets ``CORS_URLS_REGEX = r"^/v1/"``.
 """
@@ -60,7 +61,8 @@ CORS_ALLOW_METHODS: Final[tuple[str, ...]] = ("GET", "POST", "DELETE", "OPTIONS"
 CORS_EXPOSE_HEADERS: Final[tuple[str, ...]] = tuple(
     name.strip() for name in CORS_HEADERS["Access-Control-Expose-Headers"].split(",")
 )
-"""``Retry-After`` and ``x-should-retry``, readable by a browser client deciding whether to retry."""
+"""``Retry-After`` and ``x-should-retry``, readable by a browser client deciding whether to retry, and
+``x-horde-queue-position`` and ``x-horde-wait-time``, the request's place at the Horde."""
 
 CORS_PREFLIGHT_MAX_AGE: Final = 86400
 """Seconds a browser may reuse a preflight answer."""

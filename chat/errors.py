@@ -149,11 +149,19 @@ RESPONSE_NOT_FOUND: Final = "response_not_found"
 NO_ELIGIBLE_WORKER_RC: Final = "NoEligibleWorker"
 """The native rc of a submit no online worker can serve (503, or 403 with an optional ``impossible_reason``)."""
 
+QUEUE_POSITION_HEADER: Final[str] = "x-horde-queue-position"
+"""The response header with a waiting request's ``queue_position`` (chat.rendering.progress, issue 25)."""
+
+WAIT_TIME_HEADER: Final[str] = "x-horde-wait-time"
+"""The response header with a waiting request's ``wait_time`` in seconds (chat.rendering.progress, issue 25)."""
+
 CORS_HEADERS: Final[Mapping[str, str]] = {
     "Access-Control-Allow-Origin": "*",
-    "Access-Control-Expose-Headers": "Retry-After, x-should-retry",
+    "Access-Control-Expose-Headers": f"Retry-After, x-should-retry, {QUEUE_POSITION_HEADER}, {WAIT_TIME_HEADER}",
 }
-"""Headers every response carries so browser clients such as KoboldAI Lite can call the front (Browser access)."""
+"""Headers every response carries so browser clients such as KoboldAI Lite can call the front (Browser access):
+the retry headers and the queue-progress headers are exposed, so a browser client can read them too.
+"""
 
 
 CONTEXT_LENGTH_EXCEEDED: Final = "context_length_exceeded"

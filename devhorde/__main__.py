@@ -11,25 +11,25 @@ Each option falls back to its environment variable: ``DEVHORDE_PORT``, ``DEVHORD
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
 from typing import NamedTuple
 
 import uvicorn
-from pydantic import ValidationError
-from redis.connection import parse_url
 
 from devhorde.app import ENV_REDIS_URL, ENV_SCENARIO, ENV_STREAM_REDIS_DB, create_app
-from devhorde.scenario import Scenario, ScenarioNotFoundError, load_scenario
+from devhorde.options import (
+    INVALID_CONFIGURATION,
+    InvalidOptionError,
+    redis_url_option,
+    scenario_option,
+    whole_number,
+)
+from devhorde.scenario import Scenario
 
 ENV_PORT = "DEVHORDE_PORT"
 """The environment variable of ``--port``."""
-
-
-class InvalidOptionError(ValueError):
-    """One option or variable the devhorde cannot use; the message is its one line."""
 
 
 class Options(NamedTuple):
@@ -50,45 +50,6 @@ def _given(value: str | None, flag: str, variable: str) -> tuple[str | None, str
     return os.environ.get(variable) or None, variable
 
 
-def _integer(value: str | None, name: str, default: int, lowest: int) -> int:
-    if value is None:
-        return default
-    try:
-        number = int(value)
-    except ValueError:
-        number = lowest - 1
-    if number < lowest:
-        raise InvalidOptionError(f"{name}={value!r}: expected a whole number, {lowest} or more")
-    return number
-
-
-def _scenario(value: str | None, name: str) -> Scenario:
-    try:
-        return load_scenario(value)
-    except ScenarioNotFoundError as missing:
-        raise InvalidOptionError(f"{name}={value!r}: {missing}") from None
-    except json.JSONDecodeError as not_json:
-        raise InvalidOptionError(f"{name}={value!r}: the file is not JSON ({not_json})") from None
-    except ValidationError as invalid:
-        first = invalid.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "the document"
-        raise InvalidOptionError(
-            f"{name}={value!r}: not a valid scenario ({invalid.error_count()} error(s); {where}: {first['msg']})"
-        ) from None
-
-
-def _redis_url(value: str | None, name: str) -> str | None:
-    if value is None:
-        return None
-    try:
-        parse_url(value)  # type: ignore[no-untyped-call]
-    except ValueError as invalid:
-        raise InvalidOptionError(
-            f"{name}={value!r}: expected a Redis URL such as redis://127.0.0.1:6379/0: {invalid}"
-        ) from None
-    return value
-
-
 def parse_options(argv: list[str] | None = None) -> tuple[Options, bool]:
     """The validated options and whether ``--check`` was given.
 
@@ -106,10 +67,10 @@ def parse_options(argv: list[str] | None = None) -> tuple[Options, bool]:
     args = parser.parse_args(argv)
     options = Options(
         host=args.host,
-        port=_integer(*_given(args.port, "--port", ENV_PORT), default=7001, lowest=0),
-        scenario=_scenario(*_given(args.scenario, "--scenario", ENV_SCENARIO)),
-        redis_url=_redis_url(*_given(args.redis_url, "--redis-url", ENV_REDIS_URL)),
-        stream_redis_db=_integer(
+        port=whole_number(*_given(args.port, "--port", ENV_PORT), default=7001, lowest=0),
+        scenario=scenario_option(*_given(args.scenario, "--scenario", ENV_SCENARIO)),
+        redis_url=redis_url_option(*_given(args.redis_url, "--redis-url", ENV_REDIS_URL)),
+        stream_redis_db=whole_number(
             *_given(args.stream_redis_db, "--stream-redis-db", ENV_STREAM_REDIS_DB), default=0, lowest=0
         ),
         log_level=args.log_level,
@@ -122,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         options, check_only = parse_options(argv)
     except InvalidOptionError as invalid:
-        sys.exit(f"Invalid devhorde configuration: {invalid}")
+        sys.exit(f"{INVALID_CONFIGURATION}{invalid}")
     if check_only:
         return
     logging.basicConfig(level=options.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")

@@ -47,6 +47,7 @@ from starlette.routing import Mount, Route
 from devhorde.aihorde import FLASK_NOT_FOUND_HTML, RateLimiter, route_limits
 from devhorde.answers import HordeReply
 from devhorde.horde import DevHorde
+from devhorde.options import redis_url_option, scenario_option, whole_number
 from devhorde.scenario import Scenario, load_scenario
 
 BAD_JSON_MESSAGE = "The browser (or proxy) sent a request that this server could not understand."
@@ -359,12 +360,18 @@ def create_app(
 
 
 def app_from_env() -> Starlette:
-    """Build the app from ``DEVHORDE_SCENARIO``, ``DEVHORDE_REDIS_URL`` and ``DEVHORDE_STREAM_REDIS_DB``."""
-    scenario_path = os.environ.get(ENV_SCENARIO) or None
+    """Build the app from ``DEVHORDE_SCENARIO``, ``DEVHORDE_REDIS_URL`` and ``DEVHORDE_STREAM_REDIS_DB``, each checked
+    as ``python -m devhorde`` checks it (devhorde.options).
+
+    Raises:
+        InvalidOptionError: A variable the devhorde cannot use; the message names it, its value and what is expected.
+    """
     return create_app(
-        load_scenario(scenario_path),
-        redis_url=os.environ.get(ENV_REDIS_URL) or None,
-        stream_redis_db=int(os.environ.get(ENV_STREAM_REDIS_DB) or 0),
+        scenario_option(os.environ.get(ENV_SCENARIO) or None, ENV_SCENARIO),
+        redis_url=redis_url_option(os.environ.get(ENV_REDIS_URL) or None, ENV_REDIS_URL),
+        stream_redis_db=whole_number(
+            os.environ.get(ENV_STREAM_REDIS_DB) or None, ENV_STREAM_REDIS_DB, default=0, lowest=0
+        ),
     )
 
 

@@ -13,6 +13,25 @@ from chat.cors_settings import *  # noqa: F403 - CORS_ALLOW_ALL_ORIGINS, CORS_AL
 from chat.settings import FrontSettings, describe_invalid_settings
 from oaifront.middleware import MiddlewareSetting
 
+
+def whole_seconds(variable: str) -> int:
+    """The environment's ``variable`` as whole seconds, 0 when unset (off).
+
+    Raises:
+        ImproperlyConfigured: One line naming the variable, its value and what is expected (oaifront.startup prints it
+            alone and exits 1), such as ``Invalid front configuration: DJANGO_SECURE_HSTS_SECONDS='ten': ...``.
+    """
+    value = os.environ.get(variable, "").strip()
+    if not value:
+        return 0
+    if not value.isdecimal():
+        message = (
+            f"Invalid front configuration: {variable}={value!r}: expected a whole number of seconds, 0 (off) or more"
+        )
+        raise ImproperlyConfigured(message)
+    return int(value)
+
+
 DEBUG = os.environ.get("DJANGO_DEBUG", "").lower() in {"1", "true", "yes"}
 SECRET_KEY_IS_SET = bool(os.environ.get("DJANGO_SECRET_KEY"))
 # The front signs nothing that outlives the process (no sessions, no cookies), so without DJANGO_SECRET_KEY each
@@ -52,7 +71,7 @@ MIDDLEWARE = MiddlewareSetting(
 # Security headers (SecurityMiddleware). TLS usually ends at the proxy in front of the front, which then owns HTTPS
 # redirects and HSTS: both are off unless set, and their deployment warnings are silenced for that reason.
 SECURE_SSL_REDIRECT = os.environ.get("DJANGO_SECURE_SSL_REDIRECT", "").lower() in {"1", "true", "yes"}
-SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_SECURE_HSTS_SECONDS", "0"))
+SECURE_HSTS_SECONDS = whole_seconds("DJANGO_SECURE_HSTS_SECONDS")
 SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_SECONDS > 0
 SECURE_HSTS_PRELOAD = False
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if os.environ.get("DJANGO_BEHIND_TLS_PROXY") else None

@@ -13,7 +13,7 @@ A native status read carries ``queue_position``, ``wait_time`` (seconds), ``wait
 - :func:`progress_chunk`: a chunk with ``choices: []`` (like the usage chunk, which clients skip) carrying that
   ``x_horde``: ``chat.completion.chunk`` for chat completions, ``text_completion`` for legacy completions;
 - :meth:`QueueProgress.headers`: ``x-horde-queue-position`` and ``x-horde-wait-time`` of a response (none before
-  the Horde has placed the request).
+  the Horde has placed the request; chat.errors names them and lists them in ``Access-Control-Expose-Headers``).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
+from chat.errors import QUEUE_POSITION_HEADER, WAIT_TIME_HEADER
 from chat.horde.native import NativeStatus
 
 WAITING: Final[str] = "waiting"
@@ -28,12 +29,6 @@ WAITING: Final[str] = "waiting"
 
 PROCESSING: Final[str] = "processing"
 """``x_horde.queue.state`` of a request a worker is generating (or has finished)."""
-
-QUEUE_POSITION_HEADER: Final[str] = "x-horde-queue-position"
-"""The response header with the request's ``queue_position`` (see :meth:`QueueProgress.headers`)."""
-
-WAIT_TIME_HEADER: Final[str] = "x-horde-wait-time"
-"""The response header with the request's ``wait_time`` in seconds (see :meth:`QueueProgress.headers`)."""
 
 
 @dataclass(frozen=True, slots=True)

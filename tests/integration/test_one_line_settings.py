@@ -1,7 +1,7 @@
 """A setting the front or the devhorde cannot use ends the process with ONE line naming the variable, the value and
-what is expected, and status 1: through ``uvicorn oaifront.asgi:application``, ``manage.py`` and ``python -m
-devhorde`` (``make run`` is in test_make_run.py). Each case is a real process; no traceback, nothing else on stderr.
-"""
+what is expected, and status 1: through ``uvicorn oaifront.asgi:application``, ``manage.py``, ``python -m
+devhorde`` and ``uvicorn devhorde.asgi:application`` (``make run`` is in test_make_run.py). Each case is a real
+process; no traceback, nothing else on stderr."""
 
 from __future__ import annotations
 
@@ -36,6 +36,12 @@ FRONT_CASES = [
         "aihorde.net/api",
         "Invalid front configuration: HORDE_URL='aihorde.net/api': expected the Horde's API root as an http(s) URL, "
         "such as https://aihorde.net/api",
+    ),
+    (
+        "DJANGO_SECURE_HSTS_SECONDS",
+        "ten",
+        "Invalid front configuration: DJANGO_SECURE_HSTS_SECONDS='ten': expected a whole number of seconds, 0 (off) "
+        "or more",
     ),
 ]
 
@@ -104,3 +110,38 @@ def test_the_devhorde_refuses_a_bad_option_in_one_line(args: list[str], env: dic
 def test_the_devhorde_check_accepts_a_bundled_scenario_by_name() -> None:
     result = run([sys.executable, "-m", "devhorde", "--check"], DEVHORDE_SCENARIO="busy")
     assert (result.returncode, result.stderr, result.stdout) == (0, "", "")
+
+
+ASGI_DEVHORDE_CASES = [
+    (
+        "DEVHORDE_SCENARIO",
+        "buzy",
+        "Invalid devhorde configuration: DEVHORDE_SCENARIO='buzy': no such scenario file, and no bundled scenario of "
+        f"that name: expected a scenario file or one of {BUNDLED}",
+    ),
+    (
+        "DEVHORDE_REDIS_URL",
+        "127.0.0.1:6379",
+        "Invalid devhorde configuration: DEVHORDE_REDIS_URL='127.0.0.1:6379': expected a Redis URL such as "
+        f"redis://127.0.0.1:6379/0: {REDIS_SCHEMES}",
+    ),
+    (
+        "DEVHORDE_STREAM_REDIS_DB",
+        "six",
+        "Invalid devhorde configuration: DEVHORDE_STREAM_REDIS_DB='six': expected a whole number, 0 or more",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "line"), ASGI_DEVHORDE_CASES, ids=[case[0] for case in ASGI_DEVHORDE_CASES]
+)
+def test_the_devhorde_asgi_entry_refuses_a_bad_variable_in_one_line(variable: str, value: str, line: str) -> None:
+    """``uvicorn devhorde.asgi:application`` reads the devhorde's variables as ``python -m devhorde`` does and refuses
+    a value it cannot use the same way: one line on stderr, status 1, no traceback (issue 25).
+    """
+    result = run(
+        [sys.executable, "-m", "uvicorn", "devhorde.asgi:application", "--port", str(free_port())],
+        **{variable: value},
+    )
+    assert (result.returncode, result.stderr, result.stdout) == (1, line + "\n", "")

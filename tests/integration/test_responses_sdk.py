@@ -154,7 +154,9 @@ def test_wire_format_event_lines_keepalives_and_error_event(stack: LiveStack) ->
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
         assert response.headers["access-control-allow-origin"] == "*"  # a browser client reads the stream
-        assert response.headers["access-control-expose-headers"] == "Retry-After, x-should-retry"
+        assert response.headers["access-control-expose-headers"] == (
+            "Retry-After, x-should-retry, x-horde-queue-position, x-horde-wait-time"
+        )
         assert response.headers["x-accel-buffering"] == "no"
         raw = response.read().decode()
     blocks = [block for block in raw.split("\n\n") if block]

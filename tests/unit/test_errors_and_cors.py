@@ -11,6 +11,9 @@ from chat.errors import OpenAIError
 from chat.horde.native import HordeRefusal
 from chat.horde.refusals import error_from_refusal
 
+EXPOSED = "Retry-After, x-should-retry, x-horde-queue-position, x-horde-wait-time"
+"""The front's ``Access-Control-Expose-Headers``: the retry headers and the queue-progress headers."""
+
 
 def test_envelope_has_message_type_param_code() -> None:
     error = OpenAIError(status=400, message="Bad.", code="BadRequest", param="messages")
@@ -91,15 +94,46 @@ async def test_preflight_and_cors_on_every_response() -> None:
     health = await client.get("/healthz", headers={"Origin": "https://lite.koboldai.net"})
     assert health.status_code == 200
     assert health["Access-Control-Allow-Origin"] == "*"
-    assert health["Access-Control-Expose-Headers"] == "Retry-After, x-should-retry"
+    assert health["Access-Control-Expose-Headers"] == EXPOSED
     for origin in ({"Origin": "https://lite.koboldai.net"}, {}):
         refused = await client.post(
             "/v1/chat/completions", data=b"{not json", content_type="application/json", headers=origin
         )
         assert refused.status_code == 400
         assert refused["Access-Control-Allow-Origin"] == "*"
-        assert refused["Access-Control-Expose-Headers"] == "Retry-After, x-should-retry"
+        assert refused["Access-Control-Expose-Headers"] == EXPOSED
         assert json.loads(refused.content)["error"]["code"] == "BadRequest"
+
+
+@pytest.mark.asyncio
+async def test_every_cors_response_exposes_the_queue_progress_headers() -> None:
+    """A browser client can read ``x-horde-queue-position`` and ``x-horde-wait-time`` (issue 25): every place the
+    front sends CORS headers exposes them beside ``Retry-After`` and ``x-should-retry``: django-cors-headers'
+    responses (an ``Origin``), the chat views' own (errors, replies, streams) and the admission guards'.
+    ref: browser-access.1
+    """
+    import asyncio
+
+    from chat.cors_settings import CORS_EXPOSE_HEADERS
+    from chat.errors import CORS_HEADERS
+    from chat.rendering.progress import WAITING, QueueProgress
+    from chat.views.prelude import event_stream_response, with_progress
+
+    assert CORS_HEADERS["Access-Control-Expose-Headers"] == EXPOSED
+    assert CORS_EXPOSE_HEADERS == ("Retry-After", "x-should-retry", "x-horde-queue-position", "x-horde-wait-time")
+    client = AsyncClient()
+    health = await client.get("/healthz", headers={"Origin": "https://lite.koboldai.net"})
+    assert health["Access-Control-Expose-Headers"] == EXPOSED
+    progress = QueueProgress(WAITING, 3, 12, 1, 0)
+    refused = with_progress(OpenAIError(status=503, message="No.", code="no_eligible_worker").to_response(), progress)
+    assert (refused["Access-Control-Expose-Headers"], refused["x-horde-queue-position"]) == (EXPOSED, "3")
+
+    async def no_events():  # type: ignore[no-untyped-def]
+        await asyncio.sleep(0)
+        yield b"data: [DONE]\n\n"
+
+    stream = event_stream_response(no_events(), lambda: None, progress)
+    assert (stream["Access-Control-Expose-Headers"], stream["x-horde-wait-time"]) == (EXPOSED, "12")
 
 
 def test_the_front_passes_its_own_browser_access_checks() -> None:
@@ -120,7 +154,8 @@ def test_a_project_without_django_cors_headers_is_warned(settings: object) -> No
     assert warnings == {
         "chat.W001": "django-cors-headers is not in INSTALLED_APPS.",
         "chat.W002": "corsheaders.middleware.CorsMiddleware is not in MIDDLEWARE.",
-        "chat.W004": "CORS_EXPOSE_HEADERS or CORS_ALLOW_HEADERS lacks x-should-retry.",
+        "chat.W004": "CORS_EXPOSE_HEADERS or CORS_ALLOW_HEADERS lacks x-should-retry, x-horde-queue-position, "
+        "x-horde-wait-time.",
     }
 
 

@@ -45,7 +45,28 @@ def test_every_variable_the_code_and_make_run_read_is_listed() -> None:
     rows = table()
     read: set[str] = set()
     for path in ("oaifront/settings.py", "devhorde/__main__.py"):
-        read |= set(re.findall(r"os\.environ\.get\(\"([A-Z_]+)\"", (ROOT / path).read_text()))
+        read |= set(re.findall(r"(?:os\.environ\.get|whole_seconds)\(\"([A-Z_]+)\"", (ROOT / path).read_text()))
     read |= set(re.findall(r"\$\{?([A-Z_]{3,})", (ROOT / "bin/run").read_text()))
-    assert {"DJANGO_SECRET_KEY", "WORKERS", "REDIS_PORT", "GRACEFUL_SHUTDOWN_SECONDS"} <= read
+    assert {
+        "DJANGO_SECRET_KEY",
+        "DJANGO_SECURE_HSTS_SECONDS",
+        "WORKERS",
+        "REDIS_PORT",
+        "GRACEFUL_SHUTDOWN_SECONDS",
+    } <= read
     assert sorted(read - set(rows)) == []
+
+
+def test_the_devhorde_scenario_row_names_every_bundled_scenario() -> None:
+    """``DEVHORDE_SCENARIO``'s row lists the bundled scenarios ``make run`` accepts by name (devhorde/scenarios/), the
+    same names its one-line refusal of an unknown name lists (issue 25: the README matches what the commands do).
+    """
+    from devhorde.scenario import SCENARIOS_DIR
+
+    bundled = sorted(path.stem for path in SCENARIOS_DIR.glob("*.json"))
+    (row,) = [
+        line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `DEVHORDE_SCENARIO`")
+    ]
+    listed = re.search(r"a bundled name \(([^;]*);", row)
+    assert listed is not None
+    assert sorted(re.findall(r"`([a-z-]+)`", listed.group(1))) == bundled
