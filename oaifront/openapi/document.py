@@ -16,6 +16,8 @@ from functools import cache
 from types import MappingProxyType
 from typing import Any, Final
 
+from pydantic import BaseModel
+
 from chat.errors import reason_phrase
 from chat.protocol.chat_request import (
     ChatCompletionRequest,
@@ -101,6 +103,14 @@ def route_responses(
     return responses
 
 
+def request_body(model: type[BaseModel], example: Mapping[str, Any]) -> dict[str, Any]:
+    """A required JSON request body of ``model``'s component schema, with ``example``."""
+    return {
+        "required": True,
+        "content": {"application/json": {"schema": schema_ref(model), "example": copy.deepcopy(dict(example))}},
+    }
+
+
 DELETED_RESPONSE_SCHEMA: Final[Mapping[str, Any]] = MappingProxyType(
     {
         "type": "object",
@@ -180,15 +190,7 @@ def front_paths() -> dict[str, Any]:
                     f"See the [documentation]({DOCS_URL}) for the details."
                 ),
                 "security": security,
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        "application/json": {
-                            "schema": schema_ref(ChatCompletionRequest),
-                            "example": dict(CHAT_REQUEST_EXAMPLE),
-                        },
-                    },
-                },
+                "requestBody": request_body(ChatCompletionRequest, CHAT_REQUEST_EXAMPLE),
                 "responses": chat_responses,
             },
         },
@@ -210,15 +212,7 @@ def front_paths() -> dict[str, Any]:
                     f"See the [documentation]({DOCS_URL}) for the details."
                 ),
                 "security": security,
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        "application/json": {
-                            "schema": schema_ref(ResponsesRequest),
-                            "example": dict(RESPONSES_REQUEST_EXAMPLE),
-                        },
-                    },
-                },
+                "requestBody": request_body(ResponsesRequest, RESPONSES_REQUEST_EXAMPLE),
                 "responses": responses_responses,
             },
         },
@@ -262,15 +256,9 @@ def front_paths() -> dict[str, Any]:
                     "(dropped); other keys the body does not define are refused like unknown keys."
                 ),
                 "security": security,
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        "application/json": {
-                            "schema": schema_ref(CompletionRequest),
-                            "example": {"model": "example/model-7b", "prompt": "Once upon a time", "max_tokens": 64},
-                        },
-                    },
-                },
+                "requestBody": request_body(
+                    CompletionRequest, {"model": "example/model-7b", "prompt": "Once upon a time", "max_tokens": 64}
+                ),
                 "responses": legacy_responses,
             },
         },
