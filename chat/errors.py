@@ -174,6 +174,11 @@ FRONT_SHUTDOWN_RETRY_AFTER_SECONDS: Final = 5
 """``Retry-After`` of ``FrontShuttingDown``: a restarted front, or another process behind the same address, serves
 again within seconds."""
 
+RETRY_AFTER_HEADER: Final = "Retry-After"
+"""The header of the whole seconds to wait before retrying."""
+SHOULD_RETRY_HEADER: Final = "x-should-retry"
+"""The header the official OpenAI SDKs read to decide alone whether to retry (``true`` / ``false``)."""
+
 
 @dataclass(frozen=True)
 class Failure:
@@ -188,11 +193,24 @@ class Failure:
     """The ``x-should-retry`` every refusal with this code sends; None when none does or its builder decides."""
     error_type: str | None = None
     """OpenAI's ``error.type`` where OpenAI sends another than the status's (its 404s of stored state)."""
+    computed: frozenset[str] = frozenset()
+    """The retry headers (:data:`RETRY_AFTER_HEADER`, :data:`SHOULD_RETRY_HEADER`) its builder sets per refusal: the
+    table's "computed" (and ``rate_limit_exceeded``'s ``Retry-After``, the Horde's)."""
 
     @property
     def type(self) -> str:
         """OpenAI's ``error.type``: :attr:`error_type`, or the status's."""
         return self.error_type or error_type_for_status(self.status)
+
+    @property
+    def sends_retry_after(self) -> bool:
+        """Whether a refusal with this code may carry ``Retry-After`` (a fixed value, or one set per refusal)."""
+        return self.retry_after is not None or RETRY_AFTER_HEADER in self.computed
+
+    @property
+    def sends_should_retry(self) -> bool:
+        """Whether a refusal with this code may carry ``x-should-retry`` (a fixed value, or one set per refusal)."""
+        return self.should_retry is not None or SHOULD_RETRY_HEADER in self.computed
 
 
 FAILURES: Final[Mapping[str, Failure]] = {
@@ -237,8 +255,18 @@ FAILURES: Final[Mapping[str, Failure]] = {
         Failure(CHAT_REQUEST_TIMEOUT, 408, "no reply within the front's timeout", should_retry=False),
         Failure(REQUEST_BODY_TIMEOUT, 408, "the body did not arrive within HORDE_OAI_BODY_TIMEOUT_SECONDS"),
         Failure(REQUEST_TOO_LARGE, 413, "the body is over HORDE_OAI_MAX_BODY_BYTES"),
-        Failure(RATE_LIMIT_EXCEEDED, 429, "the Horde rate-limited the request without a code of its own"),
-        Failure(CHAT_REQUEST_FAULTED, 502, "the worker failed the request (x-should-retry false for prompt_overflow)"),
+        Failure(
+            RATE_LIMIT_EXCEEDED,
+            429,
+            "the Horde rate-limited the request without a code of its own",
+            computed=frozenset({RETRY_AFTER_HEADER}),
+        ),
+        Failure(
+            CHAT_REQUEST_FAULTED,
+            502,
+            "the worker failed the request (x-should-retry false for prompt_overflow)",
+            computed=frozenset({SHOULD_RETRY_HEADER}),
+        ),
         Failure(CHAT_REQUEST_NO_GENERATION, 502, "the Horde ended the request without a reply"),
         Failure(
             CHAT_REQUEST_CANCELLED,
@@ -255,8 +283,18 @@ FAILURES: Final[Mapping[str, Failure]] = {
             retry_after=NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS,
             should_retry=False,
         ),
-        Failure(QUEUE_UNAVAILABLE, 503, "fail_fast: no eligible thread, or the queue wait exceeds the budget"),
-        Failure(FRONT_AT_CAPACITY, 503, "the in-flight cap per client address or in total is reached"),
+        Failure(
+            QUEUE_UNAVAILABLE,
+            503,
+            "fail_fast: no eligible thread, or the queue wait exceeds the budget",
+            computed=frozenset({RETRY_AFTER_HEADER}),
+        ),
+        Failure(
+            FRONT_AT_CAPACITY,
+            503,
+            "the in-flight cap per client address or in total is reached",
+            computed=frozenset({RETRY_AFTER_HEADER}),
+        ),
         Failure(
             FRONT_SHUTTING_DOWN,
             503,
@@ -348,9 +386,9 @@ class OpenAIError(Exception):
         """Return the response headers: ``Retry-After`` and ``x-should-retry`` when set, plus any extras."""
         headers = dict(self.extra_headers)
         if self.retry_after is not None:
-            headers["Retry-After"] = str(self.retry_after)
+            headers[RETRY_AFTER_HEADER] = str(self.retry_after)
         if self.should_retry is not None:
-            headers["x-should-retry"] = "true" if self.should_retry else "false"
+            headers[SHOULD_RETRY_HEADER] = "true" if self.should_retry else "false"
         return headers
 
     def to_response(self) -> HttpResponse:

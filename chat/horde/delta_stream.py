@@ -89,6 +89,21 @@ def redis_on_database(client: Redis, db: int) -> Redis:
     return client
 
 
+def unretried_redis(url: str, client_name: str | None, connect_timeout: float, **options: Any) -> Redis:
+    """A Redis client on ``url`` with no health-check PING, no retries of its own and no read timeout: the reader's
+    loop owns timeouts and retries. ``connect_timeout`` is in seconds; ``options`` go to ``Redis.from_url``.
+    """
+    return Redis.from_url(
+        url,
+        client_name=client_name,
+        health_check_interval=0,
+        retry=Retry(NoBackoff(), 0),
+        socket_timeout=None,
+        socket_connect_timeout=connect_timeout,
+        **options,
+    )
+
+
 def stream_key(request_id: str) -> str:
     """Return the Redis key of a request's progress stream."""
     return f"{STREAM_KEY_PREFIX}{request_id}"
@@ -260,17 +275,8 @@ class DeltaStreamReader:
         self._task = loop.create_task(self._run(), name="horde-oai-delta-reader", context=contextvars.Context())
 
     def _new_client(self) -> Redis:
-        # No health-check PING and no retries of the client's own: the reader's loop owns timeouts and retries.
         return redis_on_database(
-            Redis.from_url(
-                self._url,
-                client_name=self._client_name,
-                health_check_interval=0,
-                retry=Retry(NoBackoff(), 0),
-                socket_timeout=None,
-                socket_connect_timeout=DELTA_READ_TIMEOUT_SECONDS,
-                single_connection_client=True,
-            ),
+            unretried_redis(self._url, self._client_name, DELTA_READ_TIMEOUT_SECONDS, single_connection_client=True),
             self._db,
         )
 
@@ -462,14 +468,7 @@ class SignalListener:
             await asyncio.sleep(SIGNAL_RETRY_SECONDS)
 
     async def _listen(self) -> None:
-        client = Redis.from_url(
-            self._url,
-            client_name=self._client_name,
-            health_check_interval=0,
-            retry=Retry(NoBackoff(), 0),
-            socket_timeout=None,
-            socket_connect_timeout=SIGNAL_CONNECT_TIMEOUT_SECONDS,
-        )
+        client = unretried_redis(self._url, self._client_name, SIGNAL_CONNECT_TIMEOUT_SECONDS)
         pubsub = client.pubsub(ignore_subscribe_messages=True)
         try:
             await asyncio.wait_for(pubsub.subscribe(self._channel), SIGNAL_CONNECT_TIMEOUT_SECONDS)

@@ -34,6 +34,7 @@ from chat.settings import FrontSettings, front_settings
 from chat.waiting.read_schedule import ReadBudget
 
 T = TypeVar("T")
+C = TypeVar("C", bound=HordeClient)
 
 SHUTDOWN_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)
 """The signals that start the shutdown work (uvicorn's and gunicorn's graceful stop signals)."""
@@ -46,31 +47,9 @@ class FrontRuntime:
         self.settings = settings
         self.budget = HordeBudget.from_settings(settings)
         """The process's budgets at the Horde, shared by both clients (chat.horde.budget)."""
-        self.horde = HordeClient(
-            settings.horde_url,
-            settings.client_agent,
-            settings.horde_timeout_seconds,
-            connections=settings.horde_connections,
-            budget=self.budget,
-        )
-        self.cancels = CancelQueue(
-            self.horde,
-            retry_seconds=settings.cancel_retry_seconds,
-            attempt_timeout=settings.horde_timeout_seconds,
-        )
+        self.horde, self.cancels = self._client_and_cancels(HordeClient)
         # The text generation API (chat.serving.text_route): its own client and cancel queue, the same settings.
-        self.text_horde = TextHordeClient(
-            settings.horde_url,
-            settings.client_agent,
-            settings.horde_timeout_seconds,
-            connections=settings.horde_connections,
-            budget=self.budget,
-        )
-        self.text_cancels = CancelQueue(
-            self.text_horde,
-            retry_seconds=settings.cancel_retry_seconds,
-            attempt_timeout=settings.horde_timeout_seconds,
-        )
+        self.text_horde, self.text_cancels = self._client_and_cancels(TextHordeClient)
         self.read_budget = ReadBudget(settings.signal_recheck_reads_per_second)
         """The process's budget of timer status reads (chat.waiting.read_schedule)."""
         self.signals: SignalListener | None = None
@@ -80,6 +59,23 @@ class FrontRuntime:
         if settings.redis_url:
             self.signals = SignalListener(settings.redis_url)
             self.deltas = DeltaStreamReader(settings.redis_url, settings.stream_redis_db)
+
+    def _client_and_cancels(self, client_type: type[C]) -> tuple[C, CancelQueue]:
+        """A Horde client of ``client_type`` on the settings' URL, agent, timeout and pool, sharing :attr:`budget`, and
+        the cancel queue that retries its cancels every ``cancel_retry_seconds``.
+        """
+        settings = self.settings
+        client = client_type(
+            settings.horde_url,
+            settings.client_agent,
+            settings.horde_timeout_seconds,
+            connections=settings.horde_connections,
+            budget=self.budget,
+        )
+        cancels = CancelQueue(
+            client, retry_seconds=settings.cancel_retry_seconds, attempt_timeout=settings.horde_timeout_seconds
+        )
+        return client, cancels
 
     @property
     def has_redis(self) -> bool:

@@ -5,8 +5,8 @@ drf-spectacular serves the document at ``/openapi.json``, Swagger UI at ``/docs`
 come from drf-spectacular-sidecar, so the pages work with no internet. The package is cut along its seams, each module
 importing only those above it in this list:
 
-- :mod:`~oaifront.openapi.error_table`: each route's error statuses and the codes each carries (to be replaced by the
-  failure catalogue of ``chat/errors.py``);
+- :mod:`~oaifront.openapi.error_table`: each route's error codes by status, their statuses and retry headers read
+  from the failure catalogue of ``chat/errors.py``;
 - :mod:`~oaifront.openapi.schemas`: the component schemas generated from the pydantic models, the stream event schemas
   and the request examples;
 - :mod:`~oaifront.openapi.document`: the paths, info and security scheme, added by the postprocessing hook

@@ -16,6 +16,8 @@ from functools import cache
 from types import MappingProxyType
 from typing import Any, Final
 
+from pydantic import BaseModel
+
 from chat.errors import reason_phrase
 from chat.protocol.chat_request import (
     ChatCompletionRequest,
@@ -31,10 +33,9 @@ from oaifront.openapi.error_table import (
     MODEL_LIST_ERRORS,
     MODEL_RETRIEVE_ERRORS,
     RESPONSES_ERRORS,
-    RETRY_HEADER_STATUSES,
-    RETRY_HEADERS,
     STORED_RESPONSE_ERRORS,
     DocumentedError,
+    retry_headers,
 )
 from oaifront.openapi.schemas import (
     CHAT_REQUEST_EXAMPLE,
@@ -72,14 +73,56 @@ ERROR_CONTENT: Final[Mapping[str, Any]] = MappingProxyType(
 
 
 def error_response(status: int, documented: tuple[DocumentedError, ...]) -> dict[str, Any]:
-    """The response object of one error status: its codes in the description, the envelope, the retry headers."""
+    """The response object of one error status: its codes in the description, the envelope, and the retry headers its
+    codes may send (:func:`oaifront.openapi.error_table.retry_headers`).
+    """
     lines = [f"{reason_phrase(status)}. OpenAI's error envelope; `code` is:", ""]
     lines += [f"- `{error.code}`: {error.when}" for error in documented]
     lines.append("- or the Horde's own `rc`, passed through with its message.")
     response: dict[str, Any] = {"description": "\n".join(lines), "content": copy.deepcopy(dict(ERROR_CONTENT))}
-    if status in RETRY_HEADER_STATUSES:
-        response["headers"] = copy.deepcopy(dict(RETRY_HEADERS))
+    if headers := retry_headers(status, documented):
+        response["headers"] = copy.deepcopy(headers)
     return response
+
+
+def route_responses(
+    description: str,
+    schema: Mapping[str, Any],
+    errors_by_status: Mapping[int, tuple[DocumentedError, ...]],
+    *,
+    stream_event: str | None = None,
+) -> dict[str, Any]:
+    """A route's responses: ``200`` with ``description`` and its JSON ``schema`` (and, with ``stream_event``, the
+    ``text/event-stream`` of that component), then one :func:`error_response` per status of ``errors_by_status``.
+    """
+    content: dict[str, Any] = {"application/json": {"schema": copy.deepcopy(dict(schema))}}
+    if stream_event is not None:
+        content["text/event-stream"] = {"schema": {"$ref": SCHEMA_REF.format(model=stream_event)}}
+    responses: dict[str, Any] = {"200": {"description": description, "content": content}}
+    responses |= {str(status): error_response(status, codes) for status, codes in errors_by_status.items()}
+    return responses
+
+
+def request_body(model: type[BaseModel], example: Mapping[str, Any]) -> dict[str, Any]:
+    """A required JSON request body of ``model``'s component schema, with ``example``."""
+    return {
+        "required": True,
+        "content": {"application/json": {"schema": schema_ref(model), "example": copy.deepcopy(dict(example))}},
+    }
+
+
+DELETED_RESPONSE_SCHEMA: Final[Mapping[str, Any]] = MappingProxyType(
+    {
+        "type": "object",
+        "required": ["id", "object", "deleted"],
+        "properties": {
+            "id": {"type": "string"},
+            "object": {"const": "response", "type": "string"},
+            "deleted": {"const": True, "type": "boolean"},
+        },
+    }
+)
+"""The body of ``DELETE /v1/responses/{response_id}``."""
 
 
 def front_paths() -> dict[str, Any]:
@@ -89,68 +132,34 @@ def front_paths() -> dict[str, Any]:
     ``/healthz``, ``/``, ``/openapi.json``, ``/docs`` and ``/redoc`` are left out (reference: API documentation).
     """
     security: list[dict[str, list[str]]] = [{"HordeApiKey": []}, {}]
-    chat_responses: dict[str, Any] = {
-        "200": {
-            "description": "The completion (`application/json`). " + SSE_DESCRIPTION,
-            "content": {
-                "application/json": {"schema": schema_ref(ChatCompletionResponse)},
-                "text/event-stream": {"schema": {"$ref": SCHEMA_REF.format(model=STREAM_EVENT)}},
-            },
-        },
-    }
-    chat_responses |= {str(status): error_response(status, codes) for status, codes in CHAT_COMPLETION_ERRORS.items()}
-    models_responses: dict[str, Any] = {
-        "200": {
-            "description": "Every text model with at least one online chat worker.",
-            "content": {"application/json": {"schema": schema_ref(ModelList)}},
-        },
-    }
-    models_responses |= {str(status): error_response(status, codes) for status, codes in MODEL_LIST_ERRORS.items()}
-    model_responses: dict[str, Any] = {
-        "200": {
-            "description": "The model's card, as `GET /v1/models` lists it.",
-            "content": {"application/json": {"schema": schema_ref(ModelCard)}},
-        },
-    }
-    model_responses |= {str(status): error_response(status, codes) for status, codes in MODEL_RETRIEVE_ERRORS.items()}
-    responses_responses: dict[str, Any] = {
-        "200": {
-            "description": "The response (`application/json`). " + RESPONSES_SSE_DESCRIPTION,
-            "content": {
-                "application/json": {"schema": schema_ref(ResponseObject)},
-                "text/event-stream": {"schema": {"$ref": SCHEMA_REF.format(model=RESPONSE_STREAM_EVENT)}},
-            },
-        },
-    }
-    responses_responses |= {str(status): error_response(status, codes) for status, codes in RESPONSES_ERRORS.items()}
-    stored_responses: dict[str, Any] = {
-        "200": {
-            "description": "The stored response object, as `POST /v1/responses` answered it.",
-            "content": {"application/json": {"schema": schema_ref(ResponseObject)}},
-        },
-    }
-    stored_responses |= {str(status): error_response(status, codes) for status, codes in STORED_RESPONSE_ERRORS.items()}
-    deleted_responses: dict[str, Any] = {
-        "200": {
-            "description": 'The response was deleted: `{"id": "resp_...", "object": "response", "deleted": true}`.',
-            "content": {
-                "application/json": {
-                    "schema": {
-                        "type": "object",
-                        "required": ["id", "object", "deleted"],
-                        "properties": {
-                            "id": {"type": "string"},
-                            "object": {"const": "response", "type": "string"},
-                            "deleted": {"const": True, "type": "boolean"},
-                        },
-                    }
-                }
-            },
-        },
-    }
-    deleted_responses |= {
-        str(status): error_response(status, codes) for status, codes in STORED_RESPONSE_ERRORS.items()
-    }
+    chat_responses = route_responses(
+        "The completion (`application/json`). " + SSE_DESCRIPTION,
+        schema_ref(ChatCompletionResponse),
+        CHAT_COMPLETION_ERRORS,
+        stream_event=STREAM_EVENT,
+    )
+    models_responses = route_responses(
+        "Every text model with at least one online chat worker.", schema_ref(ModelList), MODEL_LIST_ERRORS
+    )
+    model_responses = route_responses(
+        "The model's card, as `GET /v1/models` lists it.", schema_ref(ModelCard), MODEL_RETRIEVE_ERRORS
+    )
+    responses_responses = route_responses(
+        "The response (`application/json`). " + RESPONSES_SSE_DESCRIPTION,
+        schema_ref(ResponseObject),
+        RESPONSES_ERRORS,
+        stream_event=RESPONSE_STREAM_EVENT,
+    )
+    stored_responses = route_responses(
+        "The stored response object, as `POST /v1/responses` answered it.",
+        schema_ref(ResponseObject),
+        STORED_RESPONSE_ERRORS,
+    )
+    deleted_responses = route_responses(
+        'The response was deleted: `{"id": "resp_...", "object": "response", "deleted": true}`.',
+        DELETED_RESPONSE_SCHEMA,
+        STORED_RESPONSE_ERRORS,
+    )
     response_id_parameter = {
         "name": "response_id",
         "in": "path",
@@ -158,23 +167,15 @@ def front_paths() -> dict[str, Any]:
         "description": "The `id` of a response stored with `store` true by the same API key (`resp_...`).",
         "schema": {"type": "string"},
     }
-    legacy_responses: dict[str, Any] = {
-        "200": {
-            "description": (
-                "The `text_completion` (`application/json`). With `stream: true`, server-sent events: each `data:` "
-                'line holds one `text_completion` chunk (the whole text, the finish chunk with `text: ""`, then the '
-                "usage chunk when `stream_options.include_usage` is true), and `data: [DONE]` ends the stream; "
-                "comment lines keep the connection alive while the request waits."
-            ),
-            "content": {
-                "application/json": {"schema": schema_ref(TextCompletion)},
-                "text/event-stream": {"schema": {"$ref": SCHEMA_REF.format(model=TEXT_COMPLETION_STREAM_EVENT)}},
-            },
-        },
-    }
-    legacy_responses |= {
-        str(status): error_response(status, codes) for status, codes in LEGACY_COMPLETION_ERRORS.items()
-    }
+    legacy_responses = route_responses(
+        "The `text_completion` (`application/json`). With `stream: true`, server-sent events: each `data:` line holds "
+        'one `text_completion` chunk (the whole text, the finish chunk with `text: ""`, then the usage chunk when '
+        "`stream_options.include_usage` is true), and `data: [DONE]` ends the stream; comment lines keep the "
+        "connection alive while the request waits.",
+        schema_ref(TextCompletion),
+        LEGACY_COMPLETION_ERRORS,
+        stream_event=TEXT_COMPLETION_STREAM_EVENT,
+    )
     return {
         "/v1/chat/completions": {
             "post": {
@@ -189,15 +190,7 @@ def front_paths() -> dict[str, Any]:
                     f"See the [documentation]({DOCS_URL}) for the details."
                 ),
                 "security": security,
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        "application/json": {
-                            "schema": schema_ref(ChatCompletionRequest),
-                            "example": dict(CHAT_REQUEST_EXAMPLE),
-                        },
-                    },
-                },
+                "requestBody": request_body(ChatCompletionRequest, CHAT_REQUEST_EXAMPLE),
                 "responses": chat_responses,
             },
         },
@@ -219,15 +212,7 @@ def front_paths() -> dict[str, Any]:
                     f"See the [documentation]({DOCS_URL}) for the details."
                 ),
                 "security": security,
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        "application/json": {
-                            "schema": schema_ref(ResponsesRequest),
-                            "example": dict(RESPONSES_REQUEST_EXAMPLE),
-                        },
-                    },
-                },
+                "requestBody": request_body(ResponsesRequest, RESPONSES_REQUEST_EXAMPLE),
                 "responses": responses_responses,
             },
         },
@@ -271,15 +256,9 @@ def front_paths() -> dict[str, Any]:
                     "(dropped); other keys the body does not define are refused like unknown keys."
                 ),
                 "security": security,
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        "application/json": {
-                            "schema": schema_ref(CompletionRequest),
-                            "example": {"model": "example/model-7b", "prompt": "Once upon a time", "max_tokens": 64},
-                        },
-                    },
-                },
+                "requestBody": request_body(
+                    CompletionRequest, {"model": "example/model-7b", "prompt": "Once upon a time", "max_tokens": 64}
+                ),
                 "responses": legacy_responses,
             },
         },

@@ -653,23 +653,79 @@ def test_no_422_response_anywhere(document: dict[str, Any]) -> None:
     assert "422" not in json.dumps(document["paths"])
 
 
-@pytest.mark.parametrize(("path", "method"), [(CHAT, "post"), (RESPONSES, "post"), (MODELS, "get"), (MODEL, "get")])
-def test_retry_headers_on_the_statuses_the_sdks_retry(document: dict[str, Any], path: str, method: str) -> None:
-    """ref: schema-generation.2, native-admission-refusals.4, browser-access.1"""
+BODY_ROUTE_RETRY_HEADERS = {
+    "401": ["x-should-retry"],
+    "403": ["x-should-retry"],
+    "408": ["x-should-retry"],
+    "429": ["Retry-After"],
+    "502": ["x-should-retry"],
+    "503": ["Retry-After", "x-should-retry"],
+}
+"""The retry headers each error status of the chat, Responses and legacy routes may carry, by the failure catalogue
+(chat.errors.FAILURES): ``x-should-retry: false`` of ``InvalidAPIKey``, ``KudosUpfront``, ``ChatRequestTimeout``,
+``ChatRequestFaulted`` (``prompt_overflow``), ``ChatRequestCancelled`` and ``no_eligible_worker``; ``Retry-After`` of
+the 503s and of the Horde's 429 / 503 (chat.horde.real_horde_answers.RETRY_LATER_STATUSES); none on a 400, 404 or
+413."""
+MODEL_ROUTE_RETRY_HEADERS = {"429": ["Retry-After"], "503": ["Retry-After"]}
+"""The model routes' 503s are ``MaintenanceMode`` and ``FrontAtCapacity``, neither with ``x-should-retry``; their
+502 ``HordeUnavailable`` sends no retry header."""
+
+
+@pytest.mark.parametrize(
+    ("path", "method", "expected"),
+    [
+        (CHAT, "post", BODY_ROUTE_RETRY_HEADERS),
+        (RESPONSES, "post", BODY_ROUTE_RETRY_HEADERS),
+        ("/v1/completions", "post", BODY_ROUTE_RETRY_HEADERS),
+        (f"{RESPONSES}/{{response_id}}", "get", {"401": ["x-should-retry"]}),
+        (f"{RESPONSES}/{{response_id}}", "delete", {"401": ["x-should-retry"]}),
+        (MODELS, "get", MODEL_ROUTE_RETRY_HEADERS),
+        (MODEL, "get", MODEL_ROUTE_RETRY_HEADERS),
+    ],
+)
+def test_retry_headers_where_the_catalogue_sends_them(
+    document: dict[str, Any], path: str, method: str, expected: dict[str, list[str]]
+) -> None:
+    """Each error status documents exactly the retry headers one of its codes sends (chat.errors.FAILURES).
+
+    ref: schema-generation.2, native-admission-refusals.4, browser-access.1"""
     for status, response in document["paths"][path][method]["responses"].items():
-        if status in {"408", "429", "502", "503"}:
-            assert response["headers"]["Retry-After"]["schema"] == {"type": "integer", "minimum": 0}
-            assert response["headers"]["x-should-retry"]["schema"] == {"type": "string", "enum": ["true", "false"]}
-            assert response["headers"]["x-should-retry"]["description"].startswith(
+        headers = response.get("headers", {})
+        assert sorted(headers) == expected.get(status, []), status
+        if "Retry-After" in headers:
+            assert headers["Retry-After"]["schema"] == {"type": "integer", "minimum": 0}
+            assert headers["Retry-After"]["description"] == (
+                "Whole seconds to wait before retrying: 30 with `no_eligible_worker`, the estimated wait (at most 60) "
+                "with `queue_unavailable`, `HORDE_OAI_CAPACITY_RETRY_AFTER_SECONDS` with `FrontAtCapacity`, 5 with "
+                "`FrontShuttingDown`, and the Horde's own value on a 429 or 503 when it sent one (never on a "
+                "permanent refusal)."
+            )
+        if "x-should-retry" in headers:
+            assert headers["x-should-retry"]["schema"] == {"type": "string", "enum": ["true", "false"]}
+            assert headers["x-should-retry"]["description"] == (
                 "Whether the official OpenAI SDKs should retry; when present it decides alone. `false` with every "
                 "`no_eligible_worker`, with `ChatRequestTimeout` and with a `ChatRequestFaulted` whose fault is "
-                "`prompt_overflow`"
+                "`prompt_overflow`: a retry within seconds meets the same workers, waits the whole budget again, or "
+                "overflows again; and with `InvalidAPIKey`, `KudosUpfront` and `ChatRequestCancelled`. Absent "
+                "otherwise, so the SDKs' defaults apply."
             )
-            assert response["headers"]["Retry-After"]["description"].startswith(
-                "Whole seconds to wait before retrying: 30 with `no_eligible_worker`"
-            )
-        else:
-            assert "headers" not in response, status
+
+
+def test_the_error_table_reads_its_statuses_from_the_catalogue() -> None:
+    """Every documented code of the front sits at its catalogue status; the Horde's own rc at its passed-through
+    one (ref: error-attributes.1)."""
+    from chat import errors
+
+    for table in (
+        error_table.CHAT_COMPLETION_ERRORS,
+        error_table.RESPONSES_ERRORS,
+        error_table.MODEL_RETRIEVE_ERRORS,
+        error_table.STORED_RESPONSE_ERRORS,
+    ):
+        for status, documented in table.items():
+            for error in documented:
+                failure = errors.FAILURES.get(error.code)
+                assert status == (failure.status if failure else error_table.PASSED_THROUGH_STATUSES[error.code])
 
 
 def test_bearer_key_is_optional(document: dict[str, Any]) -> None:
