@@ -155,14 +155,6 @@ QUEUE_POSITION_HEADER: Final[str] = "x-horde-queue-position"
 WAIT_TIME_HEADER: Final[str] = "x-horde-wait-time"
 """The response header with a waiting request's ``wait_time`` in seconds (chat.rendering.progress, issue 25)."""
 
-CORS_HEADERS: Final[Mapping[str, str]] = {
-    "Access-Control-Allow-Origin": "*",
-    "Access-Control-Expose-Headers": f"Retry-After, x-should-retry, {QUEUE_POSITION_HEADER}, {WAIT_TIME_HEADER}",
-}
-"""Headers every response carries so browser clients such as KoboldAI Lite can call the front (Browser access):
-the retry headers and the queue-progress headers are exposed, so a browser client can read them too.
-"""
-
 
 CONTEXT_LENGTH_EXCEEDED: Final = "context_length_exceeded"
 """OpenAI's code for a prompt that does not fit the model's context (the text path)."""
@@ -178,6 +170,16 @@ RETRY_AFTER_HEADER: Final = "Retry-After"
 """The header of the whole seconds to wait before retrying."""
 SHOULD_RETRY_HEADER: Final = "x-should-retry"
 """The header the official OpenAI SDKs read to decide alone whether to retry (``true`` / ``false``)."""
+
+CORS_HEADERS: Final[Mapping[str, str]] = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Expose-Headers": ", ".join(
+        (RETRY_AFTER_HEADER, SHOULD_RETRY_HEADER, QUEUE_POSITION_HEADER, WAIT_TIME_HEADER)
+    ),
+}
+"""Headers every response carries so browser clients such as KoboldAI Lite can call the front (Browser access):
+the retry headers and the queue-progress headers are exposed, so a browser client can read them too.
+"""
 
 
 @dataclass(frozen=True)

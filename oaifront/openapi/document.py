@@ -29,6 +29,7 @@ from chat.protocol.responses_api import ResponseObject, ResponsesRequest
 from models_list.schema import ModelCard, ModelList
 from oaifront.openapi.error_table import (
     CHAT_COMPLETION_ERRORS,
+    HORDE_FREE_ERROR_TABLES,
     LEGACY_COMPLETION_ERRORS,
     MODEL_LIST_ERRORS,
     MODEL_RETRIEVE_ERRORS,
@@ -72,13 +73,17 @@ ERROR_CONTENT: Final[Mapping[str, Any]] = MappingProxyType(
 )
 
 
-def error_response(status: int, documented: tuple[DocumentedError, ...]) -> dict[str, Any]:
-    """The response object of one error status: its codes in the description, the envelope, and the retry headers its
-    codes may send (:func:`oaifront.openapi.error_table.retry_headers`).
+def error_response(
+    status: int, documented: tuple[DocumentedError, ...], *, calls_the_horde: bool = True
+) -> dict[str, Any]:
+    """The response object of one error status: its codes in the description (with, on a route that calls the Horde,
+    the Horde's own ``rc`` passed through), the envelope, and the retry headers its codes may send
+    (:func:`oaifront.openapi.error_table.retry_headers`).
     """
     lines = [f"{reason_phrase(status)}. OpenAI's error envelope; `code` is:", ""]
     lines += [f"- `{error.code}`: {error.when}" for error in documented]
-    lines.append("- or the Horde's own `rc`, passed through with its message.")
+    if calls_the_horde:
+        lines.append("- or the Horde's own `rc`, passed through with its message.")
     response: dict[str, Any] = {"description": "\n".join(lines), "content": copy.deepcopy(dict(ERROR_CONTENT))}
     if headers := retry_headers(status, documented):
         response["headers"] = copy.deepcopy(headers)
@@ -99,7 +104,11 @@ def route_responses(
     if stream_event is not None:
         content["text/event-stream"] = {"schema": {"$ref": SCHEMA_REF.format(model=stream_event)}}
     responses: dict[str, Any] = {"200": {"description": description, "content": content}}
-    responses |= {str(status): error_response(status, codes) for status, codes in errors_by_status.items()}
+    calls_the_horde = not any(errors_by_status is table for table in HORDE_FREE_ERROR_TABLES)
+    responses |= {
+        str(status): error_response(status, codes, calls_the_horde=calls_the_horde)
+        for status, codes in errors_by_status.items()
+    }
     return responses
 
 

@@ -127,6 +127,11 @@ _CHAT_COMPLETION_ERRORS: Final[tuple[DocumentedError, ...]] = (
         "to you.",
     ),
     DocumentedError(
+        errors.CONTEXT_LENGTH_EXCEEDED,
+        "Through the Horde's text generation API, the rendered prompt cannot fit the context even with the oldest "
+        "turns left out (OpenAI's wording); `param` is `messages`.",
+    ),
+    DocumentedError(
         errors.MAX_KUDOS_EXCEEDED,
         "The kudos estimate is above `horde.max_kudos`; `metadata` holds `rc`, `kudos_estimate` and `max_kudos`.",
     ),
@@ -252,9 +257,14 @@ STORED_RESPONSE_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = by_st
             "No response with this id is stored for this API key (never stored, expired, deleted, or "
             "another key's). OpenAI's message: `Response with id '<id>' not found.`",
         ),
+        _FRONT_AT_CAPACITY,
     )
 )
-"""The error statuses of ``GET`` and ``DELETE /v1/responses/{id}``."""
+"""The error statuses of ``GET`` and ``DELETE /v1/responses/{id}``: the front's own store, so no Horde ``rc`` is
+passed through (:data:`HORDE_FREE_ERROR_TABLES`); the in-flight caps apply (oaifront.guards)."""
+
+HORDE_FREE_ERROR_TABLES: Final[tuple[Mapping[int, tuple[DocumentedError, ...]], ...]] = (STORED_RESPONSE_ERRORS,)
+"""The routes that never call the Horde: their error descriptions do not mention the Horde's passed-through ``rc``."""
 
 
 def _enumerate(items: Sequence[str], last: str = " and ") -> str:

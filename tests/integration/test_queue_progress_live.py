@@ -312,6 +312,8 @@ def test_langchain_astream_outlives_the_queue_on_progress_chunks(two_ahead: Live
             two_ahead.openai_base_url, MODEL, max_tokens=MAX_TOKENS, stream_chunk_timeout=CHUNK_TIMEOUT_SECONDS
         )
     )
+    progress = [chunk for chunk in chunks if not chunk.content and not chunk.response_metadata.get("finish_reason")]
+    assert progress, "no progress chunk reached LangChain"
     message = functools.reduce(operator.add, chunks)
     assert str(message.content).strip()
     assert message.response_metadata["finish_reason"] == "stop"
@@ -352,11 +354,14 @@ def long_queue_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveS
 
 
 def test_langchain_astream_with_its_defaults_completes_over_a_queue_longer_than_120_seconds(
-    long_queue_stack: LiveStack,
+    long_queue_stack: LiveStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """issue 26, done when: LangChain's ``astream`` with its default 120 s chunk timeout (no setting changed on
     either side) completes over a 130 s wait: the front's progress chunk at 60 s without a data event restarts
-    LangChain's timer, where keepalive comments would not."""
+    LangChain's timer, where keepalive comments would not. LangChain's own override of the default is cleared, and the
+    default it then applies is checked."""
+    monkeypatch.delenv("LANGCHAIN_OPENAI_STREAM_CHUNK_TIMEOUT_S", raising=False)
+    assert ChatOpenAI(api_key="0000000000", model=LONG_QUEUE_MODEL).stream_chunk_timeout == 120.0  # type: ignore[arg-type]
     chunks = asyncio.run(langchain_astream(long_queue_stack.openai_base_url, LONG_QUEUE_MODEL, max_tokens=16))
     message = functools.reduce(operator.add, chunks)
     assert str(message.content).strip()

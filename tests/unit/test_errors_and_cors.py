@@ -109,7 +109,8 @@ async def test_preflight_and_cors_on_every_response() -> None:
 async def test_every_cors_response_exposes_the_queue_progress_headers() -> None:
     """A browser client can read ``x-horde-queue-position`` and ``x-horde-wait-time`` (issue 25): every place the
     front sends CORS headers exposes them beside ``Retry-After`` and ``x-should-retry``: django-cors-headers'
-    responses (an ``Origin``), the chat views' own (errors, replies, streams) and the admission guards'.
+    responses (an ``Origin``), the chat views' own (errors, replies, streams) and the admission guards'. An
+    addition to the reference's two exposed headers (issue 25; README, Deliberate deviations).
     ref: browser-access.1
     """
     import asyncio

@@ -69,3 +69,51 @@ def test_method_not_allowed_reads_the_catalogue() -> None:
         b'{"error":{"message":"Method not allowed. Use POST.","type":"invalid_request_error","param":null,'
         b'"code":"method_not_allowed"}}'
     )
+
+
+def every_builder() -> list[errors.OpenAIError]:
+    """One error from each builder of the front's refusals, including the ones whose headers are computed."""
+    from chat.horde.native import HordeRefusal, NativeStatus
+    from chat.horde.real_horde_answers import kudos_upfront_error
+    from chat.horde.refusals import error_from_refusal
+    from chat.waiting import availability
+    from oaifront.guards import at_capacity_error, body_timeout_error, too_large_error
+
+    waiting = NativeStatus(eligible_worker_threads=0, wait_time=40)
+    return [
+        availability.faulted_error(NativeStatus(faulted=True, fault_reason="prompt_overflow"), "r1"),
+        availability.faulted_error(NativeStatus(faulted=True, fault_reason="backend crashed"), "r1"),
+        availability.queue_unavailable_error(
+            availability.NO_ELIGIBLE_THREADS, waiting, remaining_seconds=12.5, request_id="r1"
+        ),
+        availability.grace_error(60, "r1"),
+        availability.no_generation_error("r1"),
+        at_capacity_error(2, per_client=True),
+        body_timeout_error(10),
+        too_large_error(1024),
+        kudos_upfront_error("Due to heavy demand, ...", None),
+        error_from_refusal(HordeRefusal(429, "2 per 1 second", None, headers={"Retry-After": "1"})),
+        error_from_refusal(HordeRefusal(401, "No user matching sent API Key.", "InvalidAPIKey")),
+        errors.no_eligible_worker("No worker."),
+        errors.front_shutting_down("abc"),
+        errors.horde_unavailable("HTTP 500 Internal Server Error", reached=True),
+        errors.kudos_cap_error("The cap."),
+    ]
+
+
+@pytest.mark.parametrize("error", every_builder(), ids=lambda error: f"{error.code}-{sorted(error.headers())}")
+def test_every_builder_sends_only_the_headers_its_catalogue_row_declares(error: errors.OpenAIError) -> None:
+    """The OpenAPI document lists a status's retry headers from the catalogue (oaifront.openapi.error_table), so a
+    builder that sent a header its row does not declare would make the document wrong: each builder's headers are
+    among its row's, with its status and type."""
+    failure = errors.FAILURES[str(error.code)]
+    assert (error.status, error.type) == (failure.status, failure.type)
+    declared = {
+        header
+        for header, sent in (
+            (errors.RETRY_AFTER_HEADER, failure.sends_retry_after),
+            (errors.SHOULD_RETRY_HEADER, failure.sends_should_retry),
+        )
+        if sent
+    }
+    assert set(error.headers()) <= declared, (error.code, error.headers())
