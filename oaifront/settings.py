@@ -32,7 +32,31 @@ def whole_seconds(variable: str) -> int:
     return int(value)
 
 
-DEBUG = os.environ.get("DJANGO_DEBUG", "").lower() in {"1", "true", "yes"}
+SWITCH_ON: frozenset[str] = frozenset({"1", "true", "yes", "on"})
+SWITCH_OFF: frozenset[str] = frozenset({"0", "false", "no", "off"})
+
+
+def switch(variable: str) -> bool:
+    """The environment's ``variable`` as on or off: unset or empty is off; ``1``, ``true``, ``yes``, ``on`` and ``0``,
+    ``false``, ``no``, ``off`` in any case.
+
+    Raises:
+        ImproperlyConfigured: One line naming the variable, its value and what is expected, for any other value
+            (``ture`` must not quietly mean off), such as ``Invalid front configuration: DJANGO_DEBUG='ture': ...``.
+    """
+    value = os.environ.get(variable, "").strip().lower()
+    if value in SWITCH_ON:
+        return True
+    if not value or value in SWITCH_OFF:
+        return False
+    message = (
+        f"Invalid front configuration: {variable}={os.environ[variable]!r}: expected true or false "
+        "(also 1/0, yes/no, on/off), or unset for off"
+    )
+    raise ImproperlyConfigured(message)
+
+
+DEBUG = switch("DJANGO_DEBUG")
 SECRET_KEY_IS_SET = bool(os.environ.get("DJANGO_SECRET_KEY"))
 # The front signs nothing that outlives the process (no sessions, no cookies), so without DJANGO_SECRET_KEY each
 # process draws a random key rather than using a public placeholder; `manage.py check --deploy` still requires a real
@@ -70,11 +94,11 @@ MIDDLEWARE = MiddlewareSetting(
 
 # Security headers (SecurityMiddleware). TLS usually ends at the proxy in front of the front, which then owns HTTPS
 # redirects and HSTS: both are off unless set, and their deployment warnings are silenced for that reason.
-SECURE_SSL_REDIRECT = os.environ.get("DJANGO_SECURE_SSL_REDIRECT", "").lower() in {"1", "true", "yes"}
+SECURE_SSL_REDIRECT = switch("DJANGO_SECURE_SSL_REDIRECT")
 SECURE_HSTS_SECONDS = whole_seconds("DJANGO_SECURE_HSTS_SECONDS")
 SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_SECONDS > 0
 SECURE_HSTS_PRELOAD = False
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if os.environ.get("DJANGO_BEHIND_TLS_PROXY") else None
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if switch("DJANGO_BEHIND_TLS_PROXY") else None
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True

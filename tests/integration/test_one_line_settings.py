@@ -43,6 +43,12 @@ FRONT_CASES = [
         "Invalid front configuration: DJANGO_SECURE_HSTS_SECONDS='ten': expected a whole number of seconds, 0 (off) "
         "or more",
     ),
+    (
+        "DJANGO_BEHIND_TLS_PROXY",
+        "ture",
+        "Invalid front configuration: DJANGO_BEHIND_TLS_PROXY='ture': expected true or false (also 1/0, yes/no, "
+        "on/off), or unset for off",
+    ),
 ]
 
 

@@ -121,3 +121,41 @@ def test_check_deploy_is_clean_with_the_projects_settings() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "System check identified no issues" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("value", "on"),
+    [
+        ("", False),
+        ("true", True),
+        ("TRUE", True),
+        ("1", True),
+        ("yes", True),
+        ("on", True),
+        ("false", False),
+        ("0", False),
+        ("no", False),
+        ("Off", False),
+    ],
+)
+def test_a_django_switch_reads_true_and_false(monkeypatch: pytest.MonkeyPatch, value: str, on: bool) -> None:
+    """``DJANGO_DEBUG``, ``DJANGO_SECURE_SSL_REDIRECT`` and ``DJANGO_BEHIND_TLS_PROXY`` (oaifront.settings.switch):
+    ``false`` is off (``DJANGO_BEHIND_TLS_PROXY=false`` once trusted the proxy header, as any non-empty value did)."""
+    from oaifront.settings import switch
+
+    monkeypatch.setenv("DJANGO_BEHIND_TLS_PROXY", value)
+    assert switch("DJANGO_BEHIND_TLS_PROXY") is on
+
+
+def test_a_django_switch_refuses_anything_else_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    from oaifront.settings import switch
+
+    monkeypatch.setenv("DJANGO_DEBUG", "ture")
+    with pytest.raises(ImproperlyConfigured) as refused:
+        switch("DJANGO_DEBUG")
+    assert str(refused.value) == (
+        "Invalid front configuration: DJANGO_DEBUG='ture': expected true or false (also 1/0, yes/no, on/off), or "
+        "unset for off"
+    )
