@@ -1,6 +1,6 @@
 """What telemetry costs: the same requests through a front with telemetry off, then on.
 
-``python -m bench.telemetry_cost [--requests 200] [--concurrency 4] [--redis-url URL] [--json]``
+``python -m bench.telemetry_cost [--requests 200] [--concurrency 4] [--redis-url URL] [--rounds N] [--json]``
 
 For each mode the benchmark starts Redis (a throwaway ``redis-server`` unless ``--redis-url``), the devhorde (one
 worker that answers a fixed reply at once) and one front under uvicorn, warms it up, then sends ``--requests``
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import time
 from typing import Any
@@ -66,6 +67,46 @@ def run_mode(mode: str, requests: int, concurrency: int, redis_url: str | None) 
     }
 
 
+def run_interleaved(requests: int, concurrency: int, redis_url: str | None, rounds: int) -> list[dict[str, Any]]:
+    """Both modes at once, each its own stack, their requests sent in ``rounds`` alternating batches (off, on, off,
+    on, ...) of ``requests // rounds``: a change in the machine's load during the run falls on both modes alike.
+    Returns the same results as :func:`run_mode` for each mode, summed over its batches."""
+    per_round = max(1, requests // rounds)
+    with contextlib.ExitStack() as stacks:
+        stacks_by_mode = {
+            mode: stacks.enter_context(
+                bench_stack(
+                    bench_scenario("The tide is high.", 0.0, 64),
+                    {"HORDE_OAI_SIGNAL_RECHECK_SECONDS": "0.05", **MODES[mode]},
+                    redis_url,
+                )
+            )
+            for mode in MODES
+        }
+        for stack in stacks_by_mode.values():
+            asyncio.run(send(stack.front_url, 20, concurrency))  # warm-up: imports, pools, first spans
+        cpu = dict.fromkeys(MODES, 0.0)
+        elapsed = dict.fromkeys(MODES, 0.0)
+        latencies: dict[str, list[float]] = {mode: [] for mode in MODES}
+        for _ in range(rounds):
+            for mode, stack in stacks_by_mode.items():
+                cpu_before = cpu_seconds(stack.front_pid)
+                started = time.perf_counter()
+                latencies[mode] += asyncio.run(send(stack.front_url, per_round, concurrency))
+                elapsed[mode] += time.perf_counter() - started
+                cpu[mode] += cpu_seconds(stack.front_pid) - cpu_before
+    sent = per_round * rounds
+    return [
+        {
+            "mode": mode,
+            "latency_ms": summary_ms(latencies[mode]),
+            "front_cpu_ms_per_request": round(cpu[mode] / sent * 1000, 3),
+            "requests_per_second": round(sent / elapsed[mode], 1),
+        }
+        for mode in MODES
+    ]
+
+
 def cost(results: list[dict[str, Any]]) -> dict[str, float]:
     """Telemetry's cost from the two modes' results: front CPU ms per request off and on, the difference, and the
     difference as a percentage of off."""
@@ -84,6 +125,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--redis-url")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="above 1: both fronts at once, the requests in this many alternating batches (run_interleaved)",
+    )
     parser.add_argument("--json", action="store_true")
     return parser.parse_args(argv)
 
@@ -91,7 +138,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def run(argv: list[str] | None = None) -> dict[str, Any]:
     """Both modes; prints their table (or one JSON line with ``--json``) and returns the results and :func:`cost`."""
     args = parse(argv)
-    results = [run_mode(mode, args.requests, args.concurrency, args.redis_url) for mode in MODES]
+    if args.rounds > 1:
+        results = run_interleaved(args.requests, args.concurrency, args.redis_url, args.rounds)
+    else:
+        results = [run_mode(mode, args.requests, args.concurrency, args.redis_url) for mode in MODES]
     summary = {"machine": machine(), "results": results, "cost": cost(results)}
     if args.json:
         print(json.dumps(summary))

@@ -14,7 +14,8 @@
   beside each explicit-bucket one, which Prometheus cannot read); it bridges Loguru records to OpenTelemetry logs
   (:class:`LoguruToOpenTelemetry`: the bound values become the log record's attributes) and instruments httpx, so
   each call to the Horde is a client span whose ``traceparent`` header the Horde continues (its URL shows ``{id}``
-  for the native request id: :func:`without_request_ids`). It returns True, and
+  for the native request id: :func:`without_request_ids` through Logfire, :class:`HttpxClientSpans` on the SDK's
+  providers). It returns True, and
   :func:`instrument_app` then adds the server spans (the OpenTelemetry ASGI middleware behind
   :class:`PrivateScopeTracing`), named by route (``POST /v1/chat/completions``, ``GET /v1/models``) with
   ``http.route``, none for ``/healthz``, ``/readyz`` or ``/metrics``, no header, body, query string, client address
@@ -29,6 +30,7 @@ Off (the default), nothing is configured: the OpenTelemetry API's no-op provider
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
@@ -222,13 +224,12 @@ def configure_opentelemetry(additional_span_processors: Sequence[Any], readers: 
     The resource is the service name with ``OTEL_RESOURCE_ATTRIBUTES`` (``Resource.create``), the sampler the SDK's
     ``OTEL_TRACES_SAMPLER``; each signal is exported over OTLP/HTTP in batches (``OTEL_BSP_*``, ``OTEL_BLRP_*``,
     ``OTEL_METRIC_EXPORT_INTERVAL``) when ``OTEL_EXPORTER_OTLP_ENDPOINT`` or its own endpoint variable is set, and
-    recorded for nothing else otherwise. httpx is instrumented with the OpenTelemetry instrumentation itself.
+    recorded for nothing else otherwise. httpx calls are client spans of :func:`instrument_httpx` (the httpx
+    instrumentation's spans, with its per-call URL re-parsing and header normalisation left out).
     """
     # The SDK and its exporters are imported only when telemetry is on.
     from opentelemetry import trace  # noqa: PLC0415 - the SDK only with telemetry on
     from opentelemetry._logs import set_logger_provider  # noqa: PLC0415 - the SDK only with telemetry on
-    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor  # noqa: PLC0415 - the SDK only with telemetry on
-    from opentelemetry.metrics import NoOpMeterProvider  # noqa: PLC0415 - the SDK only with telemetry on
     from opentelemetry.sdk._logs import LoggerProvider as SdkLoggerProvider  # noqa: PLC0415 - the SDK only with telemetry on
     from opentelemetry.sdk._logs.export import BatchLogRecordProcessor  # noqa: PLC0415 - the SDK only with telemetry on
     from opentelemetry.sdk.environment_variables import (  # noqa: PLC0415 - the SDK only with telemetry on
@@ -273,14 +274,154 @@ def configure_opentelemetry(additional_span_processors: Sequence[Any], readers: 
         logger_provider.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter()))
     set_logger_provider(logger_provider)
 
-    # The client spans only: ``http.client.duration`` would repeat horde.oai.horde.call.duration, which times every
-    # Horde call already.
-    HTTPXClientInstrumentor().instrument(
-        tracer_provider=tracer_provider,
-        meter_provider=NoOpMeterProvider(),
-        request_hook=without_request_ids,
-        async_request_hook=async_without_request_ids,
-    )
+    instrument_httpx(tracer_provider)
+
+
+class HttpxClientSpans:
+    """A client span per httpx call, with the ``traceparent`` header of its context on the request (reference:
+    Configuration): the spans of ``opentelemetry-instrumentation-httpx`` (its name, kind, tracer scope, semantic
+    conventions per ``OTEL_SEMCONV_STABILITY_OPT_IN``, request and response attributes, status and exception), made
+    from request attributes cached per method and URL with :data:`REQUEST_ID_PLACEHOLDER` in place of the native
+    request id (at most :data:`ATTRIBUTE_CACHE_SIZE` URLs).
+
+    Why not the instrumentation's own wrapper: per call it parses the request's URL twice more and normalises the
+    request and response headers it never captures (no header is: reference, Configuration), about two thirds of the
+    CPU telemetry added per request (``bench.telemetry_profile``); it has no option to skip either. Nothing is
+    recorded when HTTP instrumentation is suppressed in the context, and no ``http.client.*`` metric is recorded:
+    ``horde.oai.horde.call.duration`` times every Horde call already.
+    """
+
+    def __init__(self, tracer_provider: Any) -> None:
+        import httpx  # noqa: PLC0415 - telemetry on
+        from opentelemetry.instrumentation import httpx as instrumentation  # noqa: PLC0415 - telemetry on
+        from opentelemetry.instrumentation._semconv import (  # noqa: PLC0415 - telemetry on
+            _get_schema_url,
+            _OpenTelemetrySemanticConventionStability,
+            _OpenTelemetryStabilitySignalType,
+        )
+        from opentelemetry.instrumentation.httpx import version  # noqa: PLC0415 - telemetry on
+        from opentelemetry.trace import get_tracer  # noqa: PLC0415 - telemetry on
+
+        _OpenTelemetrySemanticConventionStability._initialize()  # type: ignore[no-untyped-call]
+        self._mode = _OpenTelemetrySemanticConventionStability._get_opentelemetry_stability_opt_in_mode(
+            _OpenTelemetryStabilitySignalType.HTTP
+        )
+        self._tracer = get_tracer(
+            instrumentation.__name__,
+            instrumenting_library_version=version.__version__,
+            tracer_provider=tracer_provider,
+            schema_url=_get_schema_url(self._mode),
+        )
+        self._instrumentation: Any = instrumentation  # its helpers are private, typed for its own module object
+        self._httpx: Any = httpx
+        self._attributes: dict[tuple[str, str], tuple[str, Mapping[str, Any]]] = {}
+
+    def request_details(self, request: Any) -> tuple[str, Mapping[str, Any]]:
+        """The span name and attributes of ``request`` (cached per method and URL without request ids)."""
+        method = request.method
+        full = str(request.url)
+        url = NATIVE_REQUEST_ID.sub(REQUEST_ID_PLACEHOLDER, full)
+        found = self._attributes.get((method, url))
+        if found is None:
+            attributes: dict[str, Any] = {}
+            self._instrumentation._apply_request_client_attributes_to_span(
+                attributes, {}, full, method, self._mode, self._httpx
+            )
+            for key in URL_ATTRIBUTES:
+                value = attributes.get(key)
+                if isinstance(value, str):
+                    attributes[key] = NATIVE_REQUEST_ID.sub(REQUEST_ID_PLACEHOLDER, value)
+            found = (self._instrumentation._get_default_span_name(method), MappingProxyType(attributes))
+            if len(self._attributes) >= ATTRIBUTE_CACHE_SIZE:
+                self._attributes.clear()
+            self._attributes[(method, url)] = found
+        return found
+
+    def start(self, request: Any) -> Any:
+        """The current client span of ``request`` (a context manager), its ``traceparent`` set on the request."""
+        name, attributes = self.request_details(request)
+        return self._tracer.start_as_current_span(name, kind=_client_kind(), attributes=attributes)
+
+    def inject(self, request: Any) -> None:
+        """Set the current context's propagation headers (``traceparent``) on ``request``."""
+        from opentelemetry.propagate import inject  # noqa: PLC0415 - telemetry on
+
+        inject(request.headers)
+
+    def finish(self, span: Any, response: Any) -> None:
+        """The response's attributes and status on ``span``."""
+        if span.is_recording():
+            self._instrumentation._apply_response_client_attributes_to_span(
+                span, response.status_code, response.http_version, self._mode, self._httpx
+            )
+
+    def failed(self, span: Any, exception: BaseException) -> None:
+        """``error.type`` of a call that raised, under the new conventions (the span records the exception)."""
+        from opentelemetry.instrumentation._semconv import _report_new  # noqa: PLC0415 - telemetry on
+
+        if span.is_recording() and _report_new(self._mode):
+            span.set_attribute("error.type", type(exception).__qualname__)
+
+
+ATTRIBUTE_CACHE_SIZE: Final[int] = 256
+"""How many (method, URL) request attribute sets :class:`HttpxClientSpans` keeps (the front's Horde calls need about
+ten; a full cache is emptied)."""
+
+_httpx_spans: HttpxClientSpans | None = None
+_httpx_originals: dict[str, Any] = {}
+
+
+def _client_kind() -> Any:
+    from opentelemetry.trace import SpanKind  # noqa: PLC0415 - telemetry on
+
+    return SpanKind.CLIENT
+
+
+def instrument_httpx(tracer_provider: Any) -> None:
+    """Make every httpx transport call (``HTTPTransport`` and ``AsyncHTTPTransport``, where the OpenTelemetry httpx
+    instrumentation hooks in) a client span of :class:`HttpxClientSpans` from ``tracer_provider``; called again, it
+    only replaces the provider.
+    """
+    import httpx  # noqa: PLC0415 - telemetry on
+    from opentelemetry.instrumentation.utils import is_http_instrumentation_enabled  # noqa: PLC0415 - telemetry on
+
+    global _httpx_spans  # noqa: PLW0603 - one instrumentation per process, as the httpx instrumentor keeps
+    _httpx_spans = HttpxClientSpans(tracer_provider)
+    if _httpx_originals:
+        return
+    sync_call = _httpx_originals["sync"] = httpx.HTTPTransport.handle_request
+    async_call = _httpx_originals["async"] = httpx.AsyncHTTPTransport.handle_async_request
+
+    def handle_request(transport: Any, request: Any) -> Any:
+        spans = _httpx_spans
+        if spans is None or not is_http_instrumentation_enabled():
+            return sync_call(transport, request)
+        with spans.start(request) as span:
+            spans.inject(request)
+            try:
+                response = sync_call(transport, request)
+            except Exception as exc:
+                spans.failed(span, exc)
+                raise
+            spans.finish(span, response)
+            return response
+
+    async def handle_async_request(transport: Any, request: Any) -> Any:
+        spans = _httpx_spans
+        if spans is None or not is_http_instrumentation_enabled():
+            return await async_call(transport, request)
+        with spans.start(request) as span:
+            spans.inject(request)
+            try:
+                response = await async_call(transport, request)
+            except Exception as exc:
+                spans.failed(span, exc)
+                raise
+            spans.finish(span, response)
+            return response
+
+    httpx.HTTPTransport.handle_request = handle_request  # type: ignore[method-assign,assignment]
+    httpx.AsyncHTTPTransport.handle_async_request = handle_async_request  # type: ignore[method-assign,assignment]
 
 
 def without_request_ids(span: Any, request: Any) -> None:
@@ -350,13 +491,24 @@ def route_of(scope: Mapping[str, Any]) -> str | None:
 
 def span_details(scope: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """The server span's name and extra attributes: ``POST /v1/chat/completions`` with ``http.route``, or the method
-    alone for a path no route serves (so the name stays bounded).
+    alone for a path no route serves (so the name stays bounded). The route lookup is cached per method and path
+    (:data:`SPAN_DETAILS_CACHE_SIZE` of the latest), so a request pays for no URL resolution.
     """
-    method = str(scope.get("method", "HTTP"))
-    route = route_of(scope)
-    if route is None:
-        return method, {}
-    return f"{method} {route}", {"http.route": route}
+    name, route = _span_details(
+        str(scope.get("method", "HTTP")), str(scope.get("path", "")), str(scope.get("root_path", ""))
+    )
+    return name, ({} if route is None else {"http.route": route})
+
+
+SPAN_DETAILS_CACHE_SIZE: Final[int] = 256
+"""How many (method, path) span names :func:`span_details` keeps: the front's routes take a handful; a path with a
+model name or response id in it takes one each, the least recently used dropped."""
+
+
+@functools.lru_cache(maxsize=SPAN_DETAILS_CACHE_SIZE)
+def _span_details(method: str, path: str, root_path: str) -> tuple[str, str | None]:
+    route = route_of({"path": path, "root_path": root_path})
+    return (method, None) if route is None else (f"{method} {route}", route)
 
 
 class PrivateScopeTracing:

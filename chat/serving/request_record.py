@@ -115,6 +115,19 @@ def record_refusal(error: OpenAIError, started: float, *, streamed: bool = False
     )
 
 
+def record_refused_duration(status: int, code: str, started: float, *, streamed: bool = False) -> None:
+    """Record a refusal outside ``horde.oai.requests.refused``'s list (the reference's admission and validation
+    refusals: 413, 408, 400, 404, 401 and FrontAtCapacity) on ``horde.oai.request.duration`` only, with its status and
+    outcome class (reference: Outcome class: every finished request is on the duration histogram): the 405 of another
+    method (``client_error``) and 503 ``FrontShuttingDown`` before a submit (``front_shutdown``). ``started`` is
+    ``time.monotonic()`` when the request arrived.
+    """
+    front_metrics().request_duration.record(
+        time.monotonic() - started,
+        {"horde.status": status, "horde.outcome_class": outcome_class_for(code), "horde.streamed": streamed},
+    )
+
+
 @dataclass
 class RequestRecord:
     """What the finished line and the metrics need of one admitted request; the view fills it in.

@@ -45,7 +45,7 @@ from chat.rendering.text_completion import (
     text_events_of_chat,
 )
 from chat.serving import route_choice, text_limits, text_route
-from chat.serving.request_record import RequestRecord, record_refusal
+from chat.serving.request_record import RequestRecord, record_refusal, record_refused_duration
 from chat.serving.runtime import FrontRuntime, get_runtime
 from chat.streaming.buffered import buffered_stream
 from chat.streaming.relayed import relayed_stream
@@ -142,6 +142,15 @@ async def submit_shielded(
         raise
 
 
+def _shutting_down(started: float, *, streamed: bool) -> Refused:
+    """503 ``FrontShuttingDown`` for a request that arrived while the process stops (nothing submitted), timed on
+    ``horde.oai.request.duration`` as ``front_shutdown`` (chat.serving.request_record.record_refused_duration).
+    """
+    error = errors.front_shutting_down(None)
+    record_refused_duration(error.status, error.code or "", started, streamed=streamed)
+    return Refused(error)
+
+
 def _refused(error: OpenAIError, record: RequestRecord, *, stage: str = "") -> Refused:
     """A chat request refused before it was submitted (or at submit): recorded, logged and counted now."""
     record.failed(error, stage=stage)
@@ -161,7 +170,7 @@ async def serve_chat(chat_request: ChatCompletionRequest, apikey: str | None, *,
     """
     runtime = get_runtime()
     if runtime.stopping.is_set():
-        return Refused(errors.front_shutting_down(None))  # stopping: nothing is submitted any more
+        return _shutting_down(started, streamed=chat_request.is_stream)  # stopping: nothing is submitted any more
     record = RequestRecord(chat_request, started=started)
     horde: HordeApi = runtime.horde
     cancels = runtime.cancels
@@ -242,7 +251,7 @@ async def serve_text_completion(legacy: CompletionRequest, apikey: str | None, *
     """
     runtime = get_runtime()
     if runtime.stopping.is_set():
-        return Refused(errors.front_shutting_down(None))  # stopping: nothing is submitted any more
+        return _shutting_down(started, streamed=legacy.is_stream)  # stopping: nothing is submitted any more
     try:
         on_text_route = await route_choice.find_route(runtime, legacy.requested_models)
     except OpenAIError as error:

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 
-from chat.errors import CORS_HEADERS, OpenAIError, json_response, method_not_allowed
+from chat.errors import CORS_HEADERS, METHOD_NOT_ALLOWED, OpenAIError, json_response, method_not_allowed
 from chat.metrics import front_metrics
 from chat.reading.api_key import bearer_key
 from chat.rendering.progress import QueueProgress
 from chat.rendering.sse import SSE_HEADERS
-from chat.serving.request_record import record_refusal
+from chat.serving.request_record import record_refusal, record_refused_duration
 from chat.serving.service import Answered, Outcome, Refused
 from chat.views.event_stream import ChatEventStream
 
@@ -34,13 +34,15 @@ class Arrival[T]:
 def arrive[T](request: HttpRequest, read: Callable[[bytes], T]) -> Arrival[T] | HttpResponse:
     """Read a ``POST``: its :class:`Arrival`, or the response that ends it already.
 
-    Another method is 405 (chat.errors.method_not_allowed). The body's size is recorded; a bad bearer key or a body
+    Another method is 405 (chat.errors.method_not_allowed), timed on the duration histogram as ``client_error``
+    (chat.serving.request_record.record_refused_duration). The body's size is recorded; a bad bearer key or a body
     ``read`` refuses is answered with its error, counted and timed (chat.serving.request_record.record_refusal).
     ``started`` is ``time.monotonic()`` before the body is read.
     """
-    if request.method != "POST":
-        return method_not_allowed("POST")
     started = time.monotonic()
+    if request.method != "POST":
+        record_refused_duration(405, METHOD_NOT_ALLOWED, started)
+        return method_not_allowed("POST")
     body = request.body
     front_metrics().body_size.record(len(body))
     try:

@@ -192,6 +192,20 @@ def test_refusals_are_on_the_duration_histogram_with_their_outcome_class(
     assert added(before, after, refused, horde_status=str(status), horde_outcome_class=outcome_class) == 1
 
 
+def test_another_method_is_on_the_duration_histogram_as_a_client_error(front: tuple[Process, str]) -> None:
+    """A ``GET`` of ``/v1/chat/completions`` is 405 ``method_not_allowed``: on ``horde.oai.request.duration`` as
+    ``client_error``, not on ``horde.oai.requests.refused`` (issue 24, item 8; ref: outcome-class.1)"""
+    _, url = front
+    before = counts(url)
+    response = httpx.get(f"{url}/v1/chat/completions", headers={"Authorization": f"Bearer {API_KEY}"}, timeout=10)
+    assert response.status_code == 405
+    assert response.json()["error"]["code"] == "method_not_allowed"
+    after = ended(url, before)
+    duration = "horde_oai_request_duration_seconds_count"
+    assert added(before, after, duration, horde_status="405", horde_outcome_class="client_error") == 1
+    assert added(before, after, "horde_oai_requests_refused_total") == 0
+
+
 def test_uvicorn_start_up_lines_are_json_too(front: tuple[Process, str]) -> None:
     process, _ = front
     lines = [line for line in process.log().splitlines() if line.strip()]

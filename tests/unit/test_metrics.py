@@ -5,11 +5,15 @@ Reference: Metrics, Refusal attributes, Error attributes, Completion limit sourc
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+import time
+from collections.abc import AsyncIterator, Iterator
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import pytest_asyncio
+from django.test import AsyncClient
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
@@ -30,8 +34,13 @@ from chat.metrics import (
     max_tokens_bucket,
     outcome_class_for,
 )
+from chat.reading.completions import read_completion_request
 from chat.reading.screening import read_chat_request
+from chat.serving import service
 from chat.serving.request_record import RequestRecord, record_refusal
+from chat.serving.runtime import FrontRuntime
+from chat.serving.service import Refused
+from chat.settings import FrontSettings
 from chat.streaming.pacing import DeltaPacer, Piece
 
 
@@ -234,3 +243,71 @@ def test_a_client_limit_that_ended_before_any_status_read_is_recorded_as_client(
     record.finish()
     [limit] = points(reader, "horde.oai.request.max_tokens")
     assert (dict(limit.attributes), limit.sum) == ({"horde.source": "client"}, 100)
+
+
+@pytest_asyncio.fixture
+async def stopping_runtime(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FrontRuntime]:
+    """A runtime whose process has begun stopping (``stopping`` set), as chat.serving.service finds it."""
+    runtime = FrontRuntime(FrontSettings(horde_url="http://127.0.0.1:9/api"))
+    runtime.stopping.set()
+    monkeypatch.setattr(service, "get_runtime", lambda: runtime)
+    yield runtime
+    await runtime.aclose()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_a_chat_request_arriving_while_the_front_stops_is_on_the_duration_histogram(
+    reader: InMemoryMetricReader, stopping_runtime: FrontRuntime, stream: bool
+) -> None:
+    """503 ``FrontShuttingDown`` before any submit is recorded on ``horde.oai.request.duration`` with the outcome
+    class ``front_shutdown`` (issue 24, item 8; ref: outcome-class.1)."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
+    outcome = await service.serve_chat(read_chat_request(json.dumps(body).encode()), None, started=time.monotonic())
+    assert isinstance(outcome, Refused)
+    assert (outcome.error.status, outcome.error.code) == (503, "FrontShuttingDown")
+    [point] = points(reader, "horde.oai.request.duration")
+    assert dict(point.attributes) == {
+        "horde.status": 503,
+        "horde.outcome_class": "front_shutdown",
+        "horde.streamed": stream,
+    }
+    assert point.count == 1
+    assert points(reader, "horde.oai.requests.refused") == []
+
+
+@pytest.mark.asyncio
+async def test_a_legacy_completion_arriving_while_the_front_stops_is_on_the_duration_histogram(
+    reader: InMemoryMetricReader, stopping_runtime: FrontRuntime
+) -> None:
+    """ref: outcome-class.1"""
+    request = read_completion_request(b'{"model": "m", "prompt": "hi"}')
+    outcome = await service.serve_text_completion(request, None, started=time.monotonic())
+    assert isinstance(outcome, Refused)
+    assert outcome.error.code == "FrontShuttingDown"
+    [point] = points(reader, "horde.oai.request.duration")
+    assert dict(point.attributes) == {
+        "horde.status": 503,
+        "horde.outcome_class": "front_shutdown",
+        "horde.streamed": False,
+    }
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions", "/v1/responses"])
+async def test_another_method_is_405_on_the_duration_histogram_as_a_client_error(
+    reader: InMemoryMetricReader, path: str
+) -> None:
+    """A ``GET`` of a ``POST`` route is 405 ``method_not_allowed``, recorded on ``horde.oai.request.duration`` as
+    ``client_error`` (issue 24, item 8; ref: outcome-class.1) and not counted as an admission refusal."""
+    response = await AsyncClient().get(path)
+    assert response.status_code == 405
+    assert response["Allow"] == "POST"
+    assert json.loads(response.content)["error"]["code"] == "method_not_allowed"
+    [point] = points(reader, "horde.oai.request.duration")
+    assert dict(point.attributes) == {
+        "horde.status": 405,
+        "horde.outcome_class": "client_error",
+        "horde.streamed": False,
+    }
+    assert points(reader, "horde.oai.requests.refused") == []
