@@ -44,7 +44,8 @@ from oaifront.telemetry import configure_telemetry, instrument_app
 
 settings = front_settings()
 configure_logging(settings)
-telemetry_configured = configure_telemetry(settings)
+with one_line_configuration_errors():
+    telemetry_configured = configure_telemetry(settings)
 
 # The URLconf, and with it every view module, imported now rather than by the first request: Django resolves it
 # lazily, and that import (about half a second of the loop here) held every request that came with the first one,

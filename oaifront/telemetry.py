@@ -37,6 +37,7 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequen
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, cast
 
+from django.core.exceptions import ImproperlyConfigured
 from django.urls import Resolver404, resolve
 from loguru import logger
 from opentelemetry import metrics
@@ -123,8 +124,26 @@ def pyroscope_options() -> dict[str, Any]:
         "basic_auth_username": os.environ.get("PYROSCOPE_BASIC_AUTH_USERNAME", ""),
         "basic_auth_password": os.environ.get("PYROSCOPE_BASIC_AUTH_PASSWORD", ""),
         "tenant_id": os.environ.get("PYROSCOPE_TENANT_ID", ""),
-        "sample_rate": int(os.environ.get("PYROSCOPE_SAMPLE_RATE", "100")),
+        "sample_rate": pyroscope_sample_rate(),
     }
+
+
+def pyroscope_sample_rate() -> int:
+    """``PYROSCOPE_SAMPLE_RATE``: samples a second, a whole number of 1 or more (default 100).
+
+    Raises:
+        ImproperlyConfigured: One line naming the variable, its value and what is expected (oaifront.startup prints it
+            alone and exits 1), such as ``Invalid front configuration: PYROSCOPE_SAMPLE_RATE='ten': ...``.
+    """
+    raw = os.environ.get("PYROSCOPE_SAMPLE_RATE", "")
+    value = raw.strip() or "100"
+    if not value.isdecimal() or int(value) < 1:
+        message = (
+            f"Invalid front configuration: PYROSCOPE_SAMPLE_RATE={raw!r}: expected a whole number of samples a "
+            "second, 1 or more (default 100)"
+        )
+        raise ImproperlyConfigured(message)
+    return int(value)
 
 
 def start_pyroscope() -> None:
