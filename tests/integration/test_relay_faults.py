@@ -44,6 +44,7 @@ from tests.integration.test_relay_live import (
     stream_chat,
     stream_entries,
 )
+from tests.redis_server import redis_server_args
 
 pytestmark = [
     pytest.mark.integration,
@@ -104,19 +105,7 @@ class ThrowawayRedis:
     def start(self) -> None:
         """Start the server and wait until it answers (and, as a replica, until it is in sync with its primary)."""
         args = [
-            "redis-server",
-            "--bind",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(self.workdir),
-            "--dbfilename",
-            f"dump-{self.port}.rdb",
+            *redis_server_args(self.port, self.workdir, f"dump-{self.port}.rdb"),
             "--repl-diskless-sync",
             "yes",
             "--repl-diskless-sync-delay",
