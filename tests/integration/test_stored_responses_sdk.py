@@ -59,6 +59,15 @@ def test_previous_response_id_continues_the_stored_conversation(stack: LiveStack
     ]
 
 
+def assert_not_stored_for(sdk: openai.OpenAI, response_id: str) -> None:
+    """``sdk``'s key neither retrieves ``response_id`` (404) nor continues it (400 ``previous_response_not_found``)."""
+    with pytest.raises(openai.NotFoundError):
+        sdk.responses.retrieve(response_id)
+    with pytest.raises(openai.BadRequestError) as refused:
+        sdk.responses.create(model=MODEL, previous_response_id=response_id, input="More.")
+    assert refused.value.code == "previous_response_not_found"
+
+
 def test_retrieve_and_delete_a_stored_response(stack: LiveStack) -> None:
     key = a_key()
     sdk = client(stack.openai_base_url, key)
@@ -98,21 +107,13 @@ def test_store_false_stores_nothing(stack: LiveStack) -> None:
     sdk = client(stack.openai_base_url, a_key())
     created = sdk.responses.create(model=MODEL, input="Hi", store=False)
     assert created.to_dict()["store"] is False
-    with pytest.raises(openai.NotFoundError):
-        sdk.responses.retrieve(created.id)
-    with pytest.raises(openai.BadRequestError) as refused:
-        sdk.responses.create(model=MODEL, previous_response_id=created.id, input="More.")
-    assert refused.value.code == "previous_response_not_found"
+    assert_not_stored_for(sdk, created.id)
 
 
 def test_only_the_key_that_stored_a_response_reads_it(stack: LiveStack) -> None:
     created = client(stack.openai_base_url, a_key()).responses.create(model=MODEL, input="Hi")
     other = client(stack.openai_base_url, a_key())
-    with pytest.raises(openai.NotFoundError):
-        other.responses.retrieve(created.id)
-    with pytest.raises(openai.BadRequestError) as refused:
-        other.responses.create(model=MODEL, previous_response_id=created.id, input="More.")
-    assert refused.value.code == "previous_response_not_found"
+    assert_not_stored_for(other, created.id)
 
 
 def test_a_streamed_response_is_stored_when_it_completes(stack: LiveStack) -> None:
