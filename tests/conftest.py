@@ -210,14 +210,19 @@ def in_process_horde_url() -> Iterator[None]:
 
 @contextmanager
 def running_stack(
-    tmp: Path, *, scenario: Path | str = "fast", api: str = "chat", front_env: dict[str, str] | None = None
+    tmp: Path,
+    *,
+    scenario: Path | str = "fast",
+    api: str = "chat",
+    front_env: dict[str, str] | None = None,
+    redis: bool = True,
 ) -> Iterator[LiveStack]:
-    """Start the devhorde (with Redis, serving ``scenario``) and a front on it (``front_env`` over
-    :data:`FAST_FRONT_ENV`), logs in ``tmp``; yield them as a :class:`LiveStack` reaching its models by ``api``, and
-    stop both on leaving. The devhorde is stopped at once when the front does not start."""
-    devhorde, horde_url = start_devhorde(tmp, scenario=scenario)
+    """Start the devhorde (serving ``scenario``) and a front on it (``front_env`` over :data:`FAST_FRONT_ENV`), both
+    on the suite's Redis unless ``redis`` is false, logs in ``tmp``; yield them as a :class:`LiveStack` reaching its
+    models by ``api``, and stop both on leaving. The devhorde is stopped at once when the front does not start."""
+    devhorde, horde_url = start_devhorde(tmp, redis=redis, scenario=scenario)
     try:
-        front, front_url = start_front(tmp, horde_url, env=front_env)
+        front, front_url = start_front(tmp, horde_url, redis=redis, env=front_env)
     except Exception:
         devhorde.stop()
         raise
