@@ -35,6 +35,7 @@ import httpx
 import pytest
 import redis
 
+from devhorde.launch import redis_server_args
 from tests.conftest import Process, free_port, start_process, wait_http
 from tests.integration.test_relay_live import (
     native_request,
@@ -44,7 +45,6 @@ from tests.integration.test_relay_live import (
     stream_chat,
     stream_entries,
 )
-from tests.redis_server import redis_server_args
 
 pytestmark = [
     pytest.mark.integration,

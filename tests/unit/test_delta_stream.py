@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from chat.horde import delta_stream
 from chat.horde.delta_stream import DELTA_READ_SPAN, DeltaEntry, DeltaStreamReader, SignalListener, stream_key
-from tests.redis_server import redis_server_args
+from devhorde.launch import redis_server_args
 
 SHARED_URL = "redis://127.0.0.1:6379"
 TEST_DB = 12
