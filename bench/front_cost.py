@@ -45,7 +45,7 @@ import json
 import resource
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -206,6 +206,16 @@ class LoopResult:
         if self.failures:
             row["first_failure"] = self.failures[0][:200]
         return row
+
+
+async def abandon(tasks: Sequence[asyncio.Task[Any]], conns: Sequence[Connection]) -> None:
+    """Cancel the requests still open, close their connections (the front sees each client go) and wait until every
+    task has ended."""
+    for task in tasks:
+        task.cancel()
+    for conn in conns:
+        conn.close()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _one_front(conn: Connection, path: str, body: bytes) -> None:
@@ -434,11 +444,7 @@ async def hold_waiting(
         "devhorde_cpu_pct": round(horde_cpu, 1),
         "load": load,
     }
-    for task in tasks:
-        task.cancel()
-    for conn in conns:
-        conn.close()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await abandon(tasks, conns)
     return row
 
 
@@ -529,11 +535,7 @@ async def deep_queue(count: int, settle: float, window: float, open_rate: float)
             if finished is not None and finished >= settled_epoch - settle / 2:
                 delays.append(received - finished)
         answered = sum(1 for task in tasks if task.done())
-        for task in tasks:
-            task.cancel()
-        for conn in conns:
-            conn.close()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await abandon(tasks, conns)
     row = {
         "waiting": count,
         "redis": False,
@@ -635,11 +637,7 @@ async def burst(count: int, hold: float, front_env: dict[str, str], *, connect_f
                 other[f"HTTP {status} {code}"] = other.get(f"HTTP {status} {code}", 0) + 1
         waiting = sum(1 for task in tasks if not task.done())
         listed = len(await _devhorde_requests(stack))
-        for task in tasks:
-            task.cancel()
-        for conn in conns:
-            conn.close()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await abandon(tasks, conns)
     row = {
         "burst": count,
         "connect_first": connect_first,

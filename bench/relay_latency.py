@@ -42,7 +42,7 @@ from typing import Any
 import httpx
 from redis.asyncio import Redis
 
-from devhorde.launch import free_port, wait_http
+from devhorde.launch import free_port, redis_server_args, wait_http
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "bench/relay-7b"
@@ -129,22 +129,7 @@ def bench_stack(
             if shutil.which("redis-server") is None:
                 raise SystemExit("redis-server is not installed; pass --redis-url redis://127.0.0.1:6379/0")
             port = free_port()
-            stack.start(
-                "redis",
-                [
-                    "redis-server",
-                    "--bind",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                    "--dir",
-                    str(stack.workdir),
-                ],
-            )
+            stack.start("redis", redis_server_args(port, stack.workdir))
             redis_url = f"redis://127.0.0.1:{port}/0"
             _wait_redis(port)
         stack.redis_url = redis_url

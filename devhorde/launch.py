@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
+from pathlib import Path
 from typing import Final
 
 import httpx
@@ -44,3 +45,15 @@ def wait_http(url: str, process: subprocess.Popen[bytes], timeout: float = START
         except httpx.HTTPError:
             time.sleep(0.1)
     raise RuntimeError(f"{url} did not answer within {timeout} s")
+
+
+def redis_server_args(port: int, directory: Path, dbfilename: str | None = None) -> list[str]:
+    """The command line of a throwaway ``redis-server``: bound to 127.0.0.1:``port``, no scheduled snapshot and no
+    append-only file, working in ``directory``; its dump file (written only by ``SAVE``, read back at start) is
+    ``dbfilename`` there, Redis's ``dump.rdb`` when None.
+    """
+    args = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"]
+    args += ["--dir", str(directory)]
+    if dbfilename is not None:
+        args += ["--dbfilename", dbfilename]
+    return args

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -207,42 +208,58 @@ def in_process_horde_url() -> Iterator[None]:
         front_settings.cache_clear()
 
 
-@pytest.fixture(scope="session")
-def live_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
-    """The devhorde (with Redis, the bundled ``fast`` scenario) and the front, started once for the session."""
-    tmp = tmp_path_factory.mktemp("live")
-    devhorde, horde_url = start_devhorde(tmp)
+@contextmanager
+def running_stack(
+    tmp: Path,
+    *,
+    scenario: Path | str = "fast",
+    api: str = "chat",
+    front_env: dict[str, str] | None = None,
+    redis: bool = True,
+) -> Iterator[LiveStack]:
+    """Start the devhorde (serving ``scenario``) and a front on it (``front_env`` over :data:`FAST_FRONT_ENV`), both
+    on the suite's Redis unless ``redis`` is false, logs in ``tmp``; yield them as a :class:`LiveStack` reaching its
+    models by ``api``, and stop both on leaving. The devhorde is stopped at once when the front does not start."""
+    devhorde, horde_url = start_devhorde(tmp, redis=redis, scenario=scenario)
     try:
-        front, front_url = start_front(tmp, horde_url)
+        front, front_url = start_front(tmp, horde_url, redis=redis, env=front_env)
     except Exception:
         devhorde.stop()
         raise
-    stack = LiveStack(devhorde, horde_url, front, front_url)
-    default_scenario = stack.get_scenario()
-    stack.default_scenario = default_scenario  # type: ignore[attr-defined]
+    stack = LiveStack(devhorde, horde_url, front, front_url, api=api)
     try:
         yield stack
     finally:
         stack.stop()
+
+
+@contextmanager
+def scenario_restored(stack: LiveStack, *, forget_requests: bool = False) -> Iterator[LiveStack]:
+    """Yield ``stack``; on leaving, put back its ``default_scenario`` (and, with ``forget_requests``, forget the
+    requests the devhorde saw)."""
+    try:
+        yield stack
+    finally:
+        stack.put_scenario(stack.default_scenario)  # type: ignore[attr-defined]
+        if forget_requests:
+            stack.reset()
+
+
+@pytest.fixture(scope="session")
+def live_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
+    """The devhorde (with Redis, the bundled ``fast`` scenario) and the front, started once for the session."""
+    with running_stack(tmp_path_factory.mktemp("live")) as stack:
+        stack.default_scenario = stack.get_scenario()  # type: ignore[attr-defined]
+        yield stack
 
 
 @pytest.fixture(scope="session")
 def text_live_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
     """The devhorde serving the ``text-only`` scenario (text workers, no ``chat`` entries, as the public Horde today)
     and a front with the default ``HORDE_OAI_TEXT_API_FALLBACK``, started once for the session."""
-    tmp = tmp_path_factory.mktemp("live-text")
-    devhorde, horde_url = start_devhorde(tmp, scenario="text-only")
-    try:
-        front, front_url = start_front(tmp, horde_url)
-    except Exception:
-        devhorde.stop()
-        raise
-    stack = LiveStack(devhorde, horde_url, front, front_url, api="text")
-    stack.default_scenario = stack.get_scenario()  # type: ignore[attr-defined]
-    try:
+    with running_stack(tmp_path_factory.mktemp("live-text"), scenario="text-only", api="text") as stack:
+        stack.default_scenario = stack.get_scenario()  # type: ignore[attr-defined]
         yield stack
-    finally:
-        stack.stop()
 
 
 @pytest.fixture(params=["chat", "text"])
@@ -250,16 +267,12 @@ def any_api_stack(request: pytest.FixtureRequest) -> Iterator[LiveStack]:
     """The native stack (``live_stack``) and the text-only stack (``text_live_stack``) in turn, each with its default
     scenario restored after the test: for tests of what both ways of reaching a Horde serve alike."""
     live: LiveStack = request.getfixturevalue("live_stack" if request.param == "chat" else "text_live_stack")
-    try:
+    with scenario_restored(live):
         yield live
-    finally:
-        live.put_scenario(live.default_scenario)  # type: ignore[attr-defined]
 
 
 @pytest.fixture
 def stack(live_stack: LiveStack) -> Iterator[LiveStack]:
     """The live stack with the default scenario restored after the test."""
-    try:
+    with scenario_restored(live_stack):
         yield live_stack
-    finally:
-        live_stack.put_scenario(live_stack.default_scenario)  # type: ignore[attr-defined]

@@ -26,18 +26,22 @@ def interpreter() -> str:
     return found.stdout.strip()
 
 
-def new_venv(venv: Path) -> Path:
-    """A fresh venv that also sees this environment's packages; return its ``python``."""
-    subprocess.run([interpreter(), "-m", "venv", str(venv)], check=True, timeout=300)
-    python = venv / "bin" / "python"
-    purelib = subprocess.run(
+def site_packages(python: Path) -> str:
+    """The ``purelib`` directory (site-packages) of the environment of ``python``."""
+    return subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         check=True,
         capture_output=True,
         text=True,
         timeout=60,
     ).stdout.strip()
-    (Path(purelib) / "shared-packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+
+
+def new_venv(venv: Path) -> Path:
+    """A fresh venv that also sees this environment's packages; return its ``python``."""
+    subprocess.run([interpreter(), "-m", "venv", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    (Path(site_packages(python)) / "shared-packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return python
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from oaifront.openapi.assets import EMPTY_IMAGE, REDOC_CDN_LOGO
 from oaifront.openapi.document import DOCS_URL
-from tests.conftest import ROOT, start_devhorde, start_front
+from tests.conftest import ROOT, running_stack
 
 RENDER_TIMEOUT_MS = 30_000
 """How long a page may take to render (a first paint of Swagger UI or ReDoc on a slow CI machine)."""
@@ -31,18 +31,8 @@ TRY_IT_OUT_TIMEOUT_MS = 60_000
 @pytest.fixture(scope="module")
 def served_front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The front (no Redis) in front of the devhorde's ``fast`` scenario; yields its base URL."""
-    tmp = tmp_path_factory.mktemp("docs-first-click")
-    devhorde, horde_url = start_devhorde(tmp, redis=False)
-    try:
-        front, front_url = start_front(tmp, horde_url, redis=False)
-    except Exception:
-        devhorde.stop()
-        raise
-    try:
-        yield front_url
-    finally:
-        front.stop()
-        devhorde.stop()
+    with running_stack(tmp_path_factory.mktemp("docs-first-click"), redis=False) as stack:
+        yield stack.front_url
 
 
 @dataclass

@@ -80,6 +80,27 @@ CONFORMANCE_SCENARIO: dict[str, Any] = {
 }
 """The devhorde scenario of the conformance suite."""
 
+
+def langchain_legacy_body(model: str, prompt: str) -> dict[str, Any]:
+    """The ``POST /v1/completions`` body LangChain's legacy ``OpenAI(model=..., base_url=..., api_key=...).invoke(...)``
+    sends on its defaults for ``model`` and ``prompt`` (langchain-openai ``BaseOpenAI._default_params``: temperature
+    0.7, top_p 1, both penalties 0, n 1, max_tokens 256, seed and logprobs null, the prompt as a list of one string);
+    ``logit_bias`` ``{}`` as its older releases send it."""
+    return {
+        "model": model,
+        "prompt": [prompt],
+        "temperature": 0.7,
+        "top_p": 1,
+        "frequency_penalty": 0,
+        "presence_penalty": 0,
+        "n": 1,
+        "logit_bias": {},
+        "seed": None,
+        "logprobs": None,
+        "max_tokens": 256,
+    }
+
+
 ANONYMOUS_KEY = "0000000000"
 
 

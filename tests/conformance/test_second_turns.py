@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conformance.cases import PLAIN_MODEL, read_stream
+from tests.conformance.cases import PLAIN_MODEL, langchain_legacy_body, read_stream
 from tests.conftest import LiveStack
 
 pytestmark = pytest.mark.integration
@@ -120,19 +120,7 @@ def test_chat_completions_second_turn_with_the_history(
 
 
 LEGACY_DEFAULT_BODIES: dict[str, dict[str, Any]] = {
-    "langchain-openai-legacy": {
-        "model": PLAIN_MODEL,
-        "prompt": [FIRST],
-        "temperature": 0.7,
-        "top_p": 1,
-        "frequency_penalty": 0,
-        "presence_penalty": 0,
-        "n": 1,
-        "logit_bias": {},
-        "seed": None,
-        "logprobs": None,
-        "max_tokens": 256,
-    },
+    "langchain-openai-legacy": langchain_legacy_body(PLAIN_MODEL, FIRST),
     "llamaindex-openailike-complete": {"model": PLAIN_MODEL, "prompt": FIRST, "temperature": 0.1, "stream": False},
 }
 """LangChain's legacy ``OpenAI(...).invoke`` (langchain-openai ``BaseOpenAI._default_params``) and LlamaIndex's

@@ -18,7 +18,8 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import LiveStack, start_devhorde, start_front
+from tests.conftest import LiveStack, running_stack, scenario_restored
+from tests.expected_errors import MAX_TOKENS_5000_ON_TEXT_API
 
 MODEL = "koboldcpp/Qwen2.5-7B-Instruct"
 """The aihorde scenario's one served model."""
@@ -34,29 +35,16 @@ KUDOS_UPFRONT_MESSAGE = (
 @pytest.fixture(scope="module")
 def aihorde_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
     """The devhorde's ``aihorde`` scenario and a front with the default settings (text API fallback ``auto``)."""
-    tmp = tmp_path_factory.mktemp("aihorde-refusals")
-    devhorde, horde_url = start_devhorde(tmp, scenario="aihorde")
-    try:
-        front, front_url = start_front(tmp, horde_url)
-    except Exception:
-        devhorde.stop()
-        raise
-    stack = LiveStack(devhorde, horde_url, front, front_url, api="text")
-    stack.default_scenario = stack.get_scenario()  # type: ignore[attr-defined]
-    try:
+    with running_stack(tmp_path_factory.mktemp("aihorde-refusals"), scenario="aihorde", api="text") as stack:
+        stack.default_scenario = stack.get_scenario()  # type: ignore[attr-defined]
         yield stack
-    finally:
-        stack.stop()
 
 
 @pytest.fixture
 def stack(aihorde_stack: LiveStack) -> Iterator[LiveStack]:
     """The aihorde stack, its scenario restored and its requests forgotten after the test."""
-    try:
+    with scenario_restored(aihorde_stack, forget_requests=True):
         yield aihorde_stack
-    finally:
-        aihorde_stack.put_scenario(aihorde_stack.default_scenario)  # type: ignore[attr-defined]
-        aihorde_stack.reset()
 
 
 def scenario_with(stack: LiveStack, **changes: Any) -> dict[str, Any]:
@@ -118,13 +106,7 @@ def test_a_legacy_completion_for_a_model_no_worker_serves_is_503_too(stack: Live
 def test_max_tokens_above_the_servers_4096_is_refused_before_submit(stack: LiveStack) -> None:
     answer = raw_chat(stack, max_tokens=5000)
     assert answer.status_code == 400
-    assert answer.json()["error"] == {
-        "message": "No worker eligible for this request accepts a completion limit of 5000 tokens: the AI Horde's text "
-        "generation API generates at most 4096 tokens per request (the server's bound; ask for 4096 or fewer).",
-        "type": "invalid_request_error",
-        "param": "max_tokens",
-        "code": "no_worker_supports_limit",
-    }
+    assert answer.json()["error"] == MAX_TOKENS_5000_ON_TEXT_API
     assert "retry-after" not in answer.headers
     assert text_submits(stack) == []
 

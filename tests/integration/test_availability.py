@@ -26,6 +26,7 @@ import pytest
 
 from chat.errors import NO_ELIGIBLE_WORKER_RETRY_AFTER_SECONDS
 from tests.conftest import LiveStack, Process, free_port, start_devhorde, start_front
+from tests.polling import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -120,18 +121,6 @@ def prompt(marker: str) -> list[dict[str, str]]:
 
 def new_marker() -> str:
     return uuid.uuid4().hex[:12]
-
-
-def eventually[T](probe: Callable[[], T | None], *, timeout: float = 15.0, what: str = "condition") -> T:
-    """Poll ``probe`` until it returns a truthy value (bounded); fail with ``what`` otherwise."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def marked_requests(stack: LiveStack, marker: str) -> list[dict[str, Any]]:

@@ -17,19 +17,9 @@ import pytest
 from devhorde.launch import START_UP_TIMEOUT_SECONDS, free_port, wait_http
 from tests.conftest import UNREACHABLE_HORDE_URL, Process
 from tests.fresh_clone import fresh_clone
-from tests.installed import APPS, build_wheel, imported_from, new_venv, pip_install
+from tests.installed import APPS, build_wheel, imported_from, new_venv, pip_install, site_packages
 
 pytestmark = pytest.mark.integration
-
-
-def site_packages(python: Path) -> str:
-    return subprocess.run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    ).stdout.strip()
 
 
 def serve(python: Path, args: list[str], cwd: Path, env: dict[str, str], name: str) -> Process:

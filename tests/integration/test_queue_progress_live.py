@@ -31,7 +31,7 @@ import pytest
 from langchain_core.messages import AIMessageChunk
 from langchain_openai import ChatOpenAI
 
-from tests.conftest import ROOT, LiveStack, Process, start_devhorde, start_front
+from tests.conftest import ROOT, LiveStack, running_stack
 
 pytestmark = pytest.mark.integration
 
@@ -72,27 +72,15 @@ SCENARIO: dict[str, Any] = {
 
 @pytest.fixture(scope="module")
 def queue_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
-    tmp = tmp_path_factory.mktemp("progress")
-    devhorde, horde_url = start_devhorde(tmp)
-    processes: list[Process] = [devhorde]
-    try:
-        front, front_url = start_front(
-            tmp,
-            horde_url,
-            env={
-                "HORDE_OAI_PROGRESS_CHUNK_SECONDS": str(PROGRESS_CHUNK_SECONDS),
-                "HORDE_OAI_STREAM_TIMEOUT_SECONDS": "90",
-                "HORDE_OAI_NONSTREAM_TIMEOUT_SECONDS": "90",
-                "HORDE_OAI_LOG_LEVEL": "DEBUG",
-            },
-        )
-        processes.append(front)
-        stack = LiveStack(devhorde, horde_url, front, front_url)
+    front_env = {
+        "HORDE_OAI_PROGRESS_CHUNK_SECONDS": str(PROGRESS_CHUNK_SECONDS),
+        "HORDE_OAI_STREAM_TIMEOUT_SECONDS": "90",
+        "HORDE_OAI_NONSTREAM_TIMEOUT_SECONDS": "90",
+        "HORDE_OAI_LOG_LEVEL": "DEBUG",
+    }
+    with running_stack(tmp_path_factory.mktemp("progress"), front_env=front_env) as stack:
         stack.put_scenario(SCENARIO)
         yield stack
-    finally:
-        for process in reversed(processes):
-            process.stop()
 
 
 def body(**extra: Any) -> dict[str, Any]:
@@ -329,17 +317,8 @@ LONG_QUEUE_MODEL = "progress/patient-8b"
 def long_queue_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
     """A front with the default progress chunk time (60 s) and stream timeout (600 s; the suite's fronts have 20 s)
     before a worker that starts after 130 s."""
-    tmp = tmp_path_factory.mktemp("long-queue")
-    devhorde, horde_url = start_devhorde(tmp)
-    processes: list[Process] = [devhorde]
-    try:
-        front, front_url = start_front(
-            tmp,
-            horde_url,
-            env={"HORDE_OAI_STREAM_TIMEOUT_SECONDS": "600", "HORDE_OAI_PROGRESS_CHUNK_SECONDS": "60"},
-        )
-        processes.append(front)
-        stack = LiveStack(devhorde, horde_url, front, front_url)
+    front_env = {"HORDE_OAI_STREAM_TIMEOUT_SECONDS": "600", "HORDE_OAI_PROGRESS_CHUNK_SECONDS": "60"}
+    with running_stack(tmp_path_factory.mktemp("long-queue"), front_env=front_env) as stack:
         worker = {
             **SCENARIO["workers"][0],
             "name": "patient-1",
@@ -348,9 +327,6 @@ def long_queue_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveS
         }
         stack.put_scenario({**SCENARIO, "name": "long-queue", "workers": [worker]})
         yield stack
-    finally:
-        for process in reversed(processes):
-            process.stop()
 
 
 def test_langchain_astream_with_its_defaults_completes_over_a_queue_longer_than_120_seconds(

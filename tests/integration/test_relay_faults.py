@@ -35,6 +35,7 @@ import httpx
 import pytest
 import redis
 
+from devhorde.launch import redis_server_args
 from tests.conftest import Process, free_port, start_process, wait_http
 from tests.integration.test_relay_live import (
     native_request,
@@ -104,19 +105,7 @@ class ThrowawayRedis:
     def start(self) -> None:
         """Start the server and wait until it answers (and, as a replica, until it is in sync with its primary)."""
         args = [
-            "redis-server",
-            "--bind",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(self.workdir),
-            "--dbfilename",
-            f"dump-{self.port}.rdb",
+            *redis_server_args(self.port, self.workdir, f"dump-{self.port}.rdb"),
             "--repl-diskless-sync",
             "yes",
             "--repl-diskless-sync-delay",

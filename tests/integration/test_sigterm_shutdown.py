@@ -12,14 +12,13 @@ from __future__ import annotations
 import json
 import signal
 import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.conftest import start_devhorde, start_front
+from tests.polling import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -59,17 +58,6 @@ MESSAGE = (
 STOP_BUDGET_SECONDS = 30.0
 """How long the stopped front may take to exit: its own work is immediate (the cancels are a few loopback calls);
 the margin covers a loaded machine."""
-
-
-def eventually(probe: Callable[[], Any], *, timeout: float = 20.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 class StreamReader(threading.Thread):
@@ -145,8 +133,10 @@ def test_sigterm_ends_every_open_request_properly_and_cancels_it(tmp_path_factor
         def natives() -> list[dict[str, Any]]:
             return httpx.get(f"{control}/requests", timeout=5).json()
 
-        eventually(lambda: relayed.contents() >= 3, what="the relayed stream's text to flow")
-        eventually(lambda: len(natives()) == 3 and waiting_stream.status == 200, what="three open requests")
+        eventually(lambda: relayed.contents() >= 3, timeout=20.0, what="the relayed stream's text to flow")
+        eventually(
+            lambda: len(natives()) == 3 and waiting_stream.status == 200, timeout=20.0, what="three open requests"
+        )
         assert all(request["state"] in ("waiting", "processing") for request in natives())
 
         front.popen.send_signal(signal.SIGTERM)

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from openai.types.responses import Response
 
 from tests.conftest import LiveStack, start_devhorde, start_front
 
@@ -50,13 +51,22 @@ def test_previous_response_id_continues_the_stored_conversation(stack: LiveStack
         {"role": "user", "content": "And the sun?"},
     ]  # instructions are not carried over, as at OpenAI
     third = sdk.responses.create(model=MODEL, previous_response_id=second.id, input="Thanks.")
-    assert [message["content"] for message in native_messages(stack, third.id)] == [
-        "Tell me about tides.",
-        first.output_text,
-        "And the sun?",
-        second.output_text,
-        "Thanks.",
-    ]
+    assert [message["content"] for message in native_messages(stack, third.id)] == chain_of_three(first, second)
+
+
+def chain_of_three(first: Response, second: Response) -> list[str]:
+    """The turns the worker sees for the third response of the chain "Tell me about tides." -> "And the sun?" ->
+    "Thanks.": each input, then each stored answer, in order."""
+    return ["Tell me about tides.", first.output_text, "And the sun?", second.output_text, "Thanks."]
+
+
+def assert_not_stored_for(sdk: openai.OpenAI, response_id: str) -> None:
+    """``sdk``'s key neither retrieves ``response_id`` (404) nor continues it (400 ``previous_response_not_found``)."""
+    with pytest.raises(openai.NotFoundError):
+        sdk.responses.retrieve(response_id)
+    with pytest.raises(openai.BadRequestError) as refused:
+        sdk.responses.create(model=MODEL, previous_response_id=response_id, input="More.")
+    assert refused.value.code == "previous_response_not_found"
 
 
 def test_retrieve_and_delete_a_stored_response(stack: LiveStack) -> None:
@@ -98,21 +108,13 @@ def test_store_false_stores_nothing(stack: LiveStack) -> None:
     sdk = client(stack.openai_base_url, a_key())
     created = sdk.responses.create(model=MODEL, input="Hi", store=False)
     assert created.to_dict()["store"] is False
-    with pytest.raises(openai.NotFoundError):
-        sdk.responses.retrieve(created.id)
-    with pytest.raises(openai.BadRequestError) as refused:
-        sdk.responses.create(model=MODEL, previous_response_id=created.id, input="More.")
-    assert refused.value.code == "previous_response_not_found"
+    assert_not_stored_for(sdk, created.id)
 
 
 def test_only_the_key_that_stored_a_response_reads_it(stack: LiveStack) -> None:
     created = client(stack.openai_base_url, a_key()).responses.create(model=MODEL, input="Hi")
     other = client(stack.openai_base_url, a_key())
-    with pytest.raises(openai.NotFoundError):
-        other.responses.retrieve(created.id)
-    with pytest.raises(openai.BadRequestError) as refused:
-        other.responses.create(model=MODEL, previous_response_id=created.id, input="More.")
-    assert refused.value.code == "previous_response_not_found"
+    assert_not_stored_for(other, created.id)
 
 
 def test_a_streamed_response_is_stored_when_it_completes(stack: LiveStack) -> None:
@@ -194,13 +196,7 @@ def test_a_previous_response_id_chain_across_two_fronts(two_fronts: tuple[LiveSt
     first = on_a.responses.create(model=MODEL, input="Tell me about tides.")
     second = on_b.responses.create(model=MODEL, previous_response_id=first.id, input="And the sun?")
     third = on_a.responses.create(model=MODEL, previous_response_id=second.id, input="Thanks.")
-    assert [message["content"] for message in native_messages(stack, third.id)] == [
-        "Tell me about tides.",
-        first.output_text,
-        "And the sun?",
-        second.output_text,
-        "Thanks.",
-    ]
+    assert [message["content"] for message in native_messages(stack, third.id)] == chain_of_three(first, second)
     assert on_b.responses.retrieve(third.id).output_text == third.output_text
 
 

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import LiveStack, Process, start_devhorde, start_front
+from tests.conftest import Process, running_stack
 
 pytestmark = pytest.mark.integration
 
@@ -57,17 +57,8 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Process, s
     tmp: Path = tmp_path_factory.mktemp("points")
     scenario = tmp / "scenario.json"
     scenario.write_text(json.dumps(SCENARIO))
-    devhorde, horde_url = start_devhorde(tmp, scenario=scenario)
-    try:
-        process, url = start_front(tmp, horde_url, env=FRONT_ENV)
-    except Exception:
-        devhorde.stop()
-        raise
-    stack = LiveStack(devhorde, horde_url, process, url)
-    try:
-        yield process, url
-    finally:
-        stack.stop()
+    with running_stack(tmp, scenario=scenario, front_env=FRONT_ENV) as stack:
+        yield stack.front, stack.front_url
 
 
 def counts(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:

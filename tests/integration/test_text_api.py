@@ -8,7 +8,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -16,7 +16,9 @@ import openai
 import pytest
 
 from chat.serving.prompt_templates import LLAMA_3, render, template_messages
-from tests.conftest import LiveStack
+from tests.conformance.cases import langchain_legacy_body
+from tests.conftest import LiveStack, scenario_restored
+from tests.polling import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -27,10 +29,8 @@ MISTRAL = "koboldcpp/Mistral-7B-Instruct-v0.3"
 @pytest.fixture
 def text_stack(text_live_stack: LiveStack) -> Iterator[LiveStack]:
     """The text-only stack, its scenario restored after the test."""
-    try:
+    with scenario_restored(text_live_stack):
         yield text_live_stack
-    finally:
-        text_live_stack.put_scenario(text_live_stack.default_scenario)  # type: ignore[attr-defined]
 
 
 def client(stack: LiveStack, *, timeout: float = 30) -> openai.OpenAI:
@@ -43,17 +43,6 @@ def marker() -> str:
 
 def text_requests(stack: LiveStack, mark: str) -> list[dict[str, Any]]:
     return [r for r in stack.native_requests() if r.get("api") == "text" and mark in r["payload"]["prompt"]]
-
-
-def eventually[T](probe: Callable[[], T | None], *, timeout: float = 15.0, what: str = "condition") -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def patch_worker(stack: LiveStack, name: str, patch: dict[str, Any]) -> None:
@@ -345,22 +334,8 @@ def test_completions_refuse_keys_they_do_not_serve(text_stack: LiveStack) -> Non
     assert (many.value.param, many.value.code) == ("prompt", "BadRequest")
 
 
-LANGCHAIN_LEGACY_OPENAI_BODY: dict[str, Any] = {
-    "model": "MODEL",
-    "prompt": ["Tell me about lighthouses."],
-    "temperature": 0.7,
-    "top_p": 1,
-    "frequency_penalty": 0,
-    "presence_penalty": 0,
-    "n": 1,
-    "logit_bias": {},
-    "seed": None,
-    "logprobs": None,
-    "max_tokens": 256,
-}
-"""The body LangChain's legacy ``OpenAI(model=..., base_url=..., api_key=...).invoke(...)`` sends on its defaults
-(langchain-openai ``BaseOpenAI._default_params``: temperature 0.7, top_p 1, both penalties 0, n 1, max_tokens 256,
-seed and logprobs null, the prompt as a list of one string); ``logit_bias`` ``{}`` as its older releases send it."""
+LANGCHAIN_LEGACY_OPENAI_BODY = langchain_legacy_body("MODEL", "Tell me about lighthouses.")
+"""The body LangChain's legacy ``OpenAI(...).invoke(...)`` sends on its defaults (``langchain_legacy_body``)."""
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -15,7 +15,7 @@ import openai
 import pytest
 
 from devhorde.scenario import load_scenario
-from tests.conftest import LiveStack, start_devhorde, start_front
+from tests.conftest import LiveStack, running_stack
 
 QWEN = "koboldcpp/Qwen2.5-7B-Instruct"
 LLAMA = "koboldcpp/Llama-3.1-8B-Instruct"
@@ -36,17 +36,8 @@ def aihorde_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStac
     document["workers"] = [qwen, llama]
     path = tmp / "aihorde-limits.json"
     path.write_text(json.dumps(document))
-    devhorde, horde_url = start_devhorde(tmp, scenario=path)
-    try:
-        front, front_url = start_front(tmp, horde_url)
-    except Exception:
-        devhorde.stop()
-        raise
-    stack = LiveStack(devhorde, horde_url, front, front_url, api="text")
-    try:
+    with running_stack(tmp, scenario=path, api="text") as stack:
         yield stack
-    finally:
-        stack.stop()
 
 
 def client(stack: LiveStack, key: str) -> openai.OpenAI:

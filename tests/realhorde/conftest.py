@@ -19,6 +19,7 @@ import httpx
 import openai
 import pytest
 
+from tests import polling
 from tests.conftest import Process, start_front
 from tests.realhorde.harness import REALHORDE_DIR, WORK, SubmitBudget, heartbeat_ok, read_keys, register_user, sql
 from tests.realhorde.worker import SimWorker
@@ -307,12 +308,6 @@ def marker() -> str:
 
 
 def eventually[T](probe: Callable[[], T | None], *, timeout: float, interval: float = 1.0, what: str) -> T:
-    """Poll ``probe`` every ``interval`` seconds (the Horde's routes allow 90 reads a minute per address)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
+    """Poll ``probe`` every ``interval`` seconds (the Horde's routes allow 90 reads a minute per address):
+    :func:`tests.polling.eventually`."""
+    return polling.eventually(probe, timeout=timeout, interval=interval, what=what)

@@ -17,6 +17,7 @@ from typing import Any
 import openai
 import pytest
 
+from tests.expected_errors import MAX_TOKENS_5000_ON_TEXT_API
 from tests.realhorde.conftest import REPLY, Fleet, Front, RealHorde, client, eventually, marker
 from tests.realhorde.harness import waiting_prompts
 
@@ -144,13 +145,7 @@ def test_max_tokens_above_the_horde_bound_is_refused_at_max_tokens_naming_the_bo
         front, realhorde.client_key, model, mark, max_tokens=5000, extra_body={"horde": {"max_context_length": 8192}}
     )
     assert answer.status_code == 400
-    assert answer.json()["error"] == {
-        "message": "No worker eligible for this request accepts a completion limit of 5000 tokens: the AI Horde's text "
-        "generation API generates at most 4096 tokens per request (the server's bound; ask for 4096 or fewer).",
-        "type": "invalid_request_error",
-        "param": "max_tokens",
-        "code": "no_worker_supports_limit",
-    }
+    assert answer.json()["error"] == MAX_TOKENS_5000_ON_TEXT_API
     assert "retry-after" not in answer.headers
     assert waiting_prompts(mark) == []
 

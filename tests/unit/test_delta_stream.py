@@ -27,6 +27,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from chat.horde import delta_stream
 from chat.horde.delta_stream import DELTA_READ_SPAN, DeltaEntry, DeltaStreamReader, SignalListener, stream_key
+from devhorde.launch import redis_server_args
 
 SHARED_URL = "redis://127.0.0.1:6379"
 TEST_DB = 12
@@ -86,21 +87,7 @@ class ThrowawayRedis:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            [
-                "redis-server",
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(self.directory),
-                "--dbfilename",
-                "dump.rdb",
-            ],
+            redis_server_args(self.port, self.directory, "dump.rdb"),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

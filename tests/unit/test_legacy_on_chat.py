@@ -13,22 +13,9 @@ from chat.errors import OpenAIError
 from chat.reading.completions import read_completion_request
 from chat.rendering.sse import DONE_EVENT, KEEPALIVE_COMMENT, data_event
 from chat.rendering.text_completion import text_chunk_of_chat, text_completion_of_chat, text_events_of_chat
+from tests.conformance.cases import langchain_legacy_body
 
-LANGCHAIN_LEGACY_DEFAULTS: dict[str, Any] = {
-    "model": "org/m",
-    "prompt": ["Hi"],
-    "temperature": 0.7,
-    "top_p": 1,
-    "frequency_penalty": 0,
-    "presence_penalty": 0,
-    "n": 1,
-    "logit_bias": {},
-    "seed": None,
-    "logprobs": None,
-    "best_of": 1,
-    "suffix": None,
-    "max_tokens": 256,
-}
+LANGCHAIN_LEGACY_DEFAULTS: dict[str, Any] = {**langchain_legacy_body("org/m", "Hi"), "best_of": 1, "suffix": None}
 
 
 def test_keys_at_their_openai_default_are_dropped() -> None:

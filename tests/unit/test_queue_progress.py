@@ -67,19 +67,23 @@ def test_progress_text_and_comment(fields: dict[str, Any], text: str) -> None:
     assert progress.comment() == f": {text}\n\n".encode()
 
 
+THIRD_IN_LINE_X_HORDE: dict[str, Any] = {
+    "queue": {
+        "state": "waiting",
+        "queue_position": 3,
+        "wait_time": 12,
+        "waiting": 1,
+        "processing": 0,
+        "is_possible": True,
+    }
+}
+"""``x_horde`` of ``QueueProgress(WAITING, 3, 12, 1, 0)``: waiting third in line, 12 s estimated."""
+
+
 def test_progress_x_horde_and_headers() -> None:
     progress = QueueProgress.of(status(waiting=1, queue_position=3, wait_time=12))
     assert progress == QueueProgress(WAITING, 3, 12, 1, 0)
-    assert progress.x_horde() == {
-        "queue": {
-            "state": "waiting",
-            "queue_position": 3,
-            "wait_time": 12,
-            "waiting": 1,
-            "processing": 0,
-            "is_possible": True,
-        }
-    }
+    assert progress.x_horde() == THIRD_IN_LINE_X_HORDE
     assert progress.headers() == {"x-horde-queue-position": "3", "x-horde-wait-time": "12"}
     assert QueueProgress.of(status(waiting=1)).headers() == {}  # not placed yet: no header says "position 0"
     assert QueueProgress.of(status(processing=1, wait_time=4)).headers() == {
@@ -111,16 +115,7 @@ def test_progress_chunks_of_chat_and_legacy_completions() -> None:
         "model": "org/m",
         "system_fingerprint": None,
         "choices": [],
-        "x_horde": {
-            "queue": {
-                "state": "waiting",
-                "queue_position": 3,
-                "wait_time": 12,
-                "waiting": 1,
-                "processing": 0,
-                "is_possible": True,
-            }
-        },
+        "x_horde": THIRD_IN_LINE_X_HORDE,
     }
     legacy = progress_chunk(progress, object_type="text_completion", chunk_id="cmpl-r", created=CREATED, model="m")
     assert list(legacy) == ["id", "object", "created", "model", "choices", "x_horde"]
