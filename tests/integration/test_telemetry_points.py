@@ -19,7 +19,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import Process, running_stack
+from tests.conftest import LiveStack, Process, running_stack
 
 pytestmark = pytest.mark.integration
 
@@ -53,12 +53,17 @@ FRONT_ENV = {
 
 
 @pytest.fixture(scope="module")
-def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Process, str]]:
+def points_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
     tmp: Path = tmp_path_factory.mktemp("points")
     scenario = tmp / "scenario.json"
     scenario.write_text(json.dumps(SCENARIO))
     with running_stack(tmp, scenario=scenario, front_env=FRONT_ENV) as stack:
-        yield stack.front, stack.front_url
+        yield stack
+
+
+@pytest.fixture(scope="module")
+def front(points_stack: LiveStack) -> tuple[Process, str]:
+    return points_stack.front, points_stack.front_url
 
 
 def counts(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -133,17 +138,28 @@ def test_a_relay_mode_stream_that_relayed_nothing_is_not_relayed(front: tuple[Pr
     assert added(before, after, failures, horde_relayed="true") == 0
 
 
-def refuse_at_capacity(url: str) -> httpx.Response:
-    """A request sent while a slow one of the same client is in flight (the per-client cap is 1)."""
+SLOT_HELD_SECONDS = 30.0
+"""How long :func:`refuse_at_capacity` waits for the slow request to reach the devhorde (a bound, not a timing)."""
+
+
+def refuse_at_capacity(stack: LiveStack) -> tuple[httpx.Response, dict[Any, float]]:
+    """One request sent while a slow one of the same client is in flight (the per-client cap is 1), and ``/metrics``
+    from just before it. The probe is sent only once the devhorde holds the slow request, so the slow one has the
+    slot (a probe sent first would take it and get the slow one refused instead, on a busy machine)."""
+    url = stack.front_url
     slow = threading.Thread(target=chat, args=(url, "points/slow-7b"))
     slow.start()
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            response = chat(url, "points/plain-7b")
-            if response.status_code == 503 or time.monotonic() > deadline:
-                return response
+        deadline = time.monotonic() + SLOT_HELD_SECONDS
+        while not any(
+            "points/slow-7b" in json.dumps(entry["payload"]) and entry["state"] in ("waiting", "processing")
+            for entry in stack.native_requests()
+        ):
+            assert slow.is_alive(), "the slow request ended before it reached the devhorde"
+            assert time.monotonic() < deadline, f"the slow request did not reach the devhorde in {SLOT_HELD_SECONDS} s"
             time.sleep(0.05)
+        before = counts(url)
+        return chat(url, "points/plain-7b"), before
     finally:
         slow.join()
 
@@ -159,10 +175,10 @@ REFUSALS: list[tuple[str, int, str]] = [
 
 @pytest.mark.parametrize(("kind", "status", "outcome_class"), REFUSALS, ids=[kind for kind, _, _ in REFUSALS])
 def test_refusals_are_on_the_duration_histogram_with_their_outcome_class(
-    front: tuple[Process, str], kind: str, status: int, outcome_class: str
+    points_stack: LiveStack, kind: str, status: int, outcome_class: str
 ) -> None:
     """ref: outcome-class.1, outcome-class.11"""
-    _, url = front
+    url = points_stack.front_url
     before = counts(url)
     headers = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"}
     if kind == "bad_json":
@@ -174,7 +190,7 @@ def test_refusals_are_on_the_duration_histogram_with_their_outcome_class(
     elif kind == "unknown_model":
         response = chat(url, "points/no-such-model")
     else:
-        response = refuse_at_capacity(url)
+        response, before = refuse_at_capacity(points_stack)
     assert response.status_code == status
     after = counts(url)
     duration = "horde_oai_request_duration_seconds_count"
