@@ -141,3 +141,37 @@ def test_legacy_completion_defaults_complete_on_a_native_model(
     messages = native_messages(conformance, completion["id"].removeprefix("cmpl-"))
     assert messages == [{"role": "user", "content": FIRST}]
     assert json.dumps(completion).count("text_completion") == 1
+
+
+def test_langchain_legacy_openai_llm_itself_completes_on_a_native_model(
+    front: httpx.Client, conformance: LiveStack
+) -> None:
+    """LangChain's legacy ``OpenAI`` LLM (langchain-openai), the library itself with its defaults, on a native chat
+    model: its body carries ``frequency_penalty``, ``presence_penalty``, ``n`` and ``top_p`` at their defaults, which
+    the front drops, and the model is served on the chat route with the prompt as one user message (issue 26,
+    items 2 and 3)."""
+    from langchain_openai import OpenAI
+
+    llm = OpenAI(base_url=conformance.openai_base_url, api_key="second-turn-key", model=PLAIN_MODEL, max_retries=0)  # type: ignore[arg-type]
+    text = llm.invoke(FIRST)
+    assert text.strip()
+    [entry] = conformance.native_requests()
+    assert entry["payload"]["messages"] == [{"role": "user", "content": FIRST}]
+
+
+def test_langchain_chat_openai_itself_holds_a_conversation(front: httpx.Client, conformance: LiveStack) -> None:
+    """LangChain's ``ChatOpenAI``, the library itself: the second ``invoke`` sends the history with the first
+    answer as the assistant's message, and the Horde is sent all three turns."""
+    from langchain_core.messages import HumanMessage
+    from langchain_openai import ChatOpenAI
+
+    chat = ChatOpenAI(base_url=conformance.openai_base_url, api_key="second-turn-key", model=PLAIN_MODEL, max_retries=0)  # type: ignore[arg-type]
+    history: list[Any] = [HumanMessage(FIRST)]
+    history.append(chat.invoke(history))
+    history.append(HumanMessage(SECOND))
+    answer = chat.invoke(history)
+    assert str(answer.content).strip()
+    first, second = conformance.native_requests()
+    sent = [(m["role"], m["content"]) for m in second["payload"]["messages"]]
+    assert sent == [("user", FIRST), ("assistant", history[1].content), ("user", SECOND)], sent
+    assert first["payload"]["messages"] == [{"role": "user", "content": FIRST}]
