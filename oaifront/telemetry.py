@@ -319,7 +319,8 @@ class HttpxClientSpans:
             _OpenTelemetryStabilitySignalType,
         )
         from opentelemetry.instrumentation.httpx import version  # noqa: PLC0415 - telemetry on
-        from opentelemetry.trace import get_tracer  # noqa: PLC0415 - telemetry on
+        from opentelemetry.propagate import inject  # noqa: PLC0415 - telemetry on
+        from opentelemetry.trace import SpanKind, get_tracer  # noqa: PLC0415 - telemetry on
 
         _OpenTelemetrySemanticConventionStability._initialize()  # type: ignore[no-untyped-call]
         self._mode = _OpenTelemetrySemanticConventionStability._get_opentelemetry_stability_opt_in_mode(
@@ -331,6 +332,8 @@ class HttpxClientSpans:
             tracer_provider=tracer_provider,
             schema_url=_get_schema_url(self._mode),
         )
+        self._inject = inject
+        self._client_kind = SpanKind.CLIENT
         self._instrumentation: Any = instrumentation  # its helpers are private, typed for its own module object
         self._httpx: Any = httpx
         self._attributes: dict[tuple[str, str], tuple[str, Mapping[str, Any]]] = {}
@@ -359,13 +362,11 @@ class HttpxClientSpans:
     def start(self, request: Any) -> Any:
         """The current client span of ``request`` (a context manager), its ``traceparent`` set on the request."""
         name, attributes = self.request_details(request)
-        return self._tracer.start_as_current_span(name, kind=_client_kind(), attributes=attributes)
+        return self._tracer.start_as_current_span(name, kind=self._client_kind, attributes=attributes)
 
     def inject(self, request: Any) -> None:
         """Set the current context's propagation headers (``traceparent``) on ``request``."""
-        from opentelemetry.propagate import inject  # noqa: PLC0415 - telemetry on
-
-        inject(request.headers)
+        self._inject(request.headers)
 
     def finish(self, span: Any, response: Any) -> None:
         """The response's attributes and status on ``span``."""
@@ -388,12 +389,6 @@ ten; a full cache is emptied)."""
 
 _httpx_spans: HttpxClientSpans | None = None
 _httpx_originals: dict[str, Any] = {}
-
-
-def _client_kind() -> Any:
-    from opentelemetry.trace import SpanKind  # noqa: PLC0415 - telemetry on
-
-    return SpanKind.CLIENT
 
 
 def instrument_httpx(tracer_provider: Any) -> None:
