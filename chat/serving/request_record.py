@@ -98,29 +98,25 @@ def record_refusal(error: OpenAIError, started: float, *, streamed: bool = False
     whether the refused request asked for a stream, False when it was refused before its body was read.
     """
     code = error.code or ""
-    outcome_class = outcome_class_for(code)
-    instruments = front_metrics()
-    instruments.requests_refused.add(
+    front_metrics().requests_refused.add(
         1,
         {
             "horde.status": error.status,
             "horde.code": code,
             "horde.parameter": refusal_label(error),
-            "horde.outcome_class": outcome_class,
+            "horde.outcome_class": outcome_class_for(code),
         },
     )
-    instruments.request_duration.record(
-        time.monotonic() - started,
-        {"horde.status": error.status, "horde.outcome_class": outcome_class, "horde.streamed": streamed},
-    )
+    record_refused_duration(error.status, code, started, streamed=streamed)
 
 
 def record_refused_duration(status: int, code: str, started: float, *, streamed: bool = False) -> None:
-    """Record a refusal outside ``horde.oai.requests.refused``'s list (the reference's admission and validation
-    refusals: 413, 408, 400, 404, 401 and FrontAtCapacity) on ``horde.oai.request.duration`` only, with its status and
-    outcome class (reference: Outcome class: every finished request is on the duration histogram): the 405 of another
-    method (``client_error``) and 503 ``FrontShuttingDown`` before a submit (``front_shutdown``). ``started`` is
-    ``time.monotonic()`` when the request arrived.
+    """Record a refusal's time since ``started`` (``time.monotonic()`` when the request arrived) on
+    ``horde.oai.request.duration`` with its status and outcome class (reference: Outcome class: every finished request
+    is on the duration histogram). :func:`record_refusal` calls it for the refusals it also counts; called alone for
+    those outside ``horde.oai.requests.refused``'s list (the reference's admission and validation refusals: 413, 408,
+    400, 404, 401 and FrontAtCapacity): the 405 of another method (``client_error``) and 503 ``FrontShuttingDown``
+    before a submit (``front_shutdown``).
     """
     front_metrics().request_duration.record(
         time.monotonic() - started,
