@@ -29,7 +29,6 @@ from chat.protocol.responses_api import ResponseObject, ResponsesRequest
 from models_list.schema import ModelCard, ModelList
 from oaifront.openapi.error_table import (
     CHAT_COMPLETION_ERRORS,
-    HORDE_FREE_ERROR_TABLES,
     LEGACY_COMPLETION_ERRORS,
     MODEL_LIST_ERRORS,
     MODEL_RETRIEVE_ERRORS,
@@ -96,15 +95,16 @@ def route_responses(
     errors_by_status: Mapping[int, tuple[DocumentedError, ...]],
     *,
     stream_event: str | None = None,
+    calls_the_horde: bool = True,
 ) -> dict[str, Any]:
     """A route's responses: ``200`` with ``description`` and its JSON ``schema`` (and, with ``stream_event``, the
-    ``text/event-stream`` of that component), then one :func:`error_response` per status of ``errors_by_status``.
+    ``text/event-stream`` of that component), then one :func:`error_response` per status of ``errors_by_status``
+    (``calls_the_horde`` false for a route of the front's own store, whose errors pass no Horde ``rc`` through).
     """
     content: dict[str, Any] = {"application/json": {"schema": copy.deepcopy(dict(schema))}}
     if stream_event is not None:
         content["text/event-stream"] = {"schema": {"$ref": SCHEMA_REF.format(model=stream_event)}}
     responses: dict[str, Any] = {"200": {"description": description, "content": content}}
-    calls_the_horde = not any(errors_by_status is table for table in HORDE_FREE_ERROR_TABLES)
     responses |= {
         str(status): error_response(status, codes, calls_the_horde=calls_the_horde)
         for status, codes in errors_by_status.items()
@@ -163,11 +163,13 @@ def front_paths() -> dict[str, Any]:
         "The stored response object, as `POST /v1/responses` answered it.",
         schema_ref(ResponseObject),
         STORED_RESPONSE_ERRORS,
+        calls_the_horde=False,
     )
     deleted_responses = route_responses(
         'The response was deleted: `{"id": "resp_...", "object": "response", "deleted": true}`.',
         DELETED_RESPONSE_SCHEMA,
         STORED_RESPONSE_ERRORS,
+        calls_the_horde=False,
     )
     response_id_parameter = {
         "name": "response_id",

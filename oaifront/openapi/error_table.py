@@ -261,10 +261,8 @@ STORED_RESPONSE_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = by_st
     )
 )
 """The error statuses of ``GET`` and ``DELETE /v1/responses/{id}``: the front's own store, so no Horde ``rc`` is
-passed through (:data:`HORDE_FREE_ERROR_TABLES`); the in-flight caps apply (oaifront.guards)."""
-
-HORDE_FREE_ERROR_TABLES: Final[tuple[Mapping[int, tuple[DocumentedError, ...]], ...]] = (STORED_RESPONSE_ERRORS,)
-"""The routes that never call the Horde: their error descriptions do not mention the Horde's passed-through ``rc``."""
+passed through (oaifront.openapi.document.route_responses, ``calls_the_horde``); the in-flight caps apply
+(oaifront.guards)."""
 
 
 def _enumerate(items: Sequence[str], last: str = " and ") -> str:
