@@ -27,11 +27,13 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from chat import errors
 from chat.errors import CORS_HEADERS, OpenAIError
 from chat.horde.budget import address_header_name, scope_client_address
+from chat.loop_turns import loop_turns
 from chat.serving.request_record import record_refusal
 from chat.settings import FrontSettings
 
@@ -81,8 +83,58 @@ def at_capacity_error(retry_after: int, *, per_client: bool) -> OpenAIError:
     )
 
 
+DOOR_ADMISSION: Final[str] = "horde_oai.admission"
+"""The scope key under which the door (oaifront.door) leaves the :class:`Slot` it reserved for a request it admitted
+while parsing it; :meth:`AdmissionGuards.__call__` takes it from there instead of admitting the request again."""
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A refusal decided on a request's head, built once: its error, and its whole answer (status, headers, body, and
+    the headers as HTTP/1.1 lines ending with the blank line, for the door's one write: oaifront.door).
+    """
+
+    error: OpenAIError
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+    head: bytes
+
+    @classmethod
+    def of(cls, error: OpenAIError) -> Refusal:
+        """The answer to ``error`` (:func:`refusal_answer`)."""
+        headers, body = refusal_answer(error)
+        head = b"".join(name + b": " + value + b"\r\n" for name, value in headers) + b"\r\n"
+        return cls(error, error.status, headers, body, head)
+
+
+class Slot:
+    """One admitted request's place under the in-flight caps, from ``started`` (``time.monotonic()``) until
+    :meth:`release` (idempotent).
+    """
+
+    __slots__ = ("_guards", "_held", "client", "started")
+
+    def __init__(self, guards: AdmissionGuards, client: str, started: float) -> None:
+        self._guards = guards
+        self._held = True
+        self.client = client
+        self.started = started
+
+    def release(self) -> None:
+        """Give the place back (once; later calls do nothing)."""
+        if self._held:
+            self._held = False
+            self._guards._release(self.client)
+
+
 class AdmissionGuards:
     """Wraps an ASGI application with the in-flight caps, the body size limit and the body read timeout.
+
+    The caps and the declared size are decided on the request's head alone (:meth:`admit`), by the door
+    (oaifront.door) as uvicorn parses the request, or here when the server has no door; admitted requests then enter
+    the application a few per event-loop iteration (oaifront.turns), so a burst's refusals never wait behind its
+    admitted requests' first steps.
 
     Args:
         app: The wrapped application (Django's ASGI handler).
@@ -100,58 +152,80 @@ class AdmissionGuards:
         self.body_timeout_seconds = settings.body_timeout_seconds
         self.in_flight = 0
         self.in_flight_by_client: Counter[str] = Counter()
-        # The two FrontAtCapacity answers, built once: under a burst of thousands each refusal only counts and sends.
-        self._at_capacity = {
-            per_client: (error, *refusal_answer(error))
-            for per_client in (True, False)
-            for error in (at_capacity_error(self.retry_after, per_client=per_client),)
-        }
+        self.turns = loop_turns
+        # The refusals on a request's head, built once: under a burst of thousands each refusal only counts and sends.
+        self._at_capacity_per_client = Refusal.of(at_capacity_error(self.retry_after, per_client=True))
+        self._at_capacity_in_total = Refusal.of(at_capacity_error(self.retry_after, per_client=False))
+        self._too_large = Refusal.of(too_large_error(self.max_body_bytes))
+
+    def refusal_for(self, scope: Scope, started: float) -> Refusal | None:
+        """The refusal of an HTTP request on its head (path, client address, ``Content-Length``), in the order the
+        guards apply: 503 ``FrontAtCapacity`` over the per-client cap, then over the total cap (never for
+        :data:`UNCAPPED_PATHS`), then 413 for a declared body over the limit; counted and recorded from ``started``
+        (``time.monotonic()``). None: the request may go on (:meth:`admit` then gives it its slot).
+        """
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            record_refusal(refusal.error, started)
+        return refusal
+
+    def admit(self, scope: Scope, started: float) -> Refusal | Slot | None:
+        """Decide an HTTP request on its head, without waiting: :meth:`refusal_for`'s refusal; else a :class:`Slot`
+        the request now holds under the caps (from ``started``); or None for :data:`UNCAPPED_PATHS` (no slot).
+        """
+        refusal = self.refusal_for(scope, started)
+        if refusal is not None:
+            return refusal
+        if scope.get("path") in UNCAPPED_PATHS:
+            return None
+        client = self.client_address(scope)
+        self.in_flight += 1
+        self.in_flight_by_client[client] += 1
+        return Slot(self, client, started)
+
+    def _refusal(self, scope: Scope) -> Refusal | None:
+        if scope.get("path") not in UNCAPPED_PATHS:
+            if self.in_flight_by_client[self.client_address(scope)] >= self.max_in_flight_per_client:
+                return self._at_capacity_per_client
+            if self.in_flight >= self.max_in_flight:
+                return self._at_capacity_in_total
+        declared = content_length(scope)
+        if declared is not None and declared > self.max_body_bytes:
+            return self._too_large
+        return None
+
+    def _release(self, client: str) -> None:
+        self.in_flight -= 1
+        self.in_flight_by_client[client] -= 1
+        if self.in_flight_by_client[client] <= 0:
+            del self.in_flight_by_client[client]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Apply the caps (not to :data:`UNCAPPED_PATHS`), then the body limits, then call the app."""
+        """Admit the request (or take the door's :class:`Slot`), refuse it, or call the app once its body is in."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = time.monotonic()
-        if scope.get("path") in UNCAPPED_PATHS:
-            await self._admit_body(scope, receive, send, started)
+        admission = scope.pop(DOOR_ADMISSION, None) or self.admit(scope, time.monotonic())
+        if isinstance(admission, Refusal):
+            await send_answer(send, admission.status, admission.headers, admission.body)
             return
-        client = self.client_address(scope)
-        if self.in_flight_by_client[client] >= self.max_in_flight_per_client:
-            await self._refuse_at_capacity(send, started, per_client=True)
+        if admission is None:  # an uncapped path
+            await self._admit_body(scope, receive, send, time.monotonic())
             return
-        if self.in_flight >= self.max_in_flight:
-            await self._refuse_at_capacity(send, started, per_client=False)
-            return
-        self.in_flight += 1
-        self.in_flight_by_client[client] += 1
-        held = True
-
-        def release() -> None:
-            nonlocal held
-            if held:
-                held = False
-                self.in_flight -= 1
-                self.in_flight_by_client[client] -= 1
-                if self.in_flight_by_client[client] <= 0:
-                    del self.in_flight_by_client[client]
+        slot = admission
 
         async def send_then_release(message: Message) -> None:
             try:
                 await send(message)
             finally:
                 if message["type"] == "http.response.body" and not message.get("more_body", False):
-                    release()
+                    slot.release()
 
         try:
-            await self._admit_body(scope, receive, send_then_release, started)
+            await self.turns().take()
+            await self._admit_body(scope, receive, send_then_release, slot.started)
         finally:
-            release()
-
-    async def _refuse_at_capacity(self, send: Send, started: float, *, per_client: bool) -> None:
-        error, headers, body = self._at_capacity[per_client]
-        record_refusal(error, started)
-        await send_answer(send, error.status, headers, body)
+            slot.release()
 
     def client_address(self, scope: Scope) -> str:
         """The trusted header's first entry when configured and present, else the connection's peer address (the
@@ -160,10 +234,6 @@ class AdmissionGuards:
         return scope_client_address(scope, self.address_header)
 
     async def _admit_body(self, scope: Scope, receive: Receive, send: Send, started: float) -> None:
-        declared = content_length(scope)
-        if declared is not None and declared > self.max_body_bytes:
-            await refuse(send, too_large_error(self.max_body_bytes), started)
-            return
         try:
             async with asyncio.timeout(self.body_timeout_seconds):
                 body = await self._read_body(receive)

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 from chat import errors
 from chat.errors import OpenAIError
 from chat.horde.budget import HordeBudget
+from chat.loop_turns import loop_turns
 from chat.metrics import front_metrics
 
 ANONYMOUS_API_KEY = ANON_API_KEY
@@ -206,6 +207,7 @@ class HordeClient:
 
         async def attempt(budget_headers: Mapping[str, str]) -> httpx.Response:
             started = time.monotonic()
+            await loop_turns().take()  # a few calls start per loop iteration (chat.loop_turns)
             try:
                 async with asyncio.timeout(self.timeout):  # the wait for a turn counts, like httpx's pool timeout did
                     await self._slots.acquire()

@@ -14,7 +14,7 @@ import pytest
 
 from chat.errors import CORS_HEADERS
 from chat.settings import DEFAULT_MAX_BODY_BYTES, FrontSettings
-from oaifront.guards import AdmissionGuards
+from oaifront.guards import DOOR_ADMISSION, AdmissionGuards, Slot
 
 MIB = 1024 * 1024
 
@@ -281,3 +281,56 @@ async def test_a_slot_is_held_while_the_body_is_still_being_sent() -> None:
     held.set()
     await task
     assert guards.in_flight == 0
+
+
+@pytest.mark.asyncio
+async def test_a_slot_taken_at_the_door_is_the_one_the_request_holds() -> None:
+    """The door (oaifront.door) admits a request as its head is parsed and leaves its slot in the scope; the guards
+    take that slot instead of admitting the request a second time, and free it when the response ends."""
+    held = Held()
+    guards = AdmissionGuards(held, settings(max_in_flight_per_client=1))
+    request_scope = scope()
+    slot = guards.admit(request_scope, 0.0)
+    assert isinstance(slot, Slot)
+    assert guards.refusal_for(scope(), 0.0) is not None  # the door's slot counts at once
+    request_scope[DOOR_ADMISSION] = slot
+    task = asyncio.ensure_future(guards(request_scope, Body(10), Recorder()))
+    while held.entered < 1:
+        await asyncio.sleep(0.01)
+    assert (guards.in_flight, dict(guards.in_flight_by_client)) == (1, {"10.0.0.1": 1})
+    assert DOOR_ADMISSION not in request_scope  # the application does not see it
+    held.release.set()
+    await task
+    assert (guards.in_flight, dict(guards.in_flight_by_client)) == (0, {})
+
+
+def test_refusal_for_decides_without_taking_a_slot() -> None:
+    guards = AdmissionGuards(echo_app, settings(max_in_flight_per_client=1))
+    assert guards.refusal_for(scope(), 0.0) is None
+    assert guards.in_flight == 0
+    assert guards.admit(scope("/healthz"), 0.0) is None  # uncapped: no slot
+    assert guards.in_flight == 0
+
+
+@pytest.mark.asyncio
+async def test_admitted_requests_enter_the_application_a_few_per_loop_iteration() -> None:
+    """40 requests admitted at once enter the application at most eight per iteration (chat.loop_turns), so the loop
+    goes back to its sockets between them."""
+    iteration = [0]
+    entered: list[int] = []
+
+    def tick() -> None:
+        iteration[0] += 1
+        if len(entered) < 40:
+            asyncio.get_running_loop().call_soon(tick)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        entered.append(iteration[0])
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    guards = AdmissionGuards(app, settings(max_in_flight_per_client=64))
+    asyncio.get_running_loop().call_soon(tick)
+    await asyncio.gather(*(guards(scope(), Body(10), Recorder()) for _ in range(40)))
+    assert max(entered.count(at) for at in set(entered)) <= 8
+    assert len(set(entered)) >= 5
