@@ -43,4 +43,4 @@ ENV WORKERS=2 \
     FORWARDED_ALLOW_IPS=127.0.0.1
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s \
   CMD ["python", "-c", "import httpx; httpx.get('http://127.0.0.1:8000/healthz', timeout=4).raise_for_status()"]
-CMD ["sh", "-c", "exec uvicorn oaifront.asgi:application --host 0.0.0.0 --port 8000 --workers \"$WORKERS\" --proxy-headers --forwarded-allow-ips \"$FORWARDED_ALLOW_IPS\" --no-access-log --backlog 4096 --timeout-graceful-shutdown 40"]
+CMD ["sh", "-c", "exec uvicorn oaifront.asgi:application --host 0.0.0.0 --port 8000 --workers \"$WORKERS\" --proxy-headers --forwarded-allow-ips \"$FORWARDED_ALLOW_IPS\" --no-access-log --http oaifront.door:DoorProtocol --loop oaifront.accept_loop:AcceptLoop --backlog 4096 --timeout-graceful-shutdown 40"]

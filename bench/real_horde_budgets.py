@@ -33,6 +33,7 @@ from typing import Any
 import httpx
 
 from devhorde.launch import free_port, wait_http
+from oaifront.serve import UVICORN_OPTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "koboldcpp/Qwen2.5-7B-Instruct"
@@ -44,6 +45,7 @@ def start_front(env: dict[str, str], log_path: Path, workers: int = 1) -> tuple[
     if "HORDE_OAI_REDIS_URL" not in env:
         full_env.pop("HORDE_OAI_REDIS_URL", None)
     args = [sys.executable, "-m", "uvicorn", "oaifront.asgi:application", "--host", "127.0.0.1", "--port", str(port)]
+    args += UVICORN_OPTIONS
     if workers > 1:
         args += ["--workers", str(workers)]
     log = log_path.open("wb")

@@ -43,6 +43,7 @@ import httpx
 from redis.asyncio import Redis
 
 from devhorde.launch import free_port, redis_server_args, wait_http
+from oaifront.serve import UVICORN_OPTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "bench/relay-7b"
@@ -110,9 +111,6 @@ class BenchStack:
 
 
 BENCH_MAX_IN_FLIGHT = 20_000
-LISTEN_BACKLOG = 4096
-"""The front's ``uvicorn --backlog`` (as bin/run and the Dockerfile): uvicorn's default 2,048 drops the connects of a
-burst of 3,000 opened at once (the kernel's ``somaxconn`` caps it, 4,096 on most Linux systems)."""
 """The admission caps of a benchmark's front: above every level a benchmark opens (5,000 at most)."""
 
 
@@ -180,8 +178,7 @@ def bench_stack(
                 "--no-access-log",
                 "--log-level",
                 "warning",
-                "--backlog",
-                str(LISTEN_BACKLOG),
+                *UVICORN_OPTIONS,
                 *(["--workers", str(workers)] if workers > 1 else []),
             ],
             env,

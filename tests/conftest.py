@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from devhorde.launch import START_UP_TIMEOUT_SECONDS, free_port, wait_http
+from oaifront.serve import UVICORN_OPTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -129,6 +130,8 @@ def start_front(
         str(port),
         "--no-access-log",
     ]
+    if app == "oaifront.asgi:application":
+        args += UVICORN_OPTIONS  # served as make run and the container serve it (oaifront.serve)
     if workers > 1:
         args += ["--workers", str(workers)]
     process = start_process(args, front_env, tmp / f"front-{port}.log", cwd=cwd)

@@ -1,0 +1,181 @@
+"""uvloop's loop with servers that accept the waiting connections together (oaifront.accept_loop, issue 23).
+
+Counted in loop iterations (a callback that re-schedules itself runs once per iteration), not in seconds: plain uvloop
+accepts one connection per iteration (libuv 1.45 and later), :class:`AcceptLoop` what waits, so a burst is accepted in
+a few iterations however busy each one is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import socket
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import pytest
+import uvloop
+
+import oaifront.accept_loop
+from oaifront.accept_loop import ACCEPTS_PER_WAKE, AcceptLoop, AcceptServer
+
+BURST = 300
+
+
+class Counting(asyncio.Protocol):
+    """Counts the connections made, with the loop iteration of each."""
+
+    made: list[int]
+    iteration: list[int]
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        Counting.made.append(Counting.iteration[0])
+        transport.close()
+
+
+def run(loop_factory: Callable[[], asyncio.AbstractEventLoop], main: Coroutine[Any, Any, Any]) -> Any:
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        return runner.run(main)
+
+
+async def iterations_to_accept_a_burst() -> int:
+    """Open :data:`BURST` connections to a server at once (the kernel completes them into the listen queue), then
+    count the loop iterations until the server made them all."""
+    loop = asyncio.get_running_loop()
+    Counting.made, Counting.iteration = [], [0]
+
+    def tick() -> None:
+        Counting.iteration[0] += 1
+        if len(Counting.made) < BURST:
+            loop.call_soon(tick)
+
+    server = await loop.create_server(Counting, "127.0.0.1", 0, backlog=BURST * 2)
+    port = server.sockets[0].getsockname()[1]
+    clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(BURST)]
+    try:
+        loop.call_soon(tick)
+        async with asyncio.timeout(60):
+            while len(Counting.made) < BURST:
+                await asyncio.sleep(0)
+        return Counting.made[-1]
+    finally:
+        for client in clients:
+            client.close()
+        server.close()
+        await server.wait_closed()
+
+
+def test_a_burst_is_accepted_in_a_few_iterations_where_uvloop_takes_one_each() -> None:
+    accept_loop = run(AcceptLoop, iterations_to_accept_a_burst())
+    plain_uvloop = run(uvloop.new_event_loop, iterations_to_accept_a_burst())
+    assert accept_loop <= 10
+    assert plain_uvloop >= BURST  # why the accept loop exists (if libuv changes again, this says so)
+
+
+async def serve_one_request(host: str) -> tuple[type, bytes]:
+    loop = asyncio.get_running_loop()
+
+    class Echo(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.transport = transport
+
+        def data_received(self, data: bytes) -> None:
+            self.transport.write(data.upper())  # type: ignore[attr-defined]
+
+    server = await loop.create_server(Echo, host, 0)
+    port = server.sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection(host, port)
+    writer.write(b"ping")
+    answer = await reader.readexactly(4)
+    writer.close()
+    server.close()
+    await server.wait_closed()
+    return type(server), answer
+
+
+def test_an_ip_address_is_served_by_the_accept_server_and_a_host_name_by_uvloops_own() -> None:
+    assert run(AcceptLoop, serve_one_request("127.0.0.1")) == (AcceptServer, b"PING")
+    kind, answer = run(AcceptLoop, serve_one_request("localhost"))
+    assert kind is not AcceptServer
+    assert answer == b"PING"
+
+
+def test_a_given_listening_socket_is_served_too() -> None:
+    async def main() -> tuple[bool, bool]:
+        loop = asyncio.get_running_loop()
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        server = await loop.create_server(asyncio.Protocol, sock=sock, backlog=16)
+        serving = isinstance(server, AcceptServer) and server.is_serving()
+        server.close()
+        await server.wait_closed()
+        return serving, server.is_serving()
+
+    assert run(AcceptLoop, main()) == (True, False)
+
+
+def test_closing_stops_accepting() -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(asyncio.Protocol, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        server.close()
+        await server.wait_closed()
+        assert server.sockets == ()
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5)
+
+    run(AcceptLoop, main())
+
+
+class OutOfFiles(socket.socket):
+    """A listening socket whose ``accept`` fails with EMFILE ``failures`` times, then works."""
+
+    failures = 1
+
+    def accept(self) -> tuple[socket.socket, Any]:
+        if OutOfFiles.failures:
+            OutOfFiles.failures -= 1
+            raise OSError(errno.EMFILE, "Too many open files")
+        return super().accept()
+
+
+def test_out_of_file_descriptors_pauses_accepting_then_resumes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As asyncio's loop does: the error goes to the loop's exception handler, the socket is not watched for
+    ``ACCEPT_RETRY_DELAY``, then accepting resumes (Linux keeps reporting the socket ready, so without the pause the
+    loop would spin)."""
+    monkeypatch.setattr(oaifront.accept_loop, "ACCEPT_RETRY_DELAY", 0.05)
+
+    async def main() -> list[str]:
+        loop = asyncio.get_running_loop()
+        reported: list[str] = []
+        loop.set_exception_handler(lambda _, context: reported.append(context["message"]))
+        made = asyncio.Event()
+
+        class Made(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                made.set()
+                transport.close()
+
+        sock = OutOfFiles()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        server = AcceptServer(loop, [sock], Made)
+        client = socket.create_connection(sock.getsockname())
+        try:
+            async with asyncio.timeout(30):
+                await made.wait()
+        finally:
+            client.close()
+            server.close()
+        return reported
+
+    assert run(AcceptLoop, main()) == ["socket.accept() out of system resource"]
+
+
+def test_a_wake_accepts_at_most_a_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Worker processes sharing a socket each take a share of a burst, not the whole queue: with batches of 30 the
+    burst of 300 takes at least ten wakes."""
+    assert ACCEPTS_PER_WAKE == 512
+    monkeypatch.setattr(oaifront.accept_loop, "ACCEPTS_PER_WAKE", 30)
+    assert run(AcceptLoop, iterations_to_accept_a_burst()) >= BURST // 30
