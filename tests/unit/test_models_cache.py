@@ -4,6 +4,7 @@ worker process: tests/integration/test_workers.py)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -72,3 +73,35 @@ async def test_each_horde_has_its_own_entry(monkeypatch: pytest.MonkeyPatch) -> 
     await views.native_text_models()
     horde.base_url = "http://127.0.0.1:2/api"
     assert (await views.native_text_models())[0]["call"] == 2
+
+
+class SlowHorde(CountingHorde):
+    """A Horde whose model list takes until ``answer`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answer = asyncio.Event()
+
+    async def text_models(self) -> list[dict[str, Any]]:
+        self.calls += 1
+        await self.answer.wait()
+        return [{**ENTRIES[0], "call": self.calls}]
+
+
+async def test_requests_that_find_the_cache_empty_together_share_one_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """256 requests admitted at once (a burst at the per-client cap) read the list once, not 256 times (issue 23; the
+    public Horde allows 90 reads a minute per address); one that leaves does not cancel the read for the others."""
+    horde = SlowHorde()
+    front = SimpleNamespace(settings=SimpleNamespace(models_cache_seconds=30), horde=horde)
+    monkeypatch.setattr(views, "get_runtime", lambda: front)
+    readers = [asyncio.ensure_future(views.native_text_models()) for _ in range(256)]
+    while horde.calls == 0:
+        await asyncio.sleep(0)
+    await asyncio.sleep(0.01)
+    readers[0].cancel()
+    horde.answer.set()
+    lists = await asyncio.gather(*readers[1:])
+    assert horde.calls == 1
+    assert all(entries == [{**ENTRIES[0], "call": 1}] for entries in lists)
+    assert await views.native_text_models() == lists[0]  # and cached
+    assert horde.calls == 1
