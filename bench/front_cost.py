@@ -555,35 +555,14 @@ async def deep_queue(count: int, settle: float, window: float, open_rate: float)
     return row
 
 
-async def _burst_one(
-    conn: Connection, body: bytes, go: asyncio.Event | None = None, connected: asyncio.Event | None = None
-) -> tuple[float, float, float, int, bytes]:
-    """Open ``conn`` and send one request: ``(seconds to connect, seconds to the whole answer, both from before the
-    connect; seconds from the request sent to its answer, status, body)``. With ``go``, the request is sent once
-    ``go`` is set (``connected`` is set when this connection is open), so that every connection is open first."""
-    began = time.monotonic()
-    await conn.open()
-    opened = time.monotonic()
-    if go is not None:
-        if connected is not None:
-            connected.set()
-        await go.wait()
-    sent = time.monotonic()
-    status, answer = await conn.request("POST", "/v1/chat/completions", body)
-    done = time.monotonic()
-    return opened - began, done - began, done - sent, status, answer
-
-
 async def burst(count: int, hold: float, front_env: dict[str, str], *, connect_first: bool = False) -> dict[str, Any]:
     """``count`` non-streamed requests opened at once from this one address into the ``deep-queue`` scenario (Redis
-    on, the default caps: ``HORDE_OAI_MAX_IN_FLIGHT_PER_CLIENT`` admitted, the rest refused 503 ``FrontAtCapacity``).
-    The refusals' time from before the connect to the whole answer (median, p99, max, how many over 50 and 500 ms) and
-    their connect time alone (a connect that waits is the listen backlog's, not the front's); after ``hold`` seconds,
-    the admitted requests that ended in anything but a 200 (there should be none: they wait in the queue).
-
-    ``connect_first``: every connection is opened before any request is sent, then all are sent at once, so the
-    refusal times from the send (``refusal_after_sent_*``) are the front's answer to a burst of requests, not the
-    one-process client's own loop connecting thousands of sockets while it sends.
+    on, the default caps: ``HORDE_OAI_MAX_IN_FLIGHT_PER_CLIENT`` admitted, the rest refused 503 ``FrontAtCapacity``),
+    by :mod:`bench.burst_client` in a process of its own (each request written as soon as its connection is made;
+    ``connect_first``: once every connection is). The refusals' time from their connect started to the whole answer
+    (median, p99, max, how many over 50 and 500 ms) and from their request sent; the front's CPU seconds over the
+    burst; after ``hold`` seconds, the admitted requests that ended in anything but a 200 (there should be none: they
+    wait in the queue; the client then closes them all and the front cancels them).
     """
     scenario_document = json.loads(DEEP_QUEUE_SCENARIO.read_text())
     fields = FrontSettings.model_fields
@@ -595,53 +574,44 @@ async def burst(count: int, hold: float, front_env: dict[str, str], *, connect_f
         **front_env,
     }
     with bench_stack(scenario_document, env) as stack:
-        front_port = port_of(stack.front_url)
-        conns = [Connection(front_port) for _ in range(count)]
         load = load_average()
         cpu_before = cpu_seconds(stack.front_pid)
-        go = asyncio.Event() if connect_first else None
-        opened = [asyncio.Event() for _ in conns] if connect_first else [None for _ in conns]
-        tasks = [
-            asyncio.ensure_future(_burst_one(conn, DEEP_QUEUE_BODY, go, event))
-            for conn, event in zip(conns, opened, strict=True)
-        ]
-        if go is not None:
-            connecting = [asyncio.ensure_future(event.wait()) for event in opened if event is not None]
-            await asyncio.wait(connecting, timeout=hold)
-            for waiter in connecting:
-                waiter.cancel()
-            go.set()
-        await asyncio.wait(tasks, timeout=hold)
+        client = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bench.burst_client",
+            "--port",
+            str(port_of(stack.front_url)),
+            "--count",
+            str(count),
+            "--body",
+            DEEP_QUEUE_BODY.decode(),
+            "--api-key",
+            API_KEY,
+            "--timeout",
+            str(hold),
+            *(["--connect-first"] if connect_first else []),
+            stdout=asyncio.subprocess.PIPE,
+        )
+        # The refusals come first: the front's CPU is read once they are all in (the client prints at the end).
+        output, _ = await client.communicate()
         front_cpu = cpu_seconds(stack.front_pid) - cpu_before
-        refusals: list[float] = []
-        connects: list[float] = []
-        served: list[float] = []
-        completed = 0
-        other: dict[str, int] = {}
-        for task in tasks:
-            if not task.done():
-                continue
-            if task.exception() is not None:
-                name = type(task.exception()).__name__
-                other[name] = other.get(name, 0) + 1
-                continue
-            connected, answered, after_sent, status, answer = task.result()
-            code = json.loads(answer).get("error", {}).get("code") if status != 200 else None
-            if status == 200:
-                completed += 1
-            elif status == 503 and code == "FrontAtCapacity":
-                refusals.append(answered)
-                connects.append(connected)
-                served.append(after_sent)
-            else:
-                other[f"HTTP {status} {code}"] = other.get(f"HTTP {status} {code}", 0) + 1
-        waiting = sum(1 for task in tasks if not task.done())
+        rows = json.loads(output)
         listed = len(await _devhorde_requests(stack))
-        await abandon(tasks, conns)
-    row = {
+    refused = [row for row in rows if row["status"] == 503 and row["code"] == "FrontAtCapacity"]
+    refusals = [row["from_connect"] for row in refused]
+    served = [row["from_send"] for row in refused]
+    completed = sum(1 for row in rows if row["status"] == 200)
+    waiting = sum(1 for row in rows if row["status"] is None)
+    other: dict[str, int] = {}
+    for row in rows:
+        if row["status"] not in (None, 200) and row not in refused:
+            key = f"HTTP {row['status']} {row['code']}"
+            other[key] = other.get(key, 0) + 1
+    result = {
         "burst": count,
         "connect_first": connect_first,
-        "refused": len(refusals),
+        "refused": len(refused),
         "still_waiting_after_hold": waiting,
         "admitted_completed": completed,
         "submitted_to_devhorde": listed,
@@ -651,16 +621,14 @@ async def burst(count: int, hold: float, front_env: dict[str, str], *, connect_f
         "refusal_max_ms": round(max(refusals) * 1000, 1) if refusals else None,
         "refusals_over_50_ms": sum(1 for seconds in refusals if seconds > 0.05),
         "refusals_over_500_ms": sum(1 for seconds in refusals if seconds > 0.5),
-        "connect_p50_ms": round(percentile(connects, 0.5) * 1000, 1) if connects else None,
-        "connect_max_ms": round(max(connects) * 1000, 1) if connects else None,
         "refusal_after_sent_p50_ms": round(percentile(served, 0.5) * 1000, 1) if served else None,
         "refusal_after_sent_max_ms": round(max(served) * 1000, 1) if served else None,
         "front_cpu_seconds": round(front_cpu, 2),
         "hold_seconds": hold,
         "load": load,
     }
-    print(json.dumps(row), flush=True)
-    return row
+    print(json.dumps(result), flush=True)
+    return result
 
 
 def run(argv: list[str] | None = None) -> dict[str, Any]:
