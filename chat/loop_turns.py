@@ -23,7 +23,8 @@ from typing import Final
 HOLD_SECONDS: Final[float] = 0.1
 """The longest admitted work is held back while new connections keep arriving (:meth:`LoopTurns.hold_for_arrival`):
 after it, one iteration's turns go out whatever arrives, so a steady stream of refused connections slows the
-admitted work but never stops it."""
+admitted work but never stops it. With 20 ms, a burst's admitted requests took about a third of the loop while the
+burst was still being refused (bench/README.md, row 8)."""
 
 STARTS_PER_ITERATION: Final[int] = 8
 """Pieces of admitted work started in one event-loop iteration: eight steps of about a millisecond keep every poll
