@@ -599,15 +599,19 @@ async def burst(count: int, hold: float, front_env: dict[str, str], *, connect_f
         rows = json.loads(output)
         listed = len(await _devhorde_requests(stack))
     refused = [row for row in rows if row["status"] == 503 and row["code"] == "FrontAtCapacity"]
+    others = [
+        row
+        for row in rows
+        if row["status"] not in (None, 200, 503) or (row["status"] == 503 and row["code"] != "FrontAtCapacity")
+    ]
     refusals = [row["from_connect"] for row in refused]
     served = [row["from_send"] for row in refused]
     completed = sum(1 for row in rows if row["status"] == 200)
     waiting = sum(1 for row in rows if row["status"] is None)
     other: dict[str, int] = {}
-    for row in rows:
-        if row["status"] not in (None, 200) and row not in refused:
-            key = f"HTTP {row['status']} {row['code']}"
-            other[key] = other.get(key, 0) + 1
+    for row in others:
+        key = f"HTTP {row['status']} {row['code']}"
+        other[key] = other.get(key, 0) + 1
     result = {
         "burst": count,
         "connect_first": connect_first,

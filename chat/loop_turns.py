@@ -21,10 +21,10 @@ from collections import deque
 from typing import Final
 
 HOLD_SECONDS: Final[float] = 0.1
-"""The longest admitted work is held back while new connections keep arriving (:meth:`LoopTurns.hold_for_arrival`):
-after it, one iteration's turns go out whatever arrives, so a steady stream of refused connections slows the
-admitted work but never stops it. With 20 ms, a burst's admitted requests took about a third of the loop while the
-burst was still being refused (bench/README.md, row 8)."""
+"""The longest admitted work is held back while new connections keep arriving (:meth:`LoopTurns.hold_for_arrival`);
+then as long again without holding, whatever arrives: a steady stream of connections takes at most half of the loop's
+time from the admitted work. (With a 20 ms hold, a burst's admitted requests took about a third of the loop while it
+was still being refused: bench/README.md, row 8.)"""
 
 STARTS_PER_ITERATION: Final[int] = 8
 """Pieces of admitted work started in one event-loop iteration: eight steps of about a millisecond keep every poll
@@ -47,6 +47,7 @@ class LoopTurns:
         self._next_scheduled = False
         self._arrived = False
         self._held_since: float | None = None
+        self._free_until = 0.0
 
     @property
     def waiting(self) -> int:
@@ -78,15 +79,14 @@ class LoopTurns:
 
     def hold_for_arrival(self) -> None:
         """A new connection arrived (oaifront.door calls this as each is made): no turn goes out in this iteration or
-        the next, so the loop goes back to its sockets at once and accepts and refuses the connections behind it, up
-        to :data:`HOLD_SECONDS` since the first held iteration.
-
-        With uvloop the loop accepts one connection per iteration (libuv's listen callback, since libuv 1.45): while
-        admitted work fills the iterations, a burst of thousands is accepted a few hundred a second
-        (bench/README.md, row 8).
+        the next, so the loop goes back to its sockets at once and accepts and refuses the connections behind it.
+        A hold lasts at most :data:`HOLD_SECONDS` however many arrive, and is followed by as long without one.
         """
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._free_until:
+            return
         self._arrived = True
-        self._schedule_next(asyncio.get_running_loop())
+        self._schedule_next(loop)
 
     def _next_iteration(self, loop: asyncio.AbstractEventLoop) -> None:
         """Runs once in the iteration after a turn was taken or a connection arrived: a new count, and the first
@@ -103,6 +103,7 @@ class LoopTurns:
                 self._passed = self.per_iteration  # nobody passes in this iteration
                 self._schedule_next(loop)
                 return
+            self._free_until = now + HOLD_SECONDS
         self._held_since = None
         while self._waiting and self._passed < self.per_iteration:
             turn = self._waiting.popleft()
@@ -114,14 +115,20 @@ class LoopTurns:
 
 
 _turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopTurns] = weakref.WeakKeyDictionary()
+_last: tuple[asyncio.AbstractEventLoop, LoopTurns] | None = None
+"""The loop asked for last and its turns: a server process has one loop, and every connection asks."""
 
 
 def loop_turns() -> LoopTurns:
     """The running loop's :class:`LoopTurns`, shared by every piece of admitted work of the process (made on first
     use).
     """
+    global _last  # noqa: PLW0603 - a one-entry cache in front of the mapping
     loop = asyncio.get_running_loop()
+    if _last is not None and _last[0] is loop:
+        return _last[1]
     turns = _turns.get(loop)
     if turns is None:
         turns = _turns[loop] = LoopTurns()
+    _last = (loop, turns)
     return turns

@@ -8,10 +8,12 @@ accepts a few hundred connections a second, however many wait: 3,000 opened at o
 accepted, their refusals with them (bench/README.md, row 8). The standard library's loop accepts what waits, as
 servers did before; so does :class:`AcceptServer`, up to :data:`ACCEPTS_PER_WAKE` at a time, with uvloop's transports.
 
-:meth:`AcceptLoop.create_server` serves this way a listening socket it is given (uvicorn's ``--fd`` and its worker
-processes) or a host that is an IP address (uvicorn's ``--host``, 127.0.0.1 by default), TLS included; anything else
-(a host name, address family flags, ``reuse_port``, ``start_serving=False``) goes to uvloop's own ``create_server``
-unchanged. Unix sockets are uvloop's too.
+:meth:`AcceptLoop.create_server` serves this way a listening socket it is given (uvicorn's ``--fd``, and every socket
+of its worker processes, ``--uds`` included) or a host that is an IP address (uvicorn's ``--host``, 127.0.0.1 by
+default), TLS included; anything else (a host name, address family flags, ``reuse_port``, ``start_serving=False``)
+goes to uvloop's own ``create_server`` unchanged, and so does ``create_unix_server`` (one process's ``--uds``). A TLS
+handshake that fails or a client that leaves before its transport is made is closed without a log line, as uvloop's
+own server does.
 """
 
 from __future__ import annotations
@@ -115,17 +117,26 @@ class AcceptServer(asyncio.AbstractServer):
     async def _connect(self, connection: socket.socket) -> None:
         try:
             await self._loop.connect_accepted_socket(self._protocol_factory, connection, **self._tls)
-        except Exception as exc:  # noqa: BLE001 - one connection's failure (a TLS handshake): logged, the server goes on
+        except OSError:  # the client left, or its TLS handshake failed (a port scan, a health check): as uvloop, quiet
+            connection.close()
+        except asyncio.CancelledError:  # the server closed first
+            connection.close()
+            raise
+        except Exception as exc:  # noqa: BLE001 - one connection's failure: logged, the server goes on
             connection.close()
             self._loop.call_exception_handler({"message": "an accepted connection failed", "exception": exc})
 
     def close(self) -> None:
-        """Stop accepting and close the listening sockets (connections already made stay open)."""
+        """Stop accepting and close the listening sockets; a connection accepted but not yet given its protocol is
+        closed too (uvicorn's graceful stop would not know of it); connections already made stay open.
+        """
         if self._closed.is_set():
             return
         for sock in self._sockets:
             self._loop.remove_reader(sock.fileno())
             sock.close()
+        for task in self._connecting:
+            task.cancel()
         self._closed.set()
 
     async def wait_closed(self) -> None:

@@ -11,16 +11,19 @@ socket (issue 23: accept, check, refuse):
   parser uvicorn uses) and asks :meth:`oaifront.guards.AdmissionGuards.refusal_for`. A refusal (503
   ``FrontAtCapacity`` over an in-flight cap, 413 for a declared body over the limit) is written at once, in one
   write, and the connection closes: no task, no request cycle, nothing of the application runs. Any other request
-  (admitted, uncapped, ``HEAD``, malformed, an upgrade) is handed with the bytes read so far to
+  (admitted, uncapped, ``HEAD``, malformed, an upgrade, ``CONNECT``, a target without a path) is handed with the
+  bytes read so far to
 - :class:`AdmittingHttpToolsProtocol`, uvicorn's own httptools protocol, which serves the connection from then on
   exactly as uvicorn does, except that each request it starts is decided by the guards first
   (:meth:`~oaifront.guards.AdmissionGuards.admit`): the admitted one takes its slot under the caps there (so the next
-  request parsed in the same pass sees it) and the guards find it in the scope (:data:`oaifront.guards.DOOR_ADMISSION`);
-  a refusal (a later request of a kept-alive connection) is written by uvicorn's response writer.
+  request parsed in the same pass sees it), the guards find it in the scope (:data:`oaifront.guards.DOOR_ADMISSION`),
+  and it is freed however the request ends; a refusal (a later request of a kept-alive connection) is written the
+  same way, in one write.
 
 The answer is byte for byte the one the guards send through ASGI (their headers after uvicorn's ``date`` and
 ``server``), and the refusal is counted the same way (``horde.oai.requests.refused``, ``horde.oai.request.duration``);
-it has no server span, since the ASGI application, where the OpenTelemetry instrumentation sits, never sees it. The
+it has no server span and is not on the ``http.server.*`` metrics, since the ASGI application, where the
+OpenTelemetry instrumentation sits, never sees it; uvicorn's access log (``--access-log``) has its line. The
 client address is the one the guards would see: after uvicorn's proxy headers when they apply
 (``--forwarded-allow-ips``). An application with no :class:`~oaifront.guards.AdmissionGuards` (a host project's) is
 served exactly as uvicorn serves it.
@@ -31,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import functools
+import logging
 import time
 import urllib.parse
 from typing import Any
@@ -39,11 +43,11 @@ import httptools
 from uvicorn.config import Config
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol, RequestResponseCycle
-from uvicorn.protocols.utils import get_remote_addr
+from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string, get_remote_addr
 from uvicorn.server import ServerState
 
 from chat.loop_turns import loop_turns
-from oaifront.guards import DOOR_ADMISSION, AdmissionGuards, Refusal, Scope
+from oaifront.guards import DOOR_ADMISSION, AdmissionGuards, Refusal, Scope, Slot
 
 __all__ = ["AdmittingHttpToolsProtocol", "DoorProtocol", "find_guards"]
 
@@ -132,6 +136,36 @@ class _DefaultHeaders:
 _default_headers = _DefaultHeaders()
 
 
+def answer_bytes(refusal: Refusal, server_state: ServerState, *, with_body: bool = True) -> bytes:
+    """``refusal`` as uvicorn's writer puts it on the wire: the status line, uvicorn's default headers, the refusal's
+    headers (``connection: close`` among them), and its body unless the request was a ``HEAD``.
+    """
+    return b"".join(
+        (
+            STATUS_LINE[refusal.status],
+            _default_headers.lines(server_state.default_headers),
+            refusal.head,
+            refusal.body if with_body else b"",
+        )
+    )
+
+
+ACCESS_LOG_FORMAT = '%s - "%s %s HTTP/%s" %d'
+"""uvicorn's access log line (``--access-log``): client, method, path and query, HTTP version, status."""
+
+
+def log_access(scope: Scope, status: int) -> None:
+    """The access log line of a refused request, as uvicorn writes one for the requests it answers."""
+    logging.getLogger("uvicorn.access").info(
+        ACCESS_LOG_FORMAT,
+        get_client_addr(scope),  # type: ignore[arg-type]
+        scope["method"],
+        get_path_with_query_string(scope),  # type: ignore[arg-type]
+        scope["http_version"],
+        status,
+    )
+
+
 class DoorProtocol(asyncio.Protocol):
     """Each new connection's protocol (uvicorn's ``--http``): refuses the first request on its head, or hands the
     connection to :class:`AdmittingHttpToolsProtocol` (see the module). Constructed by uvicorn for each connection.
@@ -159,7 +193,9 @@ class DoorProtocol(asyncio.Protocol):
         self.parser = httptools.HttpRequestParser(self)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """Keep ``transport``; join uvicorn's connections (its graceful stop calls :meth:`shutdown`)."""
+        """Keep ``transport``; join uvicorn's connections (its graceful stop calls :meth:`shutdown`); hold the loop's
+        admitted work for the burst this connection may belong to (chat.loop_turns).
+        """
         self.transport = transport  # type: ignore[assignment]
         loop_turns().hold_for_arrival()
         self.server_state.connections.add(self)  # type: ignore[arg-type]
@@ -181,7 +217,7 @@ class DoorProtocol(asyncio.Protocol):
             return
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserError:  # malformed or an upgrade: uvicorn answers it
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade):  # malformed, an upgrade, CONNECT: uvicorn's
             self.hand_over()
             return
         if not self.head_complete:
@@ -189,11 +225,15 @@ class DoorProtocol(asyncio.Protocol):
         if self.parser.get_method() == b"HEAD":  # an answer without its body: uvicorn's writer knows how
             self.hand_over()
             return
-        refusal = self.door.guards.refusal_for(self.door.scope_as_guards_see(self.scope()), time.monotonic())
+        try:
+            scope = self.scope()
+            refusal = self.door.guards.refusal_for(self.door.scope_as_guards_see(scope), time.monotonic())
+        except Exception:  # noqa: BLE001 - a head the door cannot read (a target without a path): uvicorn answers it
+            refusal = None
         if refusal is None:
             self.hand_over()
             return
-        self.refuse(refusal)
+        self.refuse(refusal, scope)
 
     def on_url(self, url: bytes) -> None:
         """The parser's callback: part of the first request's target."""
@@ -210,35 +250,34 @@ class DoorProtocol(asyncio.Protocol):
         self.head_complete = True
 
     def scope(self) -> Scope:
-        """What the guards read of the request, as uvicorn's scope gives it: ``path`` (percent-decoded, after the root
-        path), ``client`` and ``headers`` (names lower-cased).
+        """What the guards (and the access log) read of the request, as uvicorn's scope gives it: ``path``
+        (percent-decoded, after the root path), ``query_string``, ``client``, ``headers`` (names lower-cased),
+        ``method`` and ``http_version``. Raises when the target has no path (an absolute URI such as
+        ``http://host``).
         """
-        path = httptools.parse_url(self.url).path.decode("ascii", "replace")
+        target = httptools.parse_url(self.url)
+        path = target.path.decode("ascii")
         if "%" in path:
             path = urllib.parse.unquote(path)
         assert self.transport is not None
         return {
             "type": "http",
+            "method": self.parser.get_method().decode("ascii"),
+            "http_version": self.parser.get_http_version(),
             "path": self.config.root_path + path,
+            "query_string": target.query or b"",
             "client": get_remote_addr(self.transport),
             "headers": self.headers,
         }
 
-    def refuse(self, refusal: Refusal) -> None:
-        """Write ``refusal`` (its status line, uvicorn's default headers, its own, its body) and close."""
+    def refuse(self, refusal: Refusal, scope: Scope) -> None:
+        """Write ``refusal`` in one write and close."""
         assert self.transport is not None
-        self.transport.write(
-            b"".join(
-                (
-                    STATUS_LINE[refusal.status],
-                    _default_headers.lines(self.server_state.default_headers),
-                    refusal.head,
-                    refusal.body,
-                )
-            )
-        )
+        self.transport.write(answer_bytes(refusal, self.server_state))
         self.transport.close()
         self.server_state.total_requests += 1
+        if self.config.access_log and logging.getLogger("uvicorn.access").hasHandlers():
+            log_access(scope, refusal.status)
 
     def hand_over(self) -> None:
         """Give the connection, and every byte read so far, to :class:`AdmittingHttpToolsProtocol`."""
@@ -266,24 +305,61 @@ class AdmittingHttpToolsProtocol(HttpToolsProtocol):
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
         self.door = door_for(self.app)
+        self._answering_pipelined = False
+
+    def on_response_complete(self) -> None:
+        """Uvicorn starts a pipelined request here, inside the last ``send`` of the one before, whose slot the guards
+        free only once that ``send`` returns: :meth:`_start_asgi_task` decides it a moment later.
+        """
+        self._answering_pipelined = True
+        try:
+            super().on_response_complete()
+        finally:
+            self._answering_pipelined = False
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
         """Decide the request with the guards, then start it as uvicorn does unless it was refused. uvicorn calls this
-        once a request's head is parsed (or, for a pipelined request, once the one before it is answered).
+        once a request's head is parsed (for a pipelined request: once the one before it is answered, and then the
+        decision waits for the next loop callback, when that one's slot is free).
         """
+        if self._answering_pipelined:
+            self.loop.call_soon(self._decide_and_start, cycle, app)
+            return
+        self._decide_and_start(cycle, app)
+
+    def _decide_and_start(self, cycle: RequestResponseCycle, app: Any) -> None:
         door = self.door
-        if door is not None and app is self.app and not self.flow.write_paused:
+        if door is not None and app is self.app and not self.transport.is_closing():
             scope: Scope = cycle.scope  # type: ignore[assignment]
             admission = door.guards.admit(door.scope_as_guards_see(scope), time.monotonic())
             if isinstance(admission, Refusal):
-                # uvicorn's response writer, run to its end now; it closes the connection (``connection: close``).
-                _run_now(
-                    cycle.send(
-                        {"type": "http.response.start", "status": admission.status, "headers": admission.headers}
-                    )
-                )
-                _run_now(cycle.send({"type": "http.response.body", "body": admission.body}))
+                self._refuse(cycle, admission)
                 return
             if admission is not None:
                 scope[DOOR_ADMISSION] = admission
+                app = _releasing(app, admission)
         super()._start_asgi_task(cycle, app)
+
+    def _refuse(self, cycle: RequestResponseCycle, refusal: Refusal) -> None:
+        """Write ``refusal`` in one write (without its body for a ``HEAD``, as uvicorn's writer does) and close."""
+        self.transport.write(answer_bytes(refusal, self.server_state, with_body=cycle.scope["method"] != "HEAD"))
+        cycle.response_started = cycle.response_complete = True
+        cycle.keep_alive = False
+        self.transport.close()
+        self.server_state.total_requests += 1
+        if self.access_log:
+            log_access(cycle.scope, refusal.status)  # type: ignore[arg-type]
+
+
+def _releasing(app: Any, slot: Slot) -> Any:
+    """``app``, with ``slot`` freed when it returns or raises whatever happens inside it (the guards free it first
+    when the response ends: :meth:`Slot.release` does it once).
+    """
+
+    async def app_then_release(scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await app(scope, receive, send)
+        finally:
+            slot.release()
+
+    return app_then_release

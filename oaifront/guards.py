@@ -133,7 +133,7 @@ class AdmissionGuards:
 
     The caps and the declared size are decided on the request's head alone (:meth:`admit`), by the door
     (oaifront.door) as uvicorn parses the request, or here when the server has no door; admitted requests then enter
-    the application a few per event-loop iteration (oaifront.turns), so a burst's refusals never wait behind its
+    the application a few per event-loop iteration (chat.loop_turns), so a burst's refusals never wait behind its
     admitted requests' first steps.
 
     Args:
@@ -207,7 +207,7 @@ class AdmissionGuards:
             return
         admission = scope.pop(DOOR_ADMISSION, None) or self.admit(scope, time.monotonic())
         if isinstance(admission, Refusal):
-            await send_answer(send, admission.status, admission.headers, admission.body)
+            await send_answer(send, admission.status, list(admission.headers), admission.body)
             return
         if admission is None:  # an uncapped path
             await self._admit_body(scope, receive, send, time.monotonic())

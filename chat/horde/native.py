@@ -206,8 +206,8 @@ class HordeClient:
             headers.update(JSON_CONTENT_TYPE)
 
         async def attempt(budget_headers: Mapping[str, str]) -> httpx.Response:
+            await loop_turns().take()  # a few calls start per loop iteration (chat.loop_turns); not the call's time
             started = time.monotonic()
-            await loop_turns().take()  # a few calls start per loop iteration (chat.loop_turns)
             try:
                 async with asyncio.timeout(self.timeout):  # the wait for a turn counts, like httpx's pool timeout did
                     await self._slots.acquire()

@@ -8,8 +8,10 @@ a few iterations however busy each one is.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import errno
 import socket
+import ssl
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -179,3 +181,71 @@ def test_a_wake_accepts_at_most_a_batch(monkeypatch: pytest.MonkeyPatch) -> None
     assert ACCEPTS_PER_WAKE == 512
     monkeypatch.setattr(oaifront.accept_loop, "ACCEPTS_PER_WAKE", 30)
     assert run(AcceptLoop, iterations_to_accept_a_burst()) >= BURST // 30
+
+
+def self_signed_context(tmp_path: Any) -> ssl.SSLContext:
+    """A server TLS context with a throwaway self-signed certificate for 127.0.0.1."""
+    x509 = pytest.importorskip("cryptography.x509")
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_file, key_file)
+    return context
+
+
+def test_tls_is_served_and_a_failed_handshake_is_closed_without_a_log_line(tmp_path: Any) -> None:
+    """Plain bytes sent to the TLS port (a scanner, a load balancer's TCP check) are closed quietly, as uvloop's own
+    server does; a real TLS client is served."""
+    context = self_signed_context(tmp_path)
+
+    async def main() -> tuple[list[str], bytes]:
+        loop = asyncio.get_running_loop()
+        reported: list[str] = []
+        loop.set_exception_handler(lambda _, error: reported.append(error["message"]))
+
+        class Echo(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                self.transport = transport
+
+            def data_received(self, data: bytes) -> None:
+                self.transport.write(data.upper())  # type: ignore[attr-defined]
+
+        server = await loop.create_server(Echo, "127.0.0.1", 0, ssl=context, ssl_handshake_timeout=5)
+        assert isinstance(server, AcceptServer)
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET / HTTP/1.1\r\n\r\n")
+        await reader.read()  # the server closes it
+        writer.close()
+        client = ssl.create_default_context()
+        client.check_hostname = False
+        client.verify_mode = ssl.CERT_NONE
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client)
+        writer.write(b"ping")
+        answer = await reader.readexactly(4)
+        writer.close()
+        server.close()
+        await server.wait_closed()
+        await asyncio.sleep(0.05)
+        return reported, answer
+
+    assert run(AcceptLoop, main()) == ([], b"PING")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from chat.asgi import with_front_lifespan
 from chat.settings import FrontSettings
 from oaifront.door import AdmittingHttpToolsProtocol, DoorProtocol, find_guards
 from oaifront.guards import AdmissionGuards
+from oaifront.telemetry import instrument_app
 
 DATE = [(b"date", b"Wed, 02 Dec 2026 16:00:00 GMT"), (b"server", b"uvicorn")]
 BODY = b'{"model":"m","messages":[{"role":"user","content":"Hi."}]}'
@@ -286,3 +288,108 @@ async def test_an_application_without_guards_is_served_as_uvicorn_serves_it() ->
 def test_the_guards_are_found_through_every_wrapper() -> None:
     front = Front()
     assert find_guards(front.config.loaded_app) is front.guards
+
+
+H2C_UPGRADE = "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n"
+"""What ``curl --http2 http://...`` adds to a request."""
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("first_bytes", "status_line"),
+    [
+        (
+            request(
+                path="/healthz",
+                method="GET",
+                body=b"",
+                headers=H2C_UPGRADE,
+            ),
+            b"HTTP/1.1 200 OK",
+        ),
+        (b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", b"HTTP/1.1 400 Bad Request"),
+        (b"GET http://x HTTP/1.1\r\nHost: x\r\n\r\n", b"HTTP/1.1 400 Bad Request"),
+    ],
+    ids=["upgrade-h2c", "connect", "absolute-uri-without-path"],
+)
+async def test_heads_the_door_cannot_read_are_answered_by_uvicorn(first_bytes: bytes, status_line: bytes) -> None:
+    """An upgrade, a ``CONNECT`` and a target without a path go to uvicorn, which answers them as it does without the
+    door (the door once dropped them with no answer and a traceback)."""
+    front = Front()
+    front.served.release.set()
+    transport = front.connect()
+    front.send(transport, first_bytes)
+    await settle()
+    assert isinstance(transport.protocol, AdmittingHttpToolsProtocol)
+    assert bytes(transport.written).startswith(status_line)
+
+
+@pytest.mark.asyncio
+async def test_pipelined_requests_at_the_cap_are_each_served() -> None:
+    """A client that sends its next request before the answer to the last (HTTP/1.1 pipelining) at a per-client cap of
+    one is never refused: the next one is decided once the last one's slot is free (ref: guards' "a client that waits
+    for each answer ... is never refused")."""
+    front = Front()
+    front.served.release.set()
+    transport = front.connect()
+    front.send(transport, request("/v1/chat/completions") + request("/v1/chat/completions"))
+    await settle()
+    assert bytes(transport.written).count(b"HTTP/1.1 200 OK") == 2
+    assert b"FrontAtCapacity" not in bytes(transport.written)
+    assert (front.guards.in_flight, dict(front.guards.in_flight_by_client)) == (0, {})
+
+
+@pytest.mark.asyncio
+async def test_a_slot_taken_at_the_door_is_freed_when_the_application_fails() -> None:
+    front = Front()
+
+    async def failing(scope: Any, receive: Any, send: Any) -> None:
+        raise RuntimeError("the application failed")
+
+    front.guards.app = failing
+    transport = front.connect()
+    front.send(transport, request())
+    await settle()
+    assert bytes(transport.written).startswith(b"HTTP/1.1 500 Internal Server Error")
+    assert (front.guards.in_flight, dict(front.guards.in_flight_by_client)) == (0, {})
+
+
+class Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@pytest.mark.asyncio
+async def test_a_refusal_at_the_door_has_its_access_log_line() -> None:
+    """As uvicorn logs each request it answers (``--access-log``, its default)."""
+    front = Front()
+    holder = front.connect()
+    front.send(holder, request())
+    await settle()
+    access = logging.getLogger("uvicorn.access")
+    lines = Lines()
+    access.addHandler(lines)
+    level = access.level
+    access.setLevel(logging.INFO)  # uvicorn's --log-level info
+    try:
+        refused = front.connect()
+        front.send(refused, request("/v1/chat/completions?x=1"))
+    finally:
+        access.removeHandler(lines)
+        access.setLevel(level)
+    assert lines.lines == ['10.0.0.1:40000 - "POST /v1/chat/completions?x=1 HTTP/1.1" 503']
+    front.served.release.set()
+    await settle()
+
+
+def test_the_guards_are_found_behind_the_telemetry_instrumentation() -> None:
+    """With telemetry on, the OpenTelemetry ASGI middleware (behind oaifront.telemetry.PrivateScopeTracing) wraps the
+    guards: the door still finds them (it once found none, and every refusal went back through the application)."""
+    front = Front()
+    traced = Config(with_front_lifespan(instrument_app(front.guards)), log_level="warning")
+    traced.load()
+    assert find_guards(traced.loaded_app) is front.guards

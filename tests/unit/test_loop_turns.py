@@ -130,3 +130,33 @@ async def test_one_turns_per_running_loop() -> None:
 def test_per_iteration_is_one_or_more() -> None:
     with pytest.raises(ValueError, match="per_iteration must be 1 or more, not 0"):
         LoopTurns(per_iteration=0)
+
+
+@pytest.mark.asyncio
+async def test_steady_arrivals_leave_the_admitted_work_a_share_of_the_loop() -> None:
+    """Connections arriving in every iteration (a steady stream of refused clients) hold the admitted work for
+    ``HOLD_SECONDS``, then leave it as long: turns go out in a good share of the iterations, not one per hold."""
+    turns = LoopTurns()
+    loop = asyncio.get_running_loop()
+    iterations = 0
+    with_turns: set[int] = set()
+    arriving = True
+
+    def arrive() -> None:
+        nonlocal iterations
+        if arriving:
+            iterations += 1
+            turns.hold_for_arrival()
+            loop.call_soon(arrive)
+
+    async def work() -> None:
+        while arriving:
+            await turns.take()
+            with_turns.add(iterations)
+
+    loop.call_soon(arrive)
+    worker = asyncio.ensure_future(work())
+    await asyncio.sleep(HOLD_SECONDS * 6)
+    arriving = False
+    await worker
+    assert len(with_turns) >= iterations * 0.2
