@@ -22,9 +22,13 @@ from typing import Final
 
 HOLD_SECONDS: Final[float] = 0.1
 """The longest admitted work is held back while new connections keep arriving (:meth:`LoopTurns.hold_for_arrival`);
-then as long again without holding, whatever arrives: a steady stream of connections takes at most half of the loop's
-time from the admitted work. (With a 20 ms hold, a burst's admitted requests took about a third of the loop while it
+then :data:`FREE_SECONDS` without holding, whatever arrives. (With a 20 ms hold, a burst's admitted requests took about a third of the loop while it
 was still being refused: bench/README.md, row 8.)"""
+
+FREE_SECONDS: Final[float] = HOLD_SECONDS / 4
+"""After a hold that ran its whole :data:`HOLD_SECONDS`, how long arrivals hold nothing: connections arriving in every
+iteration without end (a burst that lasts, a client hammering at its cap) leave the admitted work at least a fifth of
+the loop's time."""
 
 STARTS_PER_ITERATION: Final[int] = 8
 """Pieces of admitted work started in one event-loop iteration: eight steps of about a millisecond keep every poll
@@ -80,7 +84,7 @@ class LoopTurns:
     def hold_for_arrival(self) -> None:
         """A new connection arrived (oaifront.door calls this as each is made): no turn goes out in this iteration or
         the next, so the loop goes back to its sockets at once and accepts and refuses the connections behind it.
-        A hold lasts at most :data:`HOLD_SECONDS` however many arrive, and is followed by as long without one.
+        A hold lasts at most :data:`HOLD_SECONDS` however many arrive, then :data:`FREE_SECONDS` go without one.
         """
         loop = asyncio.get_running_loop()
         if loop.time() < self._free_until:
@@ -103,7 +107,7 @@ class LoopTurns:
                 self._passed = self.per_iteration  # nobody passes in this iteration
                 self._schedule_next(loop)
                 return
-            self._free_until = now + HOLD_SECONDS
+            self._free_until = now + FREE_SECONDS
         self._held_since = None
         while self._waiting and self._passed < self.per_iteration:
             turn = self._waiting.popleft()
