@@ -22,8 +22,8 @@ from typing import Final
 
 HOLD_SECONDS: Final[float] = 0.1
 """The longest admitted work is held back while new connections keep arriving (:meth:`LoopTurns.hold_for_arrival`);
-then :data:`FREE_SECONDS` without holding, whatever arrives. (With a 20 ms hold, a burst's admitted requests took about a third of the loop while it
-was still being refused: bench/README.md, row 8.)"""
+then :data:`FREE_SECONDS` without holding, whatever arrives. (With a 20 ms hold, a burst's admitted requests took
+about a third of the loop while it was still being refused: bench/README.md, row 8.)"""
 
 FREE_SECONDS: Final[float] = HOLD_SECONDS / 4
 """After a hold that ran its whole :data:`HOLD_SECONDS`, how long arrivals hold nothing: connections arriving in every
