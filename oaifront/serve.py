@@ -16,14 +16,18 @@ from __future__ import annotations
 
 from typing import Final
 
+HTTP_PROTOCOL: Final[str] = "oaifront.door:DoorProtocol"
+"""uvicorn's ``--http`` (``http=`` of ``uvicorn.run``) for the front."""
+EVENT_LOOP: Final[str] = "oaifront.accept_loop:AcceptLoop"
+"""uvicorn's ``--loop`` (``loop=``) for the front."""
 LISTEN_BACKLOG: Final[int] = 4096
-"""uvicorn's ``--backlog`` for the front."""
+"""uvicorn's ``--backlog`` (``backlog=``) for the front."""
 
 UVICORN_OPTIONS: Final[tuple[str, ...]] = (
     "--http",
-    "oaifront.door:DoorProtocol",
+    HTTP_PROTOCOL,
     "--loop",
-    "oaifront.accept_loop:AcceptLoop",
+    EVENT_LOOP,
     "--backlog",
     str(LISTEN_BACKLOG),
 )
