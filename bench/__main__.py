@@ -201,7 +201,8 @@ def summary_rows(
         rows.append(
             (
                 f"8 (N={burst['burst']})",
-                "burst at the default caps: refused; refusal p50 / max ms (after the request was sent); over 500 ms; "
+                "burst at the default caps: refused; refusal p50 / max ms from its connect (from its request sent); "
+                "over 500 ms; "
                 "admitted failures; ratio: refused / opened",
                 f"{burst['refused']}; {burst['refusal_p50_ms']} / {burst['refusal_max_ms']} "
                 f"({burst['refusal_after_sent_p50_ms']} / {burst['refusal_after_sent_max_ms']}); "
