@@ -21,9 +21,10 @@ A host project's ``asgi.py``::
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import gc
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from loguru import logger
@@ -42,8 +43,12 @@ ASGIApplication = Callable[[Scope, Receive, Send], Awaitable[None]]
 """An ASGI 3 application, such as ``django.core.asgi.get_asgi_application()``."""
 
 
-def with_front_lifespan(application: ASGIApplication) -> ASGIApplication:
+def with_front_lifespan(
+    application: ASGIApplication, *, at_shutdown: Sequence[Callable[[], object]] = ()
+) -> ASGIApplication:
     """Return ``application`` with the front's lifespan: every other scope goes to ``application`` unchanged.
+    ``at_shutdown``: blocking calls made (in a thread) once the runtime is closed, such as the project's telemetry
+    flush (oaifront.telemetry.flush_telemetry).
 
     The wrapper handles the lifespan scope itself and does not forward it, so ``application`` should be one that
     does not need its own lifespan (Django's does not have one). Around each HTTP request it runs the hooks a view
@@ -54,7 +59,7 @@ def with_front_lifespan(application: ASGIApplication) -> ASGIApplication:
 
     async def front_application(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await serve_lifespan(receive, send)
+            await serve_lifespan(receive, send, at_shutdown)
             return
         if scope["type"] != "http":
             await application(scope, receive, send)
@@ -85,7 +90,7 @@ def keep_out_of_collections() -> None:
     gc.freeze()
 
 
-async def serve_lifespan(receive: Receive, send: Send) -> None:
+async def serve_lifespan(receive: Receive, send: Send, at_shutdown: Sequence[Callable[[], object]] = ()) -> None:
     """Answer ``lifespan.startup`` (logging the Redis line, making the process's runtime: its Horde clients, SSL
     contexts and pools, then :func:`keep_out_of_collections`) and ``lifespan.shutdown`` (closing the runtime).
 
@@ -109,6 +114,8 @@ async def serve_lifespan(receive: Receive, send: Send) -> None:
         elif message["type"] == "lifespan.shutdown":
             try:
                 await close_runtime()
+                for call in at_shutdown:
+                    await asyncio.to_thread(call)
             except Exception as exc:  # noqa: BLE001 - the server reports it; the process is ending anyway
                 logger.exception("Front shutdown failed")
                 await send({"type": "lifespan.shutdown.failed", "message": f"{type(exc).__name__}: {exc}"})

@@ -40,7 +40,7 @@ from chat.settings import front_settings
 from oaifront.guards import AdmissionGuards, ASGIApp
 from oaifront.handler import FrontASGIHandler
 from oaifront.logconfig import configure_logging
-from oaifront.telemetry import configure_telemetry, instrument_app
+from oaifront.telemetry import configure_telemetry, flush_telemetry, instrument_app
 
 settings = front_settings()
 configure_logging(settings)
@@ -55,4 +55,6 @@ django_application = FrontASGIHandler()
 guarded_application = AdmissionGuards(cast("ASGIApp", django_application), settings)
 served_application = instrument_app(guarded_application) if telemetry_configured else guarded_application
 
-application = with_front_lifespan(cast("ASGIApplication", served_application))
+application = with_front_lifespan(
+    cast("ASGIApplication", served_application), at_shutdown=[flush_telemetry] if telemetry_configured else []
+)

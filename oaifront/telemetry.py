@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 from django.core.exceptions import ImproperlyConfigured
 from django.urls import Resolver404, resolve
 from loguru import logger
-from opentelemetry import metrics
+from opentelemetry import metrics, trace
 from opentelemetry._logs import Logger, LoggerProvider, SeverityNumber, get_logger_provider
 from opentelemetry.propagate import get_global_textmap
 from opentelemetry.semconv.attributes import code_attributes
@@ -247,7 +247,6 @@ def configure_opentelemetry(additional_span_processors: Sequence[Any], readers: 
     instrumentation's spans, with its per-call URL re-parsing and header normalisation left out).
     """
     # The SDK and its exporters are imported only when telemetry is on.
-    from opentelemetry import trace  # noqa: PLC0415 - the SDK only with telemetry on
     from opentelemetry._logs import set_logger_provider  # noqa: PLC0415 - the SDK only with telemetry on
     from opentelemetry.sdk._logs import LoggerProvider as SdkLoggerProvider  # noqa: PLC0415 - the SDK only with telemetry on
     from opentelemetry.sdk._logs.export import BatchLogRecordProcessor  # noqa: PLC0415 - the SDK only with telemetry on
@@ -554,6 +553,21 @@ class PrivateScopeTracing:
         shown["query_string"] = b""
         shown[_ORIGINAL_SCOPE] = scope
         await self._traced(shown, receive, send)
+
+
+FLUSH_TIMEOUT_MILLIS = 5000
+"""How long :func:`flush_telemetry` waits for each provider's exporters."""
+
+
+def flush_telemetry() -> None:
+    """Export what the tracer, meter and logger providers still hold (``force_flush``), at the lifespan shutdown: the
+    spans, metric points and log records of the last requests would otherwise wait for the next batch or interval,
+    and a process that ends on a signal runs no exit handler to send them.
+    """
+    for provider in (trace.get_tracer_provider(), metrics.get_meter_provider(), get_logger_provider()):
+        flush = getattr(provider, "force_flush", None)
+        if callable(flush):
+            flush(FLUSH_TIMEOUT_MILLIS)
 
 
 def instrument_app(app: Any) -> Any:

@@ -68,3 +68,47 @@ async def test_the_runtime_exists_once_startup_is_complete() -> None:
         await messages.put({"type": "lifespan.shutdown"})
         await task
         gc.unfreeze()
+
+
+@pytest.mark.asyncio
+async def test_shutdown_calls_run_once_the_runtime_is_closed() -> None:
+    """The project's telemetry flush (oaifront.telemetry.flush_telemetry) runs at the lifespan shutdown, after the
+    runtime closed: a front that ends on SIGTERM runs no exit handler, and the last requests' spans and metric
+    points were lost when the next export interval had not come (tests/integration/test_otlp_export.py)."""
+    messages: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    order: list[str] = []
+    loop = asyncio.get_running_loop()
+
+    async def send(message: Any) -> None:
+        order.append(message["type"])
+
+    def flush() -> None:
+        order.append("runtime closed" if loop not in runtime._runtimes else "runtime open")
+
+    await messages.put({"type": "lifespan.startup"})
+    await messages.put({"type": "lifespan.shutdown"})
+    try:
+        await serve_lifespan(messages.get, send, [flush])
+    finally:
+        gc.unfreeze()
+    assert order == ["lifespan.startup.complete", "runtime closed", "lifespan.shutdown.complete"]
+
+
+def test_flush_telemetry_flushes_every_provider(monkeypatch: pytest.MonkeyPatch) -> None:
+    import oaifront.telemetry
+
+    flushed: list[tuple[str, int]] = []
+
+    class Provider:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def force_flush(self, timeout_millis: int) -> bool:
+            flushed.append((self.name, timeout_millis))
+            return True
+
+    monkeypatch.setattr(oaifront.telemetry.trace, "get_tracer_provider", lambda: Provider("traces"))
+    monkeypatch.setattr(oaifront.telemetry.metrics, "get_meter_provider", lambda: Provider("metrics"))
+    monkeypatch.setattr(oaifront.telemetry, "get_logger_provider", lambda: Provider("logs"))
+    oaifront.telemetry.flush_telemetry()
+    assert flushed == [("traces", 5000), ("metrics", 5000), ("logs", 5000)]
