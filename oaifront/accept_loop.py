@@ -14,6 +14,15 @@ default), TLS included; anything else (a host name, address family flags, ``reus
 goes to uvloop's own ``create_server`` unchanged, and so does ``create_unix_server`` (one process's ``--uds``). A TLS
 handshake that fails or a client that leaves before its transport is made is closed without a log line, as uvloop's
 own server does.
+
+A protocol may answer a connection before it has a transport: when the first protocol ``protocol_factory`` gives for
+a plain TCP connection has an ``answer_accepted(connection, address) -> bool`` method (the door's:
+:meth:`oaifront.door.DoorProtocol.answer_accepted`), it is called with the new non-blocking socket and the client's
+address as they are accepted. True: it answered and closed the socket, and nothing more is made for the connection
+(a refusal under a burst costs an ``accept``, a ``recv``, a ``send`` and a ``close``, no transport and no task);
+False: the connection gets its transport with this same protocol; when none can be made (the client left, the server
+closed first), the protocol's ``abandon_accepted()`` is called, if it has one, since it will never see
+``connection_made`` or ``connection_lost`` (the door frees there the place a request it admitted took).
 """
 
 from __future__ import annotations
@@ -44,8 +53,8 @@ ProtocolFactory = Callable[[], asyncio.BaseProtocol]
 
 class AcceptServer(asyncio.AbstractServer):
     """Listening sockets served on an :class:`AcceptLoop`: each time one is ready, up to :data:`ACCEPTS_PER_WAKE`
-    connections are accepted and each gets a transport and a protocol from ``protocol_factory``
-    (``loop.connect_accepted_socket``).
+    connections are accepted and each gets a protocol from ``protocol_factory``, which may answer it at once (see the
+    module), and otherwise a transport (``loop.connect_accepted_socket``).
 
     Args:
         loop: The loop serving them.
@@ -93,7 +102,7 @@ class AcceptServer(asyncio.AbstractServer):
         """The socket is ready: accept what waits on it, up to :data:`ACCEPTS_PER_WAKE`."""
         for _ in range(ACCEPTS_PER_WAKE):
             try:
-                connection, _ = sock.accept()
+                connection, address = sock.accept()
             except (BlockingIOError, InterruptedError, ConnectionAbortedError):
                 return
             except OSError as exc:
@@ -106,24 +115,41 @@ class AcceptServer(asyncio.AbstractServer):
                 self._loop.call_later(ACCEPT_RETRY_DELAY, self._resume, sock)
                 return
             connection.setblocking(False)
-            task = self._loop.create_task(self._connect(connection))
+            protocol = self._protocol_factory()
+            if self._answered_at_once(protocol, connection, address):
+                continue
+            task = self._loop.create_task(self._connect(connection, protocol))
             self._connecting.add(task)
             task.add_done_callback(self._connecting.discard)
+
+    def _answered_at_once(self, protocol: asyncio.BaseProtocol, connection: socket.socket, address: Any) -> bool:
+        """Whether ``protocol`` answered and closed the plain TCP ``connection`` as it was accepted (see the module);
+        a failure there is logged and closes the connection, the server goes on.
+        """
+        answer_accepted = None if self._tls else getattr(protocol, "answer_accepted", None)
+        if answer_accepted is None:
+            return False
+        try:
+            return bool(answer_accepted(connection, address))
+        except Exception as exc:  # noqa: BLE001 - one connection's failure: logged, the server goes on
+            connection.close()
+            self._loop.call_exception_handler({"message": "an accepted connection failed", "exception": exc})
+            return True
 
     def _resume(self, sock: socket.socket) -> None:
         if not self._closed.is_set():
             self._loop.add_reader(sock.fileno(), self._accept, sock)
 
-    async def _connect(self, connection: socket.socket) -> None:
+    async def _connect(self, connection: socket.socket, protocol: asyncio.BaseProtocol) -> None:
         try:
-            await self._loop.connect_accepted_socket(self._protocol_factory, connection, **self._tls)
+            await self._loop.connect_accepted_socket(lambda: protocol, connection, **self._tls)
         except OSError:  # the client left, or its TLS handshake failed (a port scan, a health check): as uvloop, quiet
-            connection.close()
+            _abandon(connection, protocol)
         except asyncio.CancelledError:  # the server closed first
-            connection.close()
+            _abandon(connection, protocol)
             raise
         except Exception as exc:  # noqa: BLE001 - one connection's failure: logged, the server goes on
-            connection.close()
+            _abandon(connection, protocol)
             self._loop.call_exception_handler({"message": "an accepted connection failed", "exception": exc})
 
     def close(self) -> None:
@@ -157,6 +183,14 @@ class AcceptServer(asyncio.AbstractServer):
     async def serve_forever(self) -> None:
         """Wait until the server is closed."""
         await self._closed.wait()
+
+
+def _abandon(connection: socket.socket, protocol: asyncio.BaseProtocol) -> None:
+    """Close ``connection``, which got no transport, and tell ``protocol`` if it asks to know (see the module)."""
+    connection.close()
+    abandon_accepted = getattr(protocol, "abandon_accepted", None)
+    if abandon_accepted is not None:
+        abandon_accepted()
 
 
 def _listening_socket(host: str, port: int, backlog: int) -> socket.socket | None:

@@ -183,6 +183,14 @@ def test_a_wake_accepts_at_most_a_batch(monkeypatch: pytest.MonkeyPatch) -> None
     assert run(AcceptLoop, iterations_to_accept_a_burst()) >= BURST // 30
 
 
+def trusting_client() -> ssl.SSLContext:
+    """A client TLS context that takes the throwaway certificate of :func:`self_signed_context`."""
+    client = ssl.create_default_context()
+    client.check_hostname = False
+    client.verify_mode = ssl.CERT_NONE
+    return client
+
+
 def self_signed_context(tmp_path: Any) -> ssl.SSLContext:
     """A server TLS context with a throwaway self-signed certificate for 127.0.0.1."""
     x509 = pytest.importorskip("cryptography.x509")
@@ -236,10 +244,7 @@ def test_tls_is_served_and_a_failed_handshake_is_closed_without_a_log_line(tmp_p
         writer.write(b"GET / HTTP/1.1\r\n\r\n")
         await reader.read()  # the server closes it
         writer.close()
-        client = ssl.create_default_context()
-        client.check_hostname = False
-        client.verify_mode = ssl.CERT_NONE
-        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=trusting_client())
         writer.write(b"ping")
         answer = await reader.readexactly(4)
         writer.close()
@@ -249,3 +254,135 @@ def test_tls_is_served_and_a_failed_handshake_is_closed_without_a_log_line(tmp_p
         return reported, answer
 
     assert run(AcceptLoop, main()) == ([], b"PING")
+
+
+class AnswersAtOnce(asyncio.Protocol):
+    """Answers a connection as it is accepted when its first bytes (already waiting) are ``now``; otherwise takes
+    the transport and echoes upper-cased. Records each call: ("accepted", address) / ("made",) / ("data", bytes)."""
+
+    calls: list[tuple[Any, ...]]
+
+    def answer_accepted(self, connection: socket.socket, address: Any) -> bool:
+        AnswersAtOnce.calls.append(("accepted", address))
+        try:
+            waiting = connection.recv(64, socket.MSG_PEEK)
+        except BlockingIOError:
+            return False
+        if waiting == b"boom":
+            raise RuntimeError("the protocol failed")
+        if waiting != b"now":
+            return False
+        connection.recv(64)
+        connection.send(b"answered at once")
+        connection.close()
+        return True
+
+    def abandon_accepted(self) -> None:
+        AnswersAtOnce.calls.append(("abandoned",))
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        AnswersAtOnce.calls.append(("made",))
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        AnswersAtOnce.calls.append(("data", data))
+        self.transport.write(data.upper())  # type: ignore[attr-defined]
+
+
+async def answering_server() -> tuple[asyncio.Server, int, list[str]]:
+    """An :class:`AnswersAtOnce` server on 127.0.0.1 (its calls cleared), its port, and the messages of what the
+    loop's exception handler is given."""
+    loop = asyncio.get_running_loop()
+    reported: list[str] = []
+    loop.set_exception_handler(lambda _, error: reported.append(error["message"]))
+    AnswersAtOnce.calls = []
+    server = await loop.create_server(AnswersAtOnce, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1], reported
+
+
+async def exchange(port: int, first: bytes) -> bytes:
+    """Connect, send ``first`` (it waits on the socket before the server accepts it), and read the answer: the
+    echo, or what came before the server closed (or reset) the connection."""
+    client = socket.create_connection(("127.0.0.1", port), timeout=5)
+    client.sendall(first)
+    client.setblocking(False)
+    loop = asyncio.get_running_loop()
+    answer = b""
+    async with asyncio.timeout(5):
+        while answer not in (b"answered at once", first.upper()):
+            try:
+                chunk = await loop.sock_recv(client, 64)
+            except ConnectionResetError:  # closed with the request unread
+                break
+            if not chunk:
+                break
+            answer += chunk
+    client.close()
+    return answer
+
+
+def test_a_protocol_may_answer_a_connection_as_it_is_accepted_without_a_transport() -> None:
+    """issue 23 (accept, check, refuse): the protocol's ``answer_accepted`` sees the new socket and its client's
+    address; True and the connection gets nothing more, False and it gets its transport and this same protocol; a
+    failure there closes that connection, is reported, and the server goes on."""
+
+    async def main() -> tuple[list[bytes], list[str]]:
+        server, port, reported = await answering_server()
+        answers = [await exchange(port, first) for first in (b"now", b"later", b"boom", b"now")]
+        server.close()
+        await server.wait_closed()
+        return answers, reported
+
+    answers, reported = run(AcceptLoop, main())
+    assert answers == [b"answered at once", b"LATER", b"", b"answered at once"]
+    assert reported == ["an accepted connection failed"]
+    kinds = [call[0] for call in AnswersAtOnce.calls]
+    assert kinds == ["accepted", "accepted", "made", "data", "accepted", "accepted"]
+    assert all(call[1][0] == "127.0.0.1" for call in AnswersAtOnce.calls if call[0] == "accepted")
+
+
+def test_a_connection_left_to_its_transport_that_gets_none_is_abandoned_to_its_protocol() -> None:
+    """A connection ``answer_accepted`` left to its transport, which then cannot be made (the client left): the
+    protocol hears it through ``abandon_accepted``, since it never sees ``connection_made`` nor ``connection_lost``
+    (the door frees a request's place under the caps there); the server goes on, quiet, as uvloop's."""
+
+    async def main() -> tuple[bytes, bytes, list[str]]:
+        loop = asyncio.get_running_loop()
+        server, port, reported = await answering_server()
+        made = loop.connect_accepted_socket
+
+        async def client_left(*args: Any, **kwargs: Any) -> Any:
+            loop.connect_accepted_socket = made  # type: ignore[method-assign]
+            raise ConnectionResetError(errno.ECONNRESET, "the client left")
+
+        loop.connect_accepted_socket = client_left  # type: ignore[method-assign]
+        left = await exchange(port, b"later")
+        served = await exchange(port, b"later")
+        server.close()
+        await server.wait_closed()
+        return left, served, reported
+
+    left, served, reported = run(AcceptLoop, main())
+    assert (left, served, reported) == (b"", b"LATER", [])
+    assert [call[0] for call in AnswersAtOnce.calls] == ["accepted", "abandoned", "accepted", "made", "data"]
+
+
+def test_a_tls_connection_is_not_offered_before_its_handshake(tmp_path: Any) -> None:
+    """The bytes waiting on a TLS connection are its handshake: no ``answer_accepted``, the transport decrypts."""
+    context = self_signed_context(tmp_path)
+
+    async def main() -> bytes:
+        loop = asyncio.get_running_loop()
+        AnswersAtOnce.calls = []
+        server = await loop.create_server(AnswersAtOnce, "127.0.0.1", 0, ssl=context, ssl_handshake_timeout=5)
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=trusting_client())
+        writer.write(b"now")
+        answer = await reader.readexactly(3)
+        writer.close()
+        server.close()
+        await server.wait_closed()
+        return answer
+
+    assert run(AcceptLoop, main()) == b"NOW"
+    assert [call[0] for call in AnswersAtOnce.calls] == ["made", "data"]
