@@ -8,14 +8,18 @@ uvicorn's whole request cycle: 3,000 requests opened at once from one address wa
 socket (issue 23: accept, check, refuse):
 
 - :class:`DoorProtocol` is each new connection's protocol. It parses the first request's head alone (httptools, the
-  parser uvicorn uses) and asks :meth:`oaifront.guards.AdmissionGuards.refusal_for`. A refusal (503
+  parser uvicorn uses) and asks :meth:`oaifront.guards.AdmissionGuards.admit`. A refusal (503
   ``FrontAtCapacity`` over an in-flight cap, 413 for a declared body over the limit) is written at once, in one
-  write, and the connection closes: no task, no request cycle, nothing of the application runs. Any other request
-  (admitted, uncapped, ``HEAD``, malformed, an upgrade, ``CONNECT``, a target without a path) is handed with the
-  bytes read so far to
+  write, and the connection closes: no task, no request cycle, nothing of the application runs. Served on
+  :class:`oaifront.accept_loop.AcceptLoop`, this happens as the connection is accepted
+  (:meth:`DoorProtocol.answer_accepted`): the head already waiting on the new socket is read and decided there, and a
+  refused connection never gets a transport. An admitted request takes its place under the caps there and then (so
+  the next connection accepted in the same wake sees it), and it keeps that place through the hand-over. Any other
+  request (admitted, uncapped, ``HEAD``, malformed, an upgrade, ``CONNECT``, a target without a path) is handed with
+  the bytes read so far to
 - :class:`AdmittingHttpToolsProtocol`, uvicorn's own httptools protocol, which serves the connection from then on
-  exactly as uvicorn does, except that each request it starts is decided by the guards first
-  (:meth:`~oaifront.guards.AdmissionGuards.admit`): the admitted one takes its slot under the caps there (so the next
+  exactly as uvicorn does, except that each request it starts is decided by the guards first (the first one by the
+  door, :meth:`~oaifront.guards.AdmissionGuards.admit` for the others): the admitted one takes its slot (so the next
   request parsed in the same pass sees it), the guards find it in the scope (:data:`oaifront.guards.DOOR_ADMISSION`),
   and it is freed however the request ends; a refusal (a later request of a kept-alive connection) is written the
   same way, in one write.
@@ -35,9 +39,10 @@ import asyncio
 import copy
 import functools
 import logging
+import socket
 import time
 import urllib.parse
-from typing import Any
+from typing import Any, Final
 
 import httptools
 from uvicorn.config import Config
@@ -49,7 +54,17 @@ from uvicorn.server import ServerState
 from chat.loop_turns import loop_turns
 from oaifront.guards import DOOR_ADMISSION, AdmissionGuards, Refusal, Scope, Slot
 
-__all__ = ["AdmittingHttpToolsProtocol", "DoorProtocol", "find_guards"]
+__all__ = ["READ_AT_ACCEPT", "SEND_WITH_FIN", "AdmittingHttpToolsProtocol", "DoorProtocol", "find_guards"]
+
+READ_AT_ACCEPT: Final[int] = 65536
+"""Bytes read from a new connection's socket as it is accepted (:meth:`DoorProtocol.answer_accepted`), as much as
+uvloop reads at a time: a request's head and a chat body, in one ``recv``."""
+
+SEND_WITH_FIN: Final[int] = getattr(socket, "MSG_MORE", 0)
+"""The flag of a refusal's ``send`` at accept: Linux's ``MSG_MORE`` holds the answer until the ``close`` right after,
+whose FIN then goes out in the same segment (one segment and one wake of the client where there were two; a refused
+connection cost the front about 45 µs of CPU without it, 30 µs with it, bench/README.md row 8); 0 where there is no
+such flag."""
 
 
 def find_guards(app: object) -> AdmissionGuards | None:
@@ -191,18 +206,80 @@ class DoorProtocol(asyncio.Protocol):
         self.headers: list[tuple[bytes, bytes]] = []
         self.head_complete = False
         self.parser = httptools.HttpRequestParser(self)
+        self.client: tuple[str, int] | None = None
+        self.accepted_here = False
+        self.unsent = b""
+        self.decided: Refusal | bool = False  # what decide() found: False until the head is whole, True: hand over
+        self.refused_scope: Scope | None = None  # the first request's scope as the guards saw it
+        self.slot: Slot | None = None  # the first request's place under the caps, taken as it was admitted here
+        self.first_decided = False  # whether the guards admitted the first request here (its slot, if capped: slot)
+
+    def answer_accepted(self, connection: socket.socket, address: Any) -> bool:
+        """The accept loop's offer (oaifront.accept_loop), before ``connection`` (non-blocking, accepted from
+        ``address``) has a transport: read what already waits on it (at most :data:`READ_AT_ACCEPT` bytes) and, when
+        that is the first request's whole head and the guards refuse it, write the refusal (:data:`SEND_WITH_FIN`),
+        close the socket and return True; no transport, protocol cycle or task is made for it. False: the connection
+        goes on to a transport and to this protocol, which keeps what it read and decided (an admitted head has its
+        place under the caps already and is handed over as the transport is made; a partial one is parsed on; if no
+        transport comes, :meth:`abandon_accepted` frees the place). Holds the loop's admitted work for the burst the
+        connection may belong to (chat.loop_turns).
+        """
+        loop_turns().hold_for_arrival()
+        self.accepted_here = True
+        self.client = (str(address[0]), int(address[1])) if isinstance(address, tuple) else None
+        if self.door is None:
+            return False
+        try:
+            data = connection.recv(READ_AT_ACCEPT)
+        except OSError:  # nothing waits yet (or the client left): the transport reads, or sees the error, as usual
+            return False
+        if not data:
+            return False
+        self.received.append(data)
+        verdict = self.decide(data)
+        if not isinstance(verdict, Refusal):
+            return False
+        answer = answer_bytes(verdict, self.server_state)
+        try:
+            written = connection.send(answer, SEND_WITH_FIN)
+        except OSError:  # the client left: nothing to answer
+            written = len(answer)
+        if written < len(answer):  # the socket's buffer is full (never on a new connection): the transport ends it
+            self.unsent = answer[written:]
+            return False
+        connection.close()
+        self.counted(verdict)
+        return True
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Keep ``transport``; join uvicorn's connections (its graceful stop calls :meth:`shutdown`); hold the loop's
-        admitted work for the burst this connection may belong to (chat.loop_turns).
+        admitted work for the burst this connection may belong to (chat.loop_turns), unless that was done as it was
+        accepted (:meth:`answer_accepted`), and act on what was decided there: finish writing a refusal, or hand an
+        admitted request's connection over.
         """
         self.transport = transport  # type: ignore[assignment]
-        loop_turns().hold_for_arrival()
+        if not self.accepted_here:
+            loop_turns().hold_for_arrival()
         self.server_state.connections.add(self)  # type: ignore[arg-type]
+        if self.unsent:
+            transport.write(self.unsent)  # type: ignore[attr-defined]
+            transport.close()
+            self.counted(self.decided)
+        elif self.decided is True:
+            self.hand_over()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        """Leave uvicorn's connections."""
+        """Leave uvicorn's connections (and the caps, if the first request was admitted but never handed over)."""
         self.server_state.connections.discard(self)
+        self.abandon_accepted()
+
+    def abandon_accepted(self) -> None:
+        """The accept loop's word that the connection offered to :meth:`answer_accepted` got no transport after all
+        (the client left, the server closed): the place its admitted first request took under the caps is freed.
+        """
+        if self.slot is not None:
+            self.slot.release()
+            self.slot = None
 
     def shutdown(self) -> None:
         """Uvicorn's graceful stop: no request of this connection has started, so it closes."""
@@ -212,28 +289,44 @@ class DoorProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         """Parse ``data`` up to the first request's head; then refuse the request or hand the connection over."""
         self.received.append(data)
-        if self.door is None:
+        verdict = self.decide(data)
+        if verdict is True:
             self.hand_over()
-            return
+        elif isinstance(verdict, Refusal):
+            assert self.transport is not None
+            self.transport.write(answer_bytes(verdict, self.server_state))
+            self.transport.close()
+            self.counted(verdict)
+
+    def decide(self, data: bytes) -> Refusal | bool:
+        """Feed ``data`` to the parser and decide the first request once its head is whole: its :class:`Refusal`;
+        True when the connection goes to uvicorn (admitted, uncapped, ``HEAD``, malformed, an upgrade, ``CONNECT``, a
+        target without a path, an application without guards); False while the head is not whole.
+        """
+        self.decided = self._decide(data)
+        return self.decided
+
+    def _decide(self, data: bytes) -> Refusal | bool:
+        if self.door is None:
+            return True
         try:
             self.parser.feed_data(data)
         except (httptools.HttpParserError, httptools.HttpParserUpgrade):  # malformed, an upgrade, CONNECT: uvicorn's
-            self.hand_over()
-            return
+            return True
         if not self.head_complete:
-            return
+            return False
         if self.parser.get_method() == b"HEAD":  # an answer without its body: uvicorn's writer knows how
-            self.hand_over()
-            return
+            return True
         try:
-            scope = self.scope()
-            refusal = self.door.guards.refusal_for(self.door.scope_as_guards_see(scope), time.monotonic())
+            self.refused_scope = self.scope()
+            admission = self.door.guards.admit(self.door.scope_as_guards_see(self.refused_scope), time.monotonic())
         except Exception:  # noqa: BLE001 - a head the door cannot read (a target without a path): uvicorn answers it
-            refusal = None
-        if refusal is None:
-            self.hand_over()
-            return
-        self.refuse(refusal, scope)
+            return True
+        if isinstance(admission, Refusal):
+            return admission
+        self.slot = admission
+        self.first_decided = True
+        return True
 
     def on_url(self, url: bytes) -> None:
         """The parser's callback: part of the first request's target."""
@@ -259,31 +352,35 @@ class DoorProtocol(asyncio.Protocol):
         path = target.path.decode("ascii")
         if "%" in path:
             path = urllib.parse.unquote(path)
-        assert self.transport is not None
         return {
             "type": "http",
             "method": self.parser.get_method().decode("ascii"),
             "http_version": self.parser.get_http_version(),
             "path": self.config.root_path + path,
             "query_string": target.query or b"",
-            "client": get_remote_addr(self.transport),
+            "client": self.client if self.accepted_here else get_remote_addr(self.transport),  # type: ignore[arg-type]
             "headers": self.headers,
         }
 
-    def refuse(self, refusal: Refusal, scope: Scope) -> None:
-        """Write ``refusal`` in one write and close."""
-        assert self.transport is not None
-        self.transport.write(answer_bytes(refusal, self.server_state))
-        self.transport.close()
+    def counted(self, refusal: Refusal | bool) -> None:
+        """A refusal was written: uvicorn's request count and, with ``--access-log``, its line."""
         self.server_state.total_requests += 1
-        if self.config.access_log and logging.getLogger("uvicorn.access").hasHandlers():
-            log_access(scope, refusal.status)
+        if (
+            isinstance(refusal, Refusal)
+            and self.refused_scope is not None
+            and self.config.access_log
+            and logging.getLogger("uvicorn.access").hasHandlers()
+        ):
+            log_access(self.refused_scope, refusal.status)
 
     def hand_over(self) -> None:
         """Give the connection, and every byte read so far, to :class:`AdmittingHttpToolsProtocol`."""
         assert self.transport is not None
         self.server_state.connections.discard(self)
         served = AdmittingHttpToolsProtocol(self.config, self.server_state, self.app_state, self.loop)
+        if self.first_decided:
+            served.first_admission = (self.slot,)
+            self.slot = None
         served.connection_made(self.transport)
         self.transport.set_protocol(served)
         received, self.received = self.received, []
@@ -306,6 +403,7 @@ class AdmittingHttpToolsProtocol(HttpToolsProtocol):
         super().__init__(config, server_state, app_state, _loop)
         self.door = door_for(self.app)
         self._answering_pipelined = False
+        self.first_admission: tuple[Slot | None] | None = None  # the door's decision of the first request, if made
 
     def on_response_complete(self) -> None:
         """Uvicorn starts a pipelined request here, inside the last ``send`` of the one before, whose slot the guards
@@ -329,9 +427,17 @@ class AdmittingHttpToolsProtocol(HttpToolsProtocol):
 
     def _decide_and_start(self, cycle: RequestResponseCycle, app: Any) -> None:
         door = self.door
-        if door is not None and app is self.app and not self.transport.is_closing():
+        decided, self.first_admission = self.first_admission, None
+        if door is None or app is not self.app or self.transport.is_closing():
+            if decided is not None and decided[0] is not None:
+                decided[0].release()
+        else:
             scope: Scope = cycle.scope  # type: ignore[assignment]
-            admission = door.guards.admit(door.scope_as_guards_see(scope), time.monotonic())
+            admission: Refusal | Slot | None
+            if decided is not None:  # the door admitted it as the connection was accepted
+                admission = decided[0]
+            else:
+                admission = door.guards.admit(door.scope_as_guards_see(scope), time.monotonic())
             if isinstance(admission, Refusal):
                 self._refuse(cycle, admission)
                 return

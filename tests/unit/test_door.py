@@ -9,8 +9,11 @@ before work).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import socket
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -114,7 +117,18 @@ async def settle() -> None:
 
 def answer(transport: Transport) -> tuple[bytes, dict[str, str], Any]:
     """The status line, the headers and the JSON body written to ``transport``."""
-    head, _, body = bytes(transport.written).partition(b"\r\n\r\n")
+    return answer_of(bytes(transport.written))
+
+
+def assert_at_capacity(written: bytes) -> None:
+    """``written`` is the 503 ``FrontAtCapacity`` answer."""
+    status, _headers, body = answer_of(written)
+    assert (status, body["error"]["code"]) == (b"HTTP/1.1 503 Service Unavailable", "FrontAtCapacity")
+
+
+def answer_of(written: bytes) -> tuple[bytes, dict[str, str], Any]:
+    """The status line, the headers and the JSON body of the answer ``written``."""
+    head, _, body = written.partition(b"\r\n\r\n")
     status, *lines = head.split(b"\r\n")
     headers = {name.decode(): value.decode() for name, _, value in (line.partition(b": ") for line in lines)}
     return status, headers, json.loads(body) if body else None
@@ -363,6 +377,21 @@ class Lines(logging.Handler):
         self.lines.append(record.getMessage())
 
 
+@contextlib.contextmanager
+def access_log_lines() -> Iterator[Lines]:
+    """uvicorn's access log lines while inside (at uvicorn's ``--log-level info``)."""
+    access = logging.getLogger("uvicorn.access")
+    lines = Lines()
+    access.addHandler(lines)
+    level = access.level
+    access.setLevel(logging.INFO)
+    try:
+        yield lines
+    finally:
+        access.removeHandler(lines)
+        access.setLevel(level)
+
+
 @pytest.mark.asyncio
 async def test_a_refusal_at_the_door_has_its_access_log_line() -> None:
     """As uvicorn logs each request it answers (``--access-log``, its default)."""
@@ -370,17 +399,9 @@ async def test_a_refusal_at_the_door_has_its_access_log_line() -> None:
     holder = front.connect()
     front.send(holder, request())
     await settle()
-    access = logging.getLogger("uvicorn.access")
-    lines = Lines()
-    access.addHandler(lines)
-    level = access.level
-    access.setLevel(logging.INFO)  # uvicorn's --log-level info
-    try:
+    with access_log_lines() as lines:
         refused = front.connect()
         front.send(refused, request("/v1/chat/completions?x=1"))
-    finally:
-        access.removeHandler(lines)
-        access.setLevel(level)
     assert lines.lines == ['10.0.0.1:40000 - "POST /v1/chat/completions?x=1 HTTP/1.1" 503']
     front.served.release.set()
     await settle()
@@ -393,3 +414,200 @@ def test_the_guards_are_found_behind_the_telemetry_instrumentation() -> None:
     traced = Config(with_front_lifespan(instrument_app(front.guards)), log_level="warning")
     traced.load()
     assert find_guards(traced.loaded_app) is front.guards
+
+
+class Accepted:
+    """A connection as the accept loop hands it to :meth:`DoorProtocol.answer_accepted`: the server's end of a socket
+    pair (non-blocking) and a client address; the test writes and reads on the client's end."""
+
+    def __init__(self, front: Front, address: tuple[str, int] = ("10.0.0.1", 40001)) -> None:
+        self.client, self.server = socket.socketpair()
+        self.server.setblocking(False)
+        self.client.settimeout(5)
+        self.address = address
+        self.protocol = DoorProtocol(config=front.config, server_state=front.state, app_state={})
+
+    def offer(self) -> bool:
+        return self.protocol.answer_accepted(self.server, self.address)
+
+    def transport_made(self, transport: Transport | None = None) -> Transport:
+        """The transport the accept loop makes next, for this protocol."""
+        transport = Transport() if transport is None else transport
+        transport.protocol = self.protocol
+        self.protocol.connection_made(transport)
+        return transport
+
+    def read_all(self) -> bytes:
+        answer = b""
+        while chunk := self.client.recv(65536):
+            answer += chunk
+        return answer
+
+    def close(self) -> None:
+        self.client.close()
+        self.server.close()
+
+
+@pytest.mark.asyncio
+async def test_a_refusal_is_written_as_the_connection_is_accepted_with_no_transport() -> None:
+    """issue 23 (accept, check, refuse): served on the accept loop, the door reads the head already waiting on the new
+    socket, and a refused request is answered and closed there, the same bytes a transport would have carried."""
+    front = Front()
+    holder = front.connect()
+    front.send(holder, request())
+    await settle()
+    by_transport = front.connect()
+    front.send(by_transport, request())
+    total = front.state.total_requests
+    accepted = Accepted(front)
+    accepted.client.sendall(request())
+    try:
+        assert accepted.offer() is True
+        assert accepted.server.fileno() == -1  # closed by the door
+        assert accepted.read_all() == bytes(by_transport.written)
+        assert accepted.protocol.transport is None
+        assert accepted.protocol not in front.state.connections
+        assert front.state.total_requests == total + 1
+    finally:
+        accepted.close()
+    front.served.release.set()
+    await settle()
+
+
+@pytest.mark.asyncio
+async def test_an_admitted_head_read_at_accept_is_handed_over_as_the_transport_is_made() -> None:
+    """The door keeps what it read at accept: the transport made next brings uvicorn's protocol in at once, with
+    those bytes."""
+    front = Front()
+    accepted = Accepted(front, ("10.0.0.7", 40000))
+    accepted.client.sendall(request())
+    try:
+        assert accepted.offer() is False
+        transport = accepted.transport_made(Transport("10.0.0.7"))
+        await settle()
+        assert isinstance(transport.protocol, AdmittingHttpToolsProtocol)
+        assert front.served.requests == [("/v1/chat/completions", ("10.0.0.7", 40000), BODY)]
+    finally:
+        accepted.close()
+    front.served.release.set()
+    await settle()
+    assert transport.written.startswith(b"HTTP/1.1 200 OK")
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("waiting_at_accept", [20, 0], ids=["part of the head", "nothing"])
+async def test_a_head_not_whole_at_accept_is_parsed_on_and_refused_with_the_address_accept_gave(
+    waiting_at_accept: int,
+) -> None:
+    """A connection whose head had not all arrived as it was accepted keeps what was read and the client address
+    ``accept`` returned: over its client's cap, it is refused by the door, on its transport, when the head is whole."""
+    front = Front()
+    holder = front.connect()
+    front.send(holder, request())
+    await settle()
+    whole = request()
+    accepted = Accepted(front, ("10.0.0.1", 40011))
+    if waiting_at_accept:
+        accepted.client.sendall(whole[:waiting_at_accept])
+    try:
+        assert accepted.offer() is False
+        transport = accepted.transport_made()
+        assert not transport.written
+        accepted.protocol.data_received(whole[waiting_at_accept:])
+        assert transport.closed
+        assert transport.protocol is accepted.protocol  # refused by the door, not handed over to uvicorn's protocol
+        assert_at_capacity(bytes(transport.written))
+    finally:
+        accepted.close()
+    front.served.release.set()
+    await settle()
+
+
+@pytest.mark.asyncio
+async def test_nothing_waiting_at_accept_leaves_the_connection_to_its_transport() -> None:
+    front = Front()
+    accepted = Accepted(front)
+    try:
+        assert accepted.offer() is False
+        accepted.client.sendall(b"x")
+        assert accepted.server.recv(1) == b"x"  # nothing was read from the socket before
+        assert accepted.protocol.received == []
+    finally:
+        accepted.close()
+
+
+@pytest.mark.asyncio
+async def test_a_request_admitted_at_accept_takes_its_place_under_the_caps_at_once() -> None:
+    """The next connection accepted in the same wake, before the first has a transport, finds its client's place
+    taken and is refused there; the admitted request keeps that one place through the hand-over, and gives it back
+    when it ends."""
+    front = Front()
+    first = Accepted(front, ("10.0.0.1", 40001))
+    second = Accepted(front, ("10.0.0.1", 40002))
+    first.client.sendall(request())
+    second.client.sendall(request())
+    try:
+        assert first.offer() is False
+        assert (front.guards.in_flight, dict(front.guards.in_flight_by_client)) == (1, {"10.0.0.1": 1})
+        assert second.offer() is True
+        assert_at_capacity(second.read_all())
+        transport = first.transport_made()
+        await settle()
+        assert len(front.served.requests) == 1
+        assert (front.guards.in_flight, dict(front.guards.in_flight_by_client)) == (1, {"10.0.0.1": 1})
+        front.served.release.set()
+        await settle()
+        assert transport.written.startswith(b"HTTP/1.1 200 OK")
+        assert (front.guards.in_flight, dict(front.guards.in_flight_by_client)) == (0, {})
+    finally:
+        first.close()
+        second.close()
+
+
+@pytest.mark.asyncio
+async def test_a_connection_admitted_at_accept_that_gets_no_transport_gives_its_place_back() -> None:
+    """The accept loop's ``abandon_accepted`` (the client left before its transport was made) frees the place; a
+    request whose transport is already closing as it starts goes to the application as uvicorn starts it, and holds
+    one place there, not two."""
+    front = Front()
+    abandoned = Accepted(front)
+    closing = Accepted(front)
+    abandoned.client.sendall(request())
+    closing.client.sendall(request())
+    try:
+        assert abandoned.offer() is False
+        assert front.guards.in_flight == 1
+        abandoned.protocol.abandon_accepted()
+        assert (front.guards.in_flight, dict(front.guards.in_flight_by_client)) == (0, {})
+        assert closing.offer() is False
+        assert front.guards.in_flight == 1
+        already_closing = Transport()
+        already_closing.close()
+        closing.transport_made(already_closing)
+        await settle()
+        assert len(front.served.requests) == 1
+        assert (front.guards.in_flight, dict(front.guards.in_flight_by_client)) == (1, {"10.0.0.1": 1})
+        front.served.release.set()
+        await settle()
+        assert (front.guards.in_flight, dict(front.guards.in_flight_by_client)) == (0, {})
+    finally:
+        abandoned.close()
+        closing.close()
+
+
+@pytest.mark.asyncio
+async def test_a_refusal_at_accept_has_its_access_log_line() -> None:
+    front = Front()
+    holder = front.connect()
+    front.send(holder, request())
+    await settle()
+    accepted = Accepted(front, ("10.0.0.1", 40009))
+    accepted.client.sendall(request("/v1/chat/completions?x=2"))
+    try:
+        with access_log_lines() as lines:
+            assert accepted.offer() is True
+    finally:
+        accepted.close()
+    assert lines.lines == ['10.0.0.1:40009 - "POST /v1/chat/completions?x=2 HTTP/1.1" 503']
+    front.served.release.set()
+    await settle()
