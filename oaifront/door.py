@@ -210,9 +210,8 @@ class DoorProtocol(asyncio.Protocol):
         self.accepted_here = False
         self.unsent = b""
         self.decided: Refusal | bool = False  # what decide() found: False until the head is whole, True: hand over
-        self.refused_scope: Scope | None = None  # the first request's scope as the guards saw it
+        self.first_scope: Scope | None = None  # the first request's scope, as the door decided it
         self.slot: Slot | None = None  # the first request's place under the caps, taken as it was admitted here
-        self.first_decided = False  # whether the guards admitted the first request here (its slot, if capped: slot)
 
     def answer_accepted(self, connection: socket.socket, address: Any) -> bool:
         """The accept loop's offer (oaifront.accept_loop), before ``connection`` (non-blocking, accepted from
@@ -264,6 +263,7 @@ class DoorProtocol(asyncio.Protocol):
         if self.unsent:
             transport.write(self.unsent)  # type: ignore[attr-defined]
             transport.close()
+            assert isinstance(self.decided, Refusal)
             self.counted(self.decided)
         elif self.decided is True:
             self.hand_over()
@@ -318,14 +318,13 @@ class DoorProtocol(asyncio.Protocol):
         if self.parser.get_method() == b"HEAD":  # an answer without its body: uvicorn's writer knows how
             return True
         try:
-            self.refused_scope = self.scope()
-            admission = self.door.guards.admit(self.door.scope_as_guards_see(self.refused_scope), time.monotonic())
+            self.first_scope = self.scope()
+            admission = self.door.guards.admit(self.door.scope_as_guards_see(self.first_scope), time.monotonic())
         except Exception:  # noqa: BLE001 - a head the door cannot read (a target without a path): uvicorn answers it
             return True
         if isinstance(admission, Refusal):
             return admission
-        self.slot = admission
-        self.first_decided = True
+        self.slot = admission  # None for an uncapped path: uvicorn's protocol asks the guards again, as cheaply
         return True
 
     def on_url(self, url: bytes) -> None:
@@ -362,25 +361,22 @@ class DoorProtocol(asyncio.Protocol):
             "headers": self.headers,
         }
 
-    def counted(self, refusal: Refusal | bool) -> None:
-        """A refusal was written: uvicorn's request count and, with ``--access-log``, its line."""
+    def counted(self, refusal: Refusal) -> None:
+        """``refusal`` of the first request was written: uvicorn's request count and its ``--access-log`` line."""
         self.server_state.total_requests += 1
         if (
-            isinstance(refusal, Refusal)
-            and self.refused_scope is not None
+            self.first_scope is not None
             and self.config.access_log
             and logging.getLogger("uvicorn.access").hasHandlers()
         ):
-            log_access(self.refused_scope, refusal.status)
+            log_access(self.first_scope, refusal.status)
 
     def hand_over(self) -> None:
         """Give the connection, and every byte read so far, to :class:`AdmittingHttpToolsProtocol`."""
         assert self.transport is not None
         self.server_state.connections.discard(self)
         served = AdmittingHttpToolsProtocol(self.config, self.server_state, self.app_state, self.loop)
-        if self.first_decided:
-            served.first_admission = (self.slot,)
-            self.slot = None
+        served.first_admission, self.slot = self.slot, None
         served.connection_made(self.transport)
         self.transport.set_protocol(served)
         received, self.received = self.received, []
@@ -403,7 +399,7 @@ class AdmittingHttpToolsProtocol(HttpToolsProtocol):
         super().__init__(config, server_state, app_state, _loop)
         self.door = door_for(self.app)
         self._answering_pipelined = False
-        self.first_admission: tuple[Slot | None] | None = None  # the door's decision of the first request, if made
+        self.first_admission: Slot | None = None  # the place the door took for the first request as it admitted it
 
     def on_response_complete(self) -> None:
         """Uvicorn starts a pipelined request here, inside the last ``send`` of the one before, whose slot the guards
@@ -427,16 +423,14 @@ class AdmittingHttpToolsProtocol(HttpToolsProtocol):
 
     def _decide_and_start(self, cycle: RequestResponseCycle, app: Any) -> None:
         door = self.door
-        decided, self.first_admission = self.first_admission, None
+        taken, self.first_admission = self.first_admission, None
         if door is None or app is not self.app or self.transport.is_closing():
-            if decided is not None and decided[0] is not None:
-                decided[0].release()
+            if taken is not None:
+                taken.release()
         else:
             scope: Scope = cycle.scope  # type: ignore[assignment]
-            admission: Refusal | Slot | None
-            if decided is not None:  # the door admitted it as the connection was accepted
-                admission = decided[0]
-            else:
+            admission: Refusal | Slot | None = taken
+            if taken is None:
                 admission = door.guards.admit(door.scope_as_guards_see(scope), time.monotonic())
             if isinstance(admission, Refusal):
                 self._refuse(cycle, admission)
