@@ -86,6 +86,8 @@ class LoopTurns:
         the next, so the loop goes back to its sockets at once and accepts and refuses the connections behind it.
         A hold lasts at most :data:`HOLD_SECONDS` however many arrive, then :data:`FREE_SECONDS` go without one.
         """
+        if self._arrived:  # an arrival of this iteration already holds it (a burst's connections after the first)
+            return
         loop = asyncio.get_running_loop()
         if loop.time() < self._free_until:
             return

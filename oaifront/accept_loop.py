@@ -22,7 +22,10 @@ address as they are accepted. True: it answered and closed the socket, and nothi
 (a refusal under a burst costs an ``accept``, a ``recv``, a ``send`` and a ``close``, no transport and no task);
 False: the connection gets its transport with this same protocol; when none can be made (the client left, the server
 closed first), the protocol's ``abandon_accepted()`` is called, if it has one, since it will never see
-``connection_made`` or ``connection_lost`` (the door frees there the place a request it admitted took).
+``connection_made`` or ``connection_lost`` (the door frees there the place a request it admitted took). Before that
+transport is made, a protocol with a ``transport_turn()`` method is asked what the connection waits for first: an
+awaitable, or None for nothing (the door's: :meth:`oaifront.door.DoorProtocol.transport_turn`, the turn of a request
+it admitted at accept among the loop's admitted work, so that a burst's hand-overs wait for its refusals).
 """
 
 from __future__ import annotations
@@ -142,6 +145,10 @@ class AcceptServer(asyncio.AbstractServer):
 
     async def _connect(self, connection: socket.socket, protocol: asyncio.BaseProtocol) -> None:
         try:
+            transport_turn = getattr(protocol, "transport_turn", None)
+            turn = None if transport_turn is None else transport_turn()
+            if turn is not None:
+                await turn
             await self._loop.connect_accepted_socket(lambda: protocol, connection, **self._tls)
         except OSError:  # the client left, or its TLS handshake failed (a port scan, a health check): as uvloop, quiet
             _abandon(connection, protocol)

@@ -14,7 +14,9 @@ socket (issue 23: accept, check, refuse):
   :class:`oaifront.accept_loop.AcceptLoop`, this happens as the connection is accepted
   (:meth:`DoorProtocol.answer_accepted`): the head already waiting on the new socket is read and decided there, and a
   refused connection never gets a transport. An admitted request takes its place under the caps there and then (so
-  the next connection accepted in the same wake sees it), and it keeps that place through the hand-over. Any other
+  the next connection accepted in the same wake sees it), and it keeps that place through the hand-over; its
+  transport is made in its turn among the loop's admitted work (:meth:`DoorProtocol.transport_turn`), after the
+  refusals of the burst it came with. Any other
   request (admitted, uncapped, ``HEAD``, malformed, an upgrade, ``CONNECT``, a target without a path) is handed with
   the bytes read so far to
 - :class:`AdmittingHttpToolsProtocol`, uvicorn's own httptools protocol, which serves the connection from then on
@@ -42,6 +44,7 @@ import logging
 import socket
 import time
 import urllib.parse
+from collections.abc import Awaitable
 from typing import Any, Final
 
 import httptools
@@ -59,6 +62,11 @@ __all__ = ["READ_AT_ACCEPT", "SEND_WITH_FIN", "AdmittingHttpToolsProtocol", "Doo
 READ_AT_ACCEPT: Final[int] = 65536
 """Bytes read from a new connection's socket as it is accepted (:meth:`DoorProtocol.answer_accepted`), as much as
 uvloop reads at a time: a request's head and a chat body, in one ``recv``."""
+
+FORWARDED_CLIENT_HEADER: Final[bytes] = b"x-forwarded-for"
+"""The header through which uvicorn's proxy headers middleware gives a request another client (its other header,
+``X-Forwarded-Proto``, changes only the scheme, which the guards do not read): a request without it is decided on its
+scope as it is, without running the middleware (about 7 µs of a refusal's 50, bench/README.md row 8)."""
 
 SEND_WITH_FIN: Final[int] = getattr(socket, "MSG_MORE", 0)
 """The flag of a refusal's ``send`` at accept: Linux's ``MSG_MORE`` holds the answer until the ``close`` right after,
@@ -97,8 +105,15 @@ class Door:
             self._proxy_view.app = _scope_rewritten
 
     def scope_as_guards_see(self, scope: Scope) -> Scope:
-        """``scope`` after uvicorn's proxy headers (a copy) when they apply; ``scope`` itself otherwise."""
+        """``scope`` after uvicorn's proxy headers (a copy) when they apply (they are on and the request has a
+        :data:`FORWARDED_CLIENT_HEADER`); ``scope`` itself otherwise.
+        """
         if self._proxy_view is None:
+            return scope
+        for name, _ in scope["headers"]:
+            if name == FORWARDED_CLIENT_HEADER:
+                break
+        else:
             return scope
         seen = dict(scope)
         _run_now(self._proxy_view(seen, _never, _never))  # type: ignore[arg-type]
@@ -132,37 +147,35 @@ def door_for(app: object) -> Door | None:
     return None if guards is None else Door(app, guards)
 
 
-class _DefaultHeaders:
-    """uvicorn's default headers (``date``, ``server``) as response header lines, made again only when uvicorn
-    replaces them (once a second, for the date).
+class _Answers:
+    """Each refusal's whole answer (:func:`answer_bytes`), made once, and again only when uvicorn replaces its default
+    headers (once a second, for the date).
     """
 
     def __init__(self) -> None:
         self._source: list[tuple[bytes, bytes]] | None = None
-        self._lines = b""
+        self._made: dict[tuple[int, bool], tuple[Refusal, bytes]] = {}
 
-    def lines(self, headers: list[tuple[bytes, bytes]]) -> bytes:
-        if headers is not self._source:
-            self._lines = b"".join(name + b": " + value + b"\r\n" for name, value in headers)
-            self._source = headers
-        return self._lines
+    def answer(self, refusal: Refusal, default_headers: list[tuple[bytes, bytes]], *, with_body: bool) -> bytes:
+        if default_headers is not self._source:
+            self._source, self._made = default_headers, {}
+        key = (id(refusal), with_body)
+        made = self._made.get(key)
+        if made is None or made[0] is not refusal:  # each answer is kept with its refusal: the id is not another's
+            lines = b"".join(name + b": " + value + b"\r\n" for name, value in default_headers)
+            body = refusal.body if with_body else b""
+            made = self._made[key] = (refusal, b"".join((STATUS_LINE[refusal.status], lines, refusal.head, body)))
+        return made[1]
 
 
-_default_headers = _DefaultHeaders()
+_answers = _Answers()
 
 
 def answer_bytes(refusal: Refusal, server_state: ServerState, *, with_body: bool = True) -> bytes:
     """``refusal`` as uvicorn's writer puts it on the wire: the status line, uvicorn's default headers, the refusal's
     headers (``connection: close`` among them), and its body unless the request was a ``HEAD``.
     """
-    return b"".join(
-        (
-            STATUS_LINE[refusal.status],
-            _default_headers.lines(server_state.default_headers),
-            refusal.head,
-            refusal.body if with_body else b"",
-        )
-    )
+    return _answers.answer(refusal, server_state.default_headers, with_body=with_body)
 
 
 ACCESS_LOG_FORMAT = '%s - "%s %s HTTP/%s" %d'
@@ -179,6 +192,34 @@ def log_access(scope: Scope, status: int) -> None:
         scope["http_version"],
         status,
     )
+
+
+class RequestHead:
+    """The first request's head as the parser gives it (its callbacks): target, headers (names lower-cased, as uvicorn's
+    scope has them) and whether it is whole; what follows it is not the door's. Apart from the protocol, so a refused
+    connection's protocol and parser hold no cycle and are freed at once, not by the cyclic collector.
+    """
+
+    __slots__ = ("complete", "headers", "url")
+
+    def __init__(self) -> None:
+        self.url = b""
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.complete = False
+
+    def on_url(self, url: bytes) -> None:
+        """Part of the target."""
+        if not self.complete:
+            self.url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        """One header."""
+        if not self.complete:
+            self.headers.append((name.lower(), value))
+
+    def on_headers_complete(self) -> None:
+        """The head is whole."""
+        self.complete = True
 
 
 class DoorProtocol(asyncio.Protocol):
@@ -202,10 +243,8 @@ class DoorProtocol(asyncio.Protocol):
         self.door = door_for(config.loaded_app)
         self.transport: asyncio.Transport | None = None
         self.received: list[bytes] = []
-        self.url = b""
-        self.headers: list[tuple[bytes, bytes]] = []
-        self.head_complete = False
-        self.parser = httptools.HttpRequestParser(self)
+        self.head = RequestHead()
+        self.parser = httptools.HttpRequestParser(self.head)
         self.client: tuple[str, int] | None = None
         self.accepted_here = False
         self.unsent = b""
@@ -249,6 +288,14 @@ class DoorProtocol(asyncio.Protocol):
         connection.close()
         self.counted(verdict)
         return True
+
+    def transport_turn(self) -> Awaitable[None] | None:
+        """The accept loop's question before it makes the transport of a connection :meth:`answer_accepted` left to it:
+        a request admitted there waits for its turn among the loop's admitted work (chat.loop_turns), so a burst's
+        admitted connections, their transports, hand-overs and tasks (about 100 µs each), are made once its refusals
+        are answered (bench/README.md row 8); None (at once) for any other connection.
+        """
+        return loop_turns().take() if self.slot is not None else None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Keep ``transport``; join uvicorn's connections (its graceful stop calls :meth:`shutdown`); hold the loop's
@@ -313,7 +360,7 @@ class DoorProtocol(asyncio.Protocol):
             self.parser.feed_data(data)
         except (httptools.HttpParserError, httptools.HttpParserUpgrade):  # malformed, an upgrade, CONNECT: uvicorn's
             return True
-        if not self.head_complete:
+        if not self.head.complete:
             return False
         if self.parser.get_method() == b"HEAD":  # an answer without its body: uvicorn's writer knows how
             return True
@@ -327,27 +374,13 @@ class DoorProtocol(asyncio.Protocol):
         self.slot = admission  # None for an uncapped path: uvicorn's protocol asks the guards again, as cheaply
         return True
 
-    def on_url(self, url: bytes) -> None:
-        """The parser's callback: part of the first request's target."""
-        if not self.head_complete:
-            self.url += url
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        """The parser's callback: one header of the first request (its name lower-cased, as uvicorn's scope has it)."""
-        if not self.head_complete:
-            self.headers.append((name.lower(), value))
-
-    def on_headers_complete(self) -> None:
-        """The parser's callback: the first request's head is whole; what follows is not the door's."""
-        self.head_complete = True
-
     def scope(self) -> Scope:
         """What the guards (and the access log) read of the request, as uvicorn's scope gives it: ``path``
         (percent-decoded, after the root path), ``query_string``, ``client``, ``headers`` (names lower-cased),
         ``method`` and ``http_version``. Raises when the target has no path (an absolute URI such as
         ``http://host``).
         """
-        target = httptools.parse_url(self.url)
+        target = httptools.parse_url(self.head.url)
         path = target.path.decode("ascii")
         if "%" in path:
             path = urllib.parse.unquote(path)
@@ -358,7 +391,7 @@ class DoorProtocol(asyncio.Protocol):
             "path": self.config.root_path + path,
             "query_string": target.query or b"",
             "client": self.client if self.accepted_here else get_remote_addr(self.transport),  # type: ignore[arg-type]
-            "headers": self.headers,
+            "headers": self.head.headers,
         }
 
     def counted(self, refusal: Refusal) -> None:

@@ -386,3 +386,83 @@ def test_a_tls_connection_is_not_offered_before_its_handshake(tmp_path: Any) -> 
 
     assert run(AcceptLoop, main()) == b"NOW"
     assert [call[0] for call in AnswersAtOnce.calls] == ["made", "data"]
+
+
+class WaitsItsTurn(AnswersAtOnce):
+    """Leaves every connection to its transport, which waits for :attr:`turn` (one future shared by every connection
+    of the test) before it is made."""
+
+    turn: asyncio.Future[None]
+
+    def answer_accepted(self, connection: socket.socket, address: Any) -> bool:
+        AnswersAtOnce.calls.append(("accepted", address))
+        return False
+
+    def transport_turn(self) -> asyncio.Future[None]:
+        AnswersAtOnce.calls.append(("turn asked",))
+        return WaitsItsTurn.turn
+
+
+def test_a_connection_left_to_its_transport_waits_for_the_turn_its_protocol_gives() -> None:
+    """issue 23 (refusals before work): the protocol's ``transport_turn()`` is what the connection waits for before its
+    transport is made (the door: an admitted request's turn among the loop's admitted work); once it comes, the
+    transport is made with this same protocol, and the bytes that waited are delivered."""
+
+    async def main() -> tuple[list[str], list[str], bytes]:
+        loop = asyncio.get_running_loop()
+        AnswersAtOnce.calls, WaitsItsTurn.turn = [], loop.create_future()
+        server = await loop.create_server(WaitsItsTurn, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port), timeout=5)
+        client.sendall(b"later")
+        async with asyncio.timeout(5):
+            while len(AnswersAtOnce.calls) < 2:
+                await asyncio.sleep(0.01)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        before_turn = [call[0] for call in AnswersAtOnce.calls]
+        WaitsItsTurn.turn.set_result(None)
+        client.setblocking(False)
+        async with asyncio.timeout(5):
+            answer = await loop.sock_recv(client, 64)
+        client.close()
+        server.close()
+        await server.wait_closed()
+        return before_turn, [call[0] for call in AnswersAtOnce.calls], answer
+
+    before_turn, calls, answer = run(AcceptLoop, main())
+    assert before_turn == ["accepted", "turn asked"]
+    assert calls == ["accepted", "turn asked", "made", "data"]
+    assert answer == b"LATER"
+
+
+def test_a_connection_still_waiting_for_its_turn_when_the_server_closes_is_abandoned() -> None:
+    """A server closed while a connection waits for its turn closes that connection and tells its protocol
+    (``abandon_accepted``: the door gives back the place its admitted request took)."""
+
+    async def main() -> tuple[list[str], bytes]:
+        loop = asyncio.get_running_loop()
+        AnswersAtOnce.calls, WaitsItsTurn.turn = [], loop.create_future()
+        server = await loop.create_server(WaitsItsTurn, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port), timeout=5)
+        client.sendall(b"later")
+        async with asyncio.timeout(5):
+            while len(AnswersAtOnce.calls) < 2:
+                await asyncio.sleep(0.01)
+        server.close()
+        await server.wait_closed()
+        for _ in range(20):
+            await asyncio.sleep(0)
+        client.setblocking(False)
+        async with asyncio.timeout(5):
+            try:
+                answer = await loop.sock_recv(client, 64)
+            except ConnectionResetError:
+                answer = b"(reset)"
+        client.close()
+        return [call[0] for call in AnswersAtOnce.calls], answer
+
+    calls, answer = run(AcceptLoop, main())
+    assert calls == ["accepted", "turn asked", "abandoned"]
+    assert answer in (b"", b"(reset)")  # closed without an answer (reset: the request was never read)

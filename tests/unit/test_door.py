@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import socket
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -231,6 +233,48 @@ async def test_the_client_is_the_one_uvicorns_proxy_headers_give() -> None:
     await settle()
     assert [client[0] for _, client, _ in front.served.requests] == ["203.0.113.7", "203.0.113.8"]
     assert answer(same)[2]["error"]["code"] == "FrontAtCapacity"
+    front.served.release.set()
+    await settle()
+
+
+@pytest.mark.asyncio
+async def test_without_x_forwarded_for_the_client_is_the_proxy_itself() -> None:
+    """A request from a trusted proxy without ``X-Forwarded-For`` is its proxy's (``X-Forwarded-Proto`` alone gives no
+    other client): it shares the proxy's own cap; with the header, the forwarded client has its own."""
+    front = Front()
+    first = front.connect(peer="127.0.0.1")
+    front.send(first, request(headers="X-Forwarded-Proto: https\r\n"))
+    await settle()
+    same = front.connect(peer="127.0.0.1")
+    front.send(same, request())
+    forwarded = front.connect(peer="127.0.0.1")
+    front.send(forwarded, request(headers="X-Forwarded-For: 203.0.113.9\r\n"))
+    await settle()
+    assert [client[0] for _, client, _ in front.served.requests] == ["127.0.0.1", "203.0.113.9"]
+    assert_at_capacity(bytes(same.written))
+    front.served.release.set()
+    await settle()
+
+
+@pytest.mark.asyncio
+async def test_a_refusal_after_uvicorn_renews_its_date_carries_the_new_date() -> None:
+    """The door's answers are made once per refusal, and again when uvicorn replaces its default headers (its
+    ``date`` changes every second)."""
+    front = Front()
+    holder = front.connect()
+    front.send(holder, request())
+    await settle()
+    before = front.connect()
+    front.send(before, request())
+    front.state.default_headers = [(b"date", b"Wed, 02 Dec 2026 16:00:01 GMT"), (b"server", b"uvicorn")]
+    after = front.connect()
+    front.send(after, request())
+    head = front.connect()
+    front.send(head, request(method="HEAD", body=b""))
+    assert answer(before)[1]["date"] == "Wed, 02 Dec 2026 16:00:00 GMT"
+    assert answer(after)[1]["date"] == "Wed, 02 Dec 2026 16:00:01 GMT"
+    assert bytes(after.written).replace(b"16:00:01", b"16:00:00") == bytes(before.written)
+    assert bytes(head.written) == bytes(after.written).partition(b"\r\n\r\n")[0] + b"\r\n\r\n"  # no body
     front.served.release.set()
     await settle()
 
@@ -609,5 +653,61 @@ async def test_a_refusal_at_accept_has_its_access_log_line() -> None:
     finally:
         accepted.close()
     assert lines.lines == ['10.0.0.1:40009 - "POST /v1/chat/completions?x=2 HTTP/1.1" 503']
+    front.served.release.set()
+    await settle()
+
+
+@pytest.mark.asyncio
+async def test_a_request_admitted_at_accept_gets_its_transport_in_its_turn_among_the_admitted_work() -> None:
+    """issue 23 (refusals before work): the accept loop asks the door what a connection waits for before its transport
+    (``transport_turn``): a request admitted at accept waits for its turn among the loop's admitted work
+    (chat.loop_turns), held while connections keep arriving, so a burst's hand-overs come after its refusals; a head
+    not whole yet and an uncapped path get their transport at once."""
+    front = Front()
+    admitted = Accepted(front, ("10.0.0.1", 40001))
+    partial = Accepted(front, ("10.0.0.2", 40001))
+    uncapped = Accepted(front, ("10.0.0.3", 40001))
+    admitted.client.sendall(request())
+    partial.client.sendall(request()[:20])
+    uncapped.client.sendall(request("/healthz", method="GET", body=b""))
+    try:
+        assert [accepted.offer() for accepted in (admitted, partial, uncapped)] == [False, False, False]
+        assert partial.protocol.transport_turn() is None
+        assert uncapped.protocol.transport_turn() is None
+        turn = admitted.protocol.transport_turn()
+        assert turn is not None
+        waiting = asyncio.ensure_future(turn)
+        await asyncio.sleep(0)
+        assert not waiting.done()  # the arrivals of this iteration hold the admitted work
+        await asyncio.wait_for(waiting, 5)
+        admitted.transport_made()
+        await settle()
+        assert [path for path, _, _ in front.served.requests] == ["/v1/chat/completions"]
+    finally:
+        for accepted in (admitted, partial, uncapped):
+            accepted.close()
+    front.served.release.set()
+    await settle()
+
+
+@pytest.mark.asyncio
+async def test_a_connection_refused_at_accept_leaves_nothing_for_the_cyclic_collector() -> None:
+    """A refused connection's protocol, parser and request head hold no reference cycle: they are freed as the door
+    lets go of them, not by a pass of the cyclic collector (which a burst of thousands would make run mid-burst)."""
+    front = Front()
+    holder = front.connect()
+    front.send(holder, request())
+    await settle()
+    accepted = Accepted(front)
+    accepted.client.sendall(request())
+    gc.disable()
+    try:
+        assert accepted.offer() is True
+        protocol = weakref.ref(accepted.protocol)
+        del accepted.protocol
+        assert protocol() is None
+    finally:
+        gc.enable()
+        accepted.close()
     front.served.release.set()
     await settle()
