@@ -8,7 +8,8 @@ the same iteration a second later. Each such step is about a millisecond of CPU 
 validation; a call to the Horde through httpx), so one clump made a run phase of about half a second, and every
 connection that arrived meanwhile, a 30 µs refusal included, waited that long for the next poll (bench/README.md,
 row 8). :class:`LoopTurns` bounds the phase: at most :data:`STARTS_PER_ITERATION` pieces of work start per iteration
-(an admitted request entering the application: oaifront.guards; a call to the Horde: chat.horde.native); the others
+(an admitted request entering the application: oaifront.guards; the transport of a connection whose request the door
+admitted as it was accepted: oaifront.door; a call to the Horde: chat.horde.native); the others
 wait, in arrival order, for the next iterations, one poll apart. Work that finds no queue starts at once, so outside a
 clump nothing waits.
 """
