@@ -25,13 +25,15 @@ closed first), the protocol's ``abandon_accepted()`` is called, if it has one, s
 ``connection_made`` or ``connection_lost`` (the door frees there the place a request it admitted took). Before that
 transport is made, a protocol with a ``transport_turn()`` method is asked what the connection waits for first: an
 awaitable, or None for nothing (the door's: :meth:`oaifront.door.DoorProtocol.transport_turn`, the turn of a request
-it admitted at accept among the loop's admitted work, so that a burst's hand-overs wait for its refusals).
+it admitted at accept among the loop's admitted work, so that a burst's hand-overs wait for its refusals); closing the
+server does not drop a connection waiting so (:meth:`AcceptServer.close`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import ipaddress
 import socket
 import ssl as ssl_module
@@ -123,7 +125,7 @@ class AcceptServer(asyncio.AbstractServer):
                 continue
             task = self._loop.create_task(self._connect(connection, protocol))
             self._connecting.add(task)
-            task.add_done_callback(self._connecting.discard)
+            task.add_done_callback(functools.partial(self._connect_done, connection, protocol))
 
     def _answered_at_once(self, protocol: asyncio.BaseProtocol, connection: socket.socket, address: Any) -> bool:
         """Whether ``protocol`` answered and closed the plain TCP ``connection`` as it was accepted (see the module);
@@ -159,17 +161,29 @@ class AcceptServer(asyncio.AbstractServer):
             _abandon(connection, protocol)
             self._loop.call_exception_handler({"message": "an accepted connection failed", "exception": exc})
 
+    def _connect_done(
+        self, connection: socket.socket, protocol: asyncio.BaseProtocol, task: asyncio.Task[None]
+    ) -> None:
+        """``task`` (:meth:`_connect`) ended; one cancelled before its first step never reached its own clean-up."""
+        self._connecting.discard(task)
+        if task.cancelled() and connection.fileno() != -1:
+            _abandon(connection, protocol)
+
     def close(self) -> None:
-        """Stop accepting and close the listening sockets; a connection accepted but not yet given its protocol is
-        closed too (uvicorn's graceful stop would not know of it); connections already made stay open.
+        """Stop accepting and close the listening sockets. A TLS connection accepted but still in its handshake is
+        closed (uvicorn's graceful stop would not know of it); a plain one still waiting for its transport (for its
+        turn: ``transport_turn``) gets it, and uvicorn's graceful stop serves its request as it serves those already
+        made (the front answers it, as every open request, with its shutdown answer); connections already made stay
+        open.
         """
         if self._closed.is_set():
             return
         for sock in self._sockets:
             self._loop.remove_reader(sock.fileno())
             sock.close()
-        for task in self._connecting:
-            task.cancel()
+        if self._tls:
+            for task in self._connecting:
+                task.cancel()
         self._closed.set()
 
     async def wait_closed(self) -> None:

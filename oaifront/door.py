@@ -16,7 +16,8 @@ socket (issue 23: accept, check, refuse):
   refused connection never gets a transport. An admitted request takes its place under the caps there and then (so
   the next connection accepted in the same wake sees it), and it keeps that place through the hand-over; its
   transport is made in its turn among the loop's admitted work (:meth:`DoorProtocol.transport_turn`), after the
-  refusals of the burst it came with. Any other
+  refusals of the connections that keep arriving with it (for as long as chat.loop_turns holds admitted work). Any
+  other
   request (admitted, uncapped, ``HEAD``, malformed, an upgrade, ``CONNECT``, a target without a path) is handed with
   the bytes read so far to
 - :class:`AdmittingHttpToolsProtocol`, uvicorn's own httptools protocol, which serves the connection from then on
@@ -293,7 +294,8 @@ class DoorProtocol(asyncio.Protocol):
         """The accept loop's question before it makes the transport of a connection :meth:`answer_accepted` left to it:
         a request admitted there waits for its turn among the loop's admitted work (chat.loop_turns), so a burst's
         admitted connections, their transports, hand-overs and tasks (about 100 µs each), are made once its refusals
-        are answered (bench/README.md row 8); None (at once) for any other connection.
+        are answered (bench/README.md row 8); None (at once) for any other connection. The request then takes its own
+        turn to enter the application, as every admitted request does (oaifront.guards).
         """
         return loop_turns().take() if self.slot is not None else None
 

@@ -436,11 +436,12 @@ def test_a_connection_left_to_its_transport_waits_for_the_turn_its_protocol_give
     assert answer == b"LATER"
 
 
-def test_a_connection_still_waiting_for_its_turn_when_the_server_closes_is_abandoned() -> None:
-    """A server closed while a connection waits for its turn closes that connection and tells its protocol
-    (``abandon_accepted``: the door gives back the place its admitted request took)."""
+def test_a_connection_still_waiting_for_its_turn_when_the_server_closes_is_served() -> None:
+    """Closing the server stops the accepting, not a connection already accepted and waiting for its turn (the door:
+    a request it admitted): it gets its transport in its turn, so uvicorn's graceful stop serves its request instead
+    of the client finding its connection closed without an answer."""
 
-    async def main() -> tuple[list[str], bytes]:
+    async def main() -> tuple[list[str], bytes, bool]:
         loop = asyncio.get_running_loop()
         AnswersAtOnce.calls, WaitsItsTurn.turn = [], loop.create_future()
         server = await loop.create_server(WaitsItsTurn, "127.0.0.1", 0)
@@ -452,8 +453,34 @@ def test_a_connection_still_waiting_for_its_turn_when_the_server_closes_is_aband
                 await asyncio.sleep(0.01)
         server.close()
         await server.wait_closed()
-        for _ in range(20):
-            await asyncio.sleep(0)
+        WaitsItsTurn.turn.set_result(None)
+        client.setblocking(False)
+        async with asyncio.timeout(5):
+            answer = await loop.sock_recv(client, 64)
+        client.close()
+        return [call[0] for call in AnswersAtOnce.calls], answer, server.is_serving()
+
+    calls, answer, serving = run(AcceptLoop, main())
+    assert (calls, answer, serving) == (["accepted", "turn asked", "made", "data"], b"LATER", False)
+
+
+def test_a_tls_connection_whose_task_is_cancelled_before_it_ran_is_abandoned(tmp_path: Any) -> None:
+    """A TLS connection is closed when the server closes before its handshake is done; one accepted in the same
+    callback as the close, whose task never ran, is closed and abandoned to its protocol too."""
+    context = self_signed_context(tmp_path)
+
+    async def main() -> tuple[list[str], bytes]:
+        loop = asyncio.get_running_loop()
+        AnswersAtOnce.calls = []
+        server = await loop.create_server(AnswersAtOnce, "127.0.0.1", 0, ssl=context, ssl_handshake_timeout=5)
+        assert isinstance(server, AcceptServer)
+        listening = server.sockets[0]
+        loop.remove_reader(listening.fileno())  # this test accepts, in the same callback as the close
+        client = socket.create_connection(listening.getsockname()[:2], timeout=5)
+        await asyncio.sleep(0.05)  # the connection waits in the listen queue
+        server._accept(listening)
+        server.close()
+        await asyncio.sleep(0)
         client.setblocking(False)
         async with asyncio.timeout(5):
             try:
@@ -464,5 +491,5 @@ def test_a_connection_still_waiting_for_its_turn_when_the_server_closes_is_aband
         return [call[0] for call in AnswersAtOnce.calls], answer
 
     calls, answer = run(AcceptLoop, main())
-    assert calls == ["accepted", "turn asked", "abandoned"]
-    assert answer in (b"", b"(reset)")  # closed without an answer (reset: the request was never read)
+    assert calls == ["abandoned"]
+    assert answer in (b"", b"(reset)")  # closed, with no handshake answered

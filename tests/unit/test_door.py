@@ -238,16 +238,18 @@ async def test_the_client_is_the_one_uvicorns_proxy_headers_give() -> None:
 
 
 @pytest.mark.asyncio
-async def test_without_x_forwarded_for_the_client_is_the_proxy_itself() -> None:
+@pytest.mark.parametrize("protocol", [DoorProtocol, AdmittingHttpToolsProtocol], ids=["door", "uvicorn's, after it"])
+async def test_without_x_forwarded_for_the_client_is_the_proxy_itself(protocol: type[asyncio.Protocol]) -> None:
     """A request from a trusted proxy without ``X-Forwarded-For`` is its proxy's (``X-Forwarded-Proto`` alone gives no
-    other client): it shares the proxy's own cap; with the header, the forwarded client has its own."""
+    other client): it shares the proxy's own cap; with the header, the forwarded client has its own. The same for a
+    request decided by the door and one decided after it (a later request of a connection)."""
     front = Front()
-    first = front.connect(peer="127.0.0.1")
+    first = front.connect(protocol, peer="127.0.0.1")
     front.send(first, request(headers="X-Forwarded-Proto: https\r\n"))
     await settle()
-    same = front.connect(peer="127.0.0.1")
+    same = front.connect(protocol, peer="127.0.0.1")
     front.send(same, request())
-    forwarded = front.connect(peer="127.0.0.1")
+    forwarded = front.connect(protocol, peer="127.0.0.1")
     front.send(forwarded, request(headers="X-Forwarded-For: 203.0.113.9\r\n"))
     await settle()
     assert [client[0] for _, client, _ in front.served.requests] == ["127.0.0.1", "203.0.113.9"]
