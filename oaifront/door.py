@@ -64,6 +64,13 @@ READ_AT_ACCEPT: Final[int] = 65536
 """Bytes read from a new connection's socket as it is accepted (:meth:`DoorProtocol.answer_accepted`), as much as
 uvloop reads at a time: a request's head and a chat body, in one ``recv``."""
 
+LINGER_SECONDS: Final[float] = 2.0
+"""How long a refused connection whose request is not all in yet (a body still coming, as httpx sends it: a second
+write after the head) stays open after its answer, reading and dropping the rest, before it closes. A socket closed
+with a request's bytes still arriving answers them with a reset, which can reach the client before it has read the
+answer (seen: httpx's ``ReadError: Connection reset by peer`` in place of a 503); the connection closes as soon as
+the request is all in, or after this long."""
+
 FORWARDED_CLIENT_HEADER: Final[bytes] = b"x-forwarded-for"
 """The header through which uvicorn's proxy headers middleware gives a request another client (its other header,
 ``X-Forwarded-Proto``, changes only the scheme, which the guards do not read): a request without it is decided on its
@@ -201,12 +208,13 @@ class RequestHead:
     connection's protocol and parser hold no cycle and are freed at once, not by the cyclic collector.
     """
 
-    __slots__ = ("complete", "headers", "url")
+    __slots__ = ("complete", "headers", "message_complete", "url")
 
     def __init__(self) -> None:
         self.url = b""
         self.headers: list[tuple[bytes, bytes]] = []
         self.complete = False
+        self.message_complete = False
 
     def on_url(self, url: bytes) -> None:
         """Part of the target."""
@@ -221,6 +229,10 @@ class RequestHead:
     def on_headers_complete(self) -> None:
         """The head is whole."""
         self.complete = True
+
+    def on_message_complete(self) -> None:
+        """The request is all in, its body included."""
+        self.message_complete = True
 
 
 class DoorProtocol(asyncio.Protocol):
@@ -249,6 +261,8 @@ class DoorProtocol(asyncio.Protocol):
         self.client: tuple[str, int] | None = None
         self.accepted_here = False
         self.unsent = b""
+        self.refused = False  # a refusal was written: what comes is read and dropped until the request is all in
+        self.lingering: asyncio.TimerHandle | None = None
         self.decided: Refusal | bool = False  # what decide() found: False until the head is whole, True: hand over
         self.first_scope: Scope | None = None  # the first request's scope, as the door decided it
         self.slot: Slot | None = None  # the first request's place under the caps, taken as it was admitted here
@@ -256,12 +270,13 @@ class DoorProtocol(asyncio.Protocol):
     def answer_accepted(self, connection: socket.socket, address: Any) -> bool:
         """The accept loop's offer (oaifront.accept_loop), before ``connection`` (non-blocking, accepted from
         ``address``) has a transport: read what already waits on it (at most :data:`READ_AT_ACCEPT` bytes) and, when
-        that is the first request's whole head and the guards refuse it, write the refusal (:data:`SEND_WITH_FIN`),
-        close the socket and return True; no transport, protocol cycle or task is made for it. False: the connection
-        goes on to a transport and to this protocol, which keeps what it read and decided (an admitted head has its
-        place under the caps already and is handed over as the transport is made; a partial one is parsed on; if no
-        transport comes, :meth:`abandon_accepted` frees the place). Holds the loop's admitted work for the burst the
-        connection may belong to (chat.loop_turns).
+        that is the first request, all of it, and the guards refuse it, write the refusal (:data:`SEND_WITH_FIN`),
+        close the socket and return True (a refused request whose body is still coming is answered on its transport,
+        which lingers: :data:`LINGER_SECONDS`); no transport, protocol cycle or task is made for it. False: the
+        connection goes on to a transport and to this protocol, which keeps what it read and decided (an admitted head
+        has its place under the caps already and is handed over as the transport is made; a partial one is parsed on;
+        if no transport comes, :meth:`abandon_accepted` frees the place). Holds the loop's admitted work for the burst
+        the connection may belong to (chat.loop_turns).
         """
         loop_turns().hold_for_arrival()
         self.accepted_here = True
@@ -279,6 +294,9 @@ class DoorProtocol(asyncio.Protocol):
         if not isinstance(verdict, Refusal):
             return False
         answer = answer_bytes(verdict, self.server_state)
+        if not self.head.message_complete:  # its body still comes: answered on the transport, closed once it is in
+            self.unsent = answer
+            return False
         try:
             written = connection.send(answer, SEND_WITH_FIN)
         except OSError:  # the client left: nothing to answer
@@ -310,16 +328,16 @@ class DoorProtocol(asyncio.Protocol):
             loop_turns().hold_for_arrival()
         self.server_state.connections.add(self)  # type: ignore[arg-type]
         if self.unsent:
-            transport.write(self.unsent)  # type: ignore[attr-defined]
-            transport.close()
             assert isinstance(self.decided, Refusal)
-            self.counted(self.decided)
+            self.write_refusal(self.decided, self.unsent)
         elif self.decided is True:
             self.hand_over()
 
     def connection_lost(self, exc: Exception | None) -> None:
         """Leave uvicorn's connections (and the caps, if the first request was admitted but never handed over)."""
         self.server_state.connections.discard(self)
+        if self.lingering is not None:
+            self.lingering.cancel()
         self.abandon_accepted()
 
     def abandon_accepted(self) -> None:
@@ -336,16 +354,43 @@ class DoorProtocol(asyncio.Protocol):
             self.transport.close()
 
     def data_received(self, data: bytes) -> None:
-        """Parse ``data`` up to the first request's head; then refuse the request or hand the connection over."""
+        """Parse ``data`` up to the first request's head; then refuse the request or hand the connection over. After a
+        refusal, the rest of the request is read and dropped (:data:`LINGER_SECONDS`).
+        """
+        if self.refused:
+            self.drop_rest(data)
+            return
         self.received.append(data)
         verdict = self.decide(data)
         if verdict is True:
             self.hand_over()
         elif isinstance(verdict, Refusal):
-            assert self.transport is not None
-            self.transport.write(answer_bytes(verdict, self.server_state))
+            self.write_refusal(verdict, answer_bytes(verdict, self.server_state))
+
+    def write_refusal(self, refusal: Refusal, answer: bytes) -> None:
+        """Write ``answer`` (``refusal``'s) on the transport and close it once the request is all in: at once, or as
+        the rest arrives, or after :data:`LINGER_SECONDS` (see there).
+        """
+        assert self.transport is not None
+        self.transport.write(answer)
+        self.counted(refusal)
+        self.refused, self.received = True, []
+        if self.head.message_complete:
             self.transport.close()
-            self.counted(verdict)
+        else:
+            self.lingering = asyncio.get_running_loop().call_later(LINGER_SECONDS, self.transport.close)
+
+    def drop_rest(self, data: bytes) -> None:
+        """Part of a refused request's rest: parsed only to see where the request ends, then the connection closes."""
+        assert self.transport is not None
+        try:
+            self.parser.feed_data(data)
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade):
+            self.head.message_complete = True
+        if self.head.message_complete:
+            if self.lingering is not None:
+                self.lingering.cancel()
+            self.transport.close()
 
     def decide(self, data: bytes) -> Refusal | bool:
         """Feed ``data`` to the parser and decide the first request once its head is whole: its :class:`Refusal`;

@@ -22,6 +22,7 @@ for ``item_reference``. Nothing stored is logged.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -92,6 +93,17 @@ class StoredResponse:
     conversation: list[dict[str, Any]]
 
 
+def json_size(value: Any) -> int:
+    """The bytes of ``value`` (parsed JSON) as compact JSON: orjson's UTF-8, or, for what orjson refuses and a client's
+    JSON may hold (an integer beyond 64 bits, a lone surrogate escape), the standard library's ASCII JSON, which is as
+    long or longer.
+    """
+    try:
+        return len(orjson.dumps(value))
+    except TypeError:  # orjson.JSONEncodeError is one
+        return len(json.dumps(value, separators=(",", ":")))
+
+
 class ResponseStore:
     """Stored responses in a Django cache.
 
@@ -124,7 +136,7 @@ class ResponseStore:
         outputs = [item for item in response.get("output") or [] if isinstance(item, dict)]
         replayed = [converted for item in outputs if (converted := as_input_item(item)) is not None]
         value = {"response": response, "conversation": [*input_items, *replayed]}
-        if len(orjson.dumps(value)) > self.max_bytes:
+        if json_size(value) > self.max_bytes:
             return False
         owner = owner_of(apikey)
         entries: dict[str, Any] = {RESPONSE_KEY.format(owner=owner, response_id=response_id): value}

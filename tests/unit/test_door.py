@@ -195,11 +195,16 @@ async def test_a_declared_body_over_the_limit_is_413_at_the_door() -> None:
     """ref: refusal-attributes.1"""
     front = Front(max_body_bytes=1024)
     transport = front.connect()
-    front.send(transport, request(body=b"x" * 2048)[:200])  # the head, and the body's first bytes only
+    whole = request(body=b"x" * 2048)
+    front.send(transport, whole[:200])  # the head, and the body's first bytes only
     status, _, body = answer(transport)
     assert status.startswith(b"HTTP/1.1 413 ")
     assert body["error"]["code"] == "RequestTooLarge"
+    assert not transport.closed  # the body still comes: read and dropped, then the connection closes
+    written = bytes(transport.written)
+    front.send(transport, whole[200:])
     assert transport.closed
+    assert bytes(transport.written) == written
 
 
 @pytest.mark.asyncio
@@ -713,3 +718,50 @@ async def test_a_connection_refused_at_accept_leaves_nothing_for_the_cyclic_coll
         accepted.close()
     front.served.release.set()
     await settle()
+
+
+@pytest.mark.asyncio
+async def test_a_request_refused_before_its_body_is_in_is_answered_then_closed_once_the_body_is_in() -> None:
+    """A client that writes the head, then the body (httpx does): the refusal is decided on the head and written at
+    once, but the connection closes only once the body is in, since a socket closed with a request's bytes still
+    arriving answers them with a reset that can reach the client before the answer (a ``Connection reset by peer``
+    in place of the 503). At accept, such a request is answered on its transport."""
+    front = Front()
+    holder = front.connect()
+    front.send(holder, request())
+    await settle()
+    whole = request()
+    head = whole[: whole.index(b"\r\n\r\n") + 4]
+    accepted = Accepted(front, ("10.0.0.1", 40021))
+    accepted.client.sendall(head)
+    total = front.state.total_requests
+    try:
+        assert accepted.offer() is False
+        assert accepted.protocol.transport_turn() is None
+        transport = accepted.transport_made()
+        assert_at_capacity(bytes(transport.written))
+        assert not transport.closed
+        accepted.protocol.data_received(whole[len(head) :])
+        assert transport.closed
+        assert front.state.total_requests == total + 1
+    finally:
+        accepted.close()
+    front.served.release.set()
+    await settle()
+
+
+@pytest.mark.asyncio
+async def test_a_refused_request_whose_body_never_comes_is_closed_after_the_linger(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The linger is bounded: a body that never comes (or comes forever) closes the connection after
+    ``LINGER_SECONDS``."""
+    monkeypatch.setattr("oaifront.door.LINGER_SECONDS", 0.05)
+    front = Front(max_body_bytes=1024)
+    transport = front.connect()
+    front.send(transport, request(body=b"x" * 2048)[:200])
+    assert not transport.closed
+    async with asyncio.timeout(5):
+        while not transport.closed:
+            await asyncio.sleep(0.01)
+    assert answer(transport)[0].startswith(b"HTTP/1.1 413 ")

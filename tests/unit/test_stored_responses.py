@@ -147,3 +147,17 @@ async def test_a_reference_to_a_reasoning_item_resolves_to_a_reasoning_item() ->
     second_turn = [*FIRST_INPUT, {"type": "item_reference", "id": "rs_1"}, {"type": "item_reference", "id": "msg_1"}]
     _, items = await resolve_stored_input(responses, {"model": "m", "input": second_turn}, "key-a")
     assert items == [*FIRST_INPUT, {"type": "reasoning"}, ASSISTANT_TURN]
+
+
+@pytest.mark.asyncio
+async def test_input_orjson_cannot_write_is_measured_and_stored_all_the_same() -> None:
+    """A client's input may hold what parsed JSON allows and orjson does not write (an integer beyond 64 bits, a lone
+    surrogate escape, in keys the front passes through): the size limit is measured with the standard library's JSON
+    then, and the response is stored, not a 500 (found by the schema-driven test)."""
+    odd_input = [{"type": "message", "role": "user", "content": "Hi.", "x": 14262704999762042552320, "y": "\ud8a1"}]
+    responses = store()
+    assert await responses.save("key-a", RESPONSE, odd_input) is True
+    stored = await responses.get("key-a", "resp_1")
+    assert stored is not None
+    assert stored.conversation[0] == odd_input[0]
+    assert await store(max_bytes=100).save("key-a", RESPONSE, odd_input) is False
