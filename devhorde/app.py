@@ -23,8 +23,8 @@ Control routes, for the tests and the demo only, under ``/_devhorde`` (also reac
 - ``POST /_devhorde/workers/{name}``: merge a JSON object into one worker, such as ``{"online": false}``
   (404 unknown worker, 400 invalid).
 - ``GET /_devhorde/requests``: every request with ``id``, ``state``, ``cancelled``, ``payload``, ``apikey``, ...
-- ``GET /_devhorde/submits``: the latest submits received, accepted or refused, with ``status``, ``rc``, ``id`` and
-  ``payload``.
+- ``GET /_devhorde/submits``: the latest submits received (chat and text), accepted or refused, with ``status``, ``rc``,
+  ``id`` and ``payload``.
 - ``POST /_devhorde/reset``: forget every request and submit.
 
 Every body is JSON. A body that is not JSON (or holds NaN or Infinity) answers 400 with a ``message``.
@@ -171,7 +171,7 @@ async def text_submit(request: Request) -> Response:
         payload = await _json_body(request)
     except _BadJson:
         return _bad_json()
-    return _respond(horde.text.submit(payload, request.headers.get("apikey")))
+    return _respond(horde.record_submit(payload, horde.text.submit(payload, request.headers.get("apikey"))))
 
 
 async def text_status(request: Request) -> Response:

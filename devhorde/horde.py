@@ -154,7 +154,10 @@ class DevHorde:
         "payload"}`` (``rc`` and ``id`` null when the answer has none), so a test can count what reached the Horde,
         refusals included.
         """
-        reply = self.answer_submit(payload, apikey, client_agent)
+        return self.record_submit(payload, self.answer_submit(payload, apikey, client_agent))
+
+    def record_submit(self, payload: Any, reply: HordeReply) -> HordeReply:
+        """Add a submit and its answer to :attr:`submits` (the chat route's and the text API's); return the answer."""
         body = reply.body if isinstance(reply.body, dict) else {}
         self.submits.append({"status": reply.status, "rc": body.get("rc"), "id": body.get("id"), "payload": payload})
         return reply

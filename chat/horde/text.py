@@ -17,7 +17,7 @@ impossible when every worker of the models has stopped.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, ClassVar, Final
@@ -93,6 +93,10 @@ class TextBounds:
     adjustments: tuple[dict[str, Any], ...] = ()
 
 
+RefusalResubmit = Callable[[PreparedTextRequest, HordeRefusal], Awaitable[PreparedTextRequest | None]]
+"""``(prepared, refusal) -> request to submit instead, or None``: :class:`TextRoutes`' answer to a submit refusal."""
+
+
 def format_kudos(value: float) -> str:
     """A kudos amount as the Horde's messages write it: the shortest exact decimal, no exponent (``215``, ``1.5``)."""
     return format(Decimal(repr(float(value))).normalize(), "f")
@@ -109,8 +113,12 @@ class TextHordeClient(HordeClient):
         return SubmitResult(id=body["id"], kudos=body.get("kudos"), warnings=list(body.get("warnings") or []))
 
     async def dry_run_kudos(self, payload: dict[str, Any], apikey: str | None) -> float:
-        """The kudos estimate of ``payload`` from the text API's dry run (``dry_run: true``, 200 ``{"kudos"}``)."""
-        body = await self._call("POST", TEXT_ASYNC_PATH, apikey, payload={**payload, "dry_run": True})
+        """The kudos estimate of ``payload`` from the text API's dry run (``dry_run: true``, 200 ``{"kudos"}``), sent
+        with ``allow_downgrade: true``: the Horde checks the upfront kudos before a dry run too, and an estimate is
+        wanted, not the refusal the submit may get and answer by submitting again.
+        """
+        dry_run = {**payload, "dry_run": True, "allow_downgrade": True}
+        body = await self._call("POST", TEXT_ASYNC_PATH, apikey, payload=dry_run)
         kudos = body.get("kudos") if isinstance(body, dict) else None
         if not isinstance(kudos, int | float) or isinstance(kudos, bool):
             raise HordeUnreachable("the text dry run without kudos", reached=True)
@@ -190,17 +198,35 @@ class TextRoutes:
     backing off (chat.waiting.waiter); the read cap (chat.horde.budget) spaces those reads to 1.05 s."""
 
     def __init__(
-        self, client: TextHordeClient, prepared: PreparedTextRequest, workers: WorkerDirectory | None = None
+        self,
+        client: TextHordeClient,
+        prepared: PreparedTextRequest,
+        workers: WorkerDirectory | None = None,
+        *,
+        resubmit: RefusalResubmit | None = None,
     ) -> None:
         self.client = client
         self.prepared = prepared
         self.workers = workers
+        self.resubmit = resubmit
+        """Turns a submit refusal into the request to submit instead, or None to answer the refusal
+        (chat.serving.text_limits.resubmit_after_downgrade_refusal)."""
         self.emptied_reads = 0
         """Status reads in a row that found the request emptied (chat.horde.real_horde_answers.is_emptied)."""
 
     async def submit(self, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
-        """Submit to the text API."""
-        return await self.client.submit(payload, apikey)
+        """Submit ``payload`` (:attr:`prepared`'s) to the text API. A refusal that :attr:`resubmit` turns into another
+        request (made from :attr:`prepared`) is followed by one submit of that request, which then is :attr:`prepared`
+        (its limits and adjustments are the statuses'). Raises HordeRefusal (the last refusal) or HordeUnreachable.
+        """
+        try:
+            return await self.client.submit(payload, apikey)
+        except HordeRefusal as refusal:
+            changed = await self.resubmit(self.prepared, refusal) if self.resubmit is not None else None
+            if changed is None:
+                raise
+        self.prepared = changed
+        return await self.client.submit(changed.payload, apikey)
 
     async def status(self, request_id: str, apikey: str | None) -> NativeStatus:
         """The text status as a native status (:func:`native_status`). Raises 502 ``ChatRequestCancelled`` for a

@@ -6,25 +6,38 @@ serves a text request over a ceiling only to a user who already holds the reques
 (unclamped for ``slow_workers: false``, which always needs the kudos), both counts from
 ``GET /v2/status/performance``. The kudos needed are ``round(max_length x multiplier / 21, 2)``, the multiplier being
 the model's parameters in billions from the Horde's model reference, 1 for a model it does not know. A user short of
-them gets 403 ``KudosUpfront``, or, with ``allow_downgrade: true`` (which the text path always sends), the request
-with ``max_length`` lowered to the ceiling, silently.
+them gets 403 ``KudosUpfront``, or, with ``allow_downgrade: true``, the request with ``max_length`` lowered to the
+ceiling, silently.
 
 The front reports that lowering (chat.serving.text_limits): for a request over the ceiling it reads the user's ``kudos``
 (``GET /v2/find_user`` with the client's key) and, when they are below :func:`least_required_kudos` (the kudos needed
 at the smallest multiplier the Horde applies to a model it does not know, 1), lowers ``max_length`` to the ceiling
-before submit. A user who holds that much but is still short for a larger model is lowered by the Horde unreported
-(``allow_downgrade`` still serves the request). The performance read is shared for :data:`PERFORMANCE_CACHE_SECONDS`
+before submit. The performance read is shared for :data:`PERFORMANCE_CACHE_SECONDS`
 and each key's kudos for :data:`USER_KUDOS_CACHE_SECONDS` in Django's ``default`` cache, under a hash of the key
 (never the key itself). When either read fails, nothing is lowered.
+
+That foresight can be wrong: the Horde counts its queue from totals it refreshes every 60 s
+(``horde/database/threads.py`` ``store_totals``), so a read cached here may be older than the totals it will apply,
+and a user who holds the kudos at a multiplier of 1 may still be short for a larger model. So a request that could
+be lowered (:func:`asks_free_ceiling`: over :data:`FREE_CEILING_MIN` with slow workers allowed) is sent with
+``allow_downgrade: false``: the Horde then names its ceiling in the 403 ("for requests over N tokens",
+:func:`refused_ceiling`) instead of lowering silently, and the front submits again at N, reporting it
+(chat.serving.text_limits.resubmit_after_downgrade_refusal). The Horde's other refusals that ``allow_downgrade``
+turns into service (:data:`DOWNGRADE_REFUSALS`: a shared key short of kudos, or empty) are submitted again as they
+were, with ``allow_downgrade: true``; the Horde may then lower those unreported (it checks the shared key before the
+ceiling, so their 403 names none), as it does under ``slow_workers: false``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
+from http import HTTPStatus
 from typing import Any, Final, Protocol
 
 from django.core.cache import cache
+from horde_sdk.ai_horde_api.consts import RC
 
 from chat.horde.native import ANONYMOUS_API_KEY, HordeRefusal, HordeUnreachable
 
@@ -51,6 +64,17 @@ PERFORMANCE_CACHE_SECONDS: Final[float] = 30.0
 USER_KUDOS_CACHE_KEY: Final[str] = "horde-user-kudos:{horde_url}:{key_hash}"
 USER_KUDOS_CACHE_SECONDS: Final[float] = 10.0
 """How long one key's ``kudos`` are used: briefly, as kudos change with every request and gift."""
+
+DOWNGRADE_REFUSALS: Final[frozenset[str]] = frozenset(
+    {RC.KudosUpfront.value, RC.SharedKeyInsufficientKudos.value, RC.SharedKeyEmpty.value}
+)
+"""The 403 ``rc`` values the Horde answers with ``allow_downgrade: false`` where ``true`` would have served the request
+(lowered to the ceiling, or at the anonymous priority: ``horde/apis/v2/kobold.py`` ``initiate_waiting_prompt``,
+``horde/apis/v2/base.py`` ``validate``)."""
+
+REFUSED_CEILING_PATTERN: Final[re.Pattern[str]] = re.compile(r"\bfor requests over (\d+) tokens\b")
+"""Where a ``KudosUpfront`` message names the ceiling: "Due to heavy demand, for requests over N tokens, the client
+needs to already have the required kudos. ..." (``horde/apis/v2/kobold.py``)."""
 
 _UNKNOWN: Final[str] = "unknown"
 """The cached value of a read that failed."""
@@ -91,6 +115,32 @@ def free_ceiling(performance: Mapping[str, Any], *, slow_workers: bool = True) -
     if not slow_workers:
         return tokens
     return min(max(tokens, FREE_CEILING_MIN), FREE_CEILING_MAX)
+
+
+def asks_free_ceiling(max_length: int, *, slow_workers: bool = True) -> bool:
+    """Whether a request of ``max_length`` tokens is sent with ``allow_downgrade: false``, so that a Horde whose ceiling
+    is below it says so (403 ``KudosUpfront``, :func:`refused_ceiling`) rather than lowering it unreported: over
+    :data:`FREE_CEILING_MIN` (the lowest ceiling) with slow workers allowed. With ``slow_workers: false`` the ceiling
+    is unclamped and every request needs the kudos, so ``allow_downgrade: true`` is sent as before.
+    """
+    return slow_workers and max_length > FREE_CEILING_MIN
+
+
+def refused_ceiling(refusal: HordeRefusal) -> int | None:
+    """The ceiling a 403 ``KudosUpfront`` names ("for requests over N tokens"), or None for another refusal or a
+    message without it.
+    """
+    if refusal.status != HTTPStatus.FORBIDDEN or refusal.rc != RC.KudosUpfront.value:
+        return None
+    found = REFUSED_CEILING_PATTERN.search(refusal.message)
+    return int(found.group(1)) if found is not None else None
+
+
+async def forget_ceiling(source: KudosSource) -> None:
+    """Drop the shared performance read (the Horde refused at a ceiling it did not foresee), so the next request reads
+    the Horde's totals again.
+    """
+    await cache.adelete(PERFORMANCE_CACHE_KEY.format(horde_url=source.base_url))
 
 
 def least_required_kudos(max_length: int) -> float:

@@ -18,6 +18,7 @@ Horde (chat.horde.cancels).
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from chat.horde.cancels import CancelQueue
 from chat.horde.native import HordeRefusal, HordeUnreachable, NativeStatus, SubmitResult
 from chat.horde.native_payload import build_native_payload, relays_deltas
 from chat.horde.ports import HordeApi, WaitedRequest
-from chat.horde.text import TextRoutes, check_max_kudos
+from chat.horde.text import PreparedTextRequest, TextRoutes, check_max_kudos
 from chat.horde.worker_limits import directory_for
 from chat.metrics import STAGE_SUBMIT
 from chat.protocol.chat_request import ChatCompletionRequest
@@ -142,6 +143,19 @@ async def submit_shielded(
         raise
 
 
+def _text_routes(runtime: FrontRuntime, prepared: PreparedTextRequest) -> TextRoutes:
+    """The text API routes of one prepared request: the worker list for liveness, and a submit refused where
+    ``allow_downgrade`` would have served it is submitted again
+    (chat.serving.text_limits.resubmit_after_downgrade_refusal).
+    """
+    return TextRoutes(
+        runtime.text_horde,
+        prepared,
+        directory_for(runtime.text_horde),
+        resubmit=functools.partial(text_limits.resubmit_after_downgrade_refusal, runtime.text_horde),
+    )
+
+
 def _shutting_down(started: float, *, streamed: bool) -> Refused:
     """503 ``FrontShuttingDown`` for a request that arrived while the process stops (nothing submitted), timed on
     ``horde.oai.request.duration`` as ``front_shutdown`` (chat.serving.request_record.record_refused_duration).
@@ -192,7 +206,7 @@ async def serve_chat(chat_request: ChatCompletionRequest, apikey: str | None, *,
             return _refused(error, record)
         except HordeUnreachable as exc:
             return _refused(exc.to_error(), record)
-        horde = TextRoutes(runtime.text_horde, prepared, directory_for(runtime.text_horde))
+        horde = _text_routes(runtime, prepared)
         cancels = runtime.text_cancels
         stream_progress = False
         payload = prepared.payload
@@ -265,7 +279,7 @@ async def serve_text_completion(legacy: CompletionRequest, apikey: str | None, *
     except OpenAIError as error:
         record_refusal(error, started, streamed=legacy.is_stream)
         return Refused(error)
-    routes = TextRoutes(runtime.text_horde, prepared, directory_for(runtime.text_horde))
+    routes = _text_routes(runtime, prepared)
     created = int(time.time())
     try:
         submitted = await submit_shielded(runtime, prepared.payload, apikey, horde=routes, cancels=runtime.text_cancels)
@@ -275,7 +289,8 @@ async def serve_text_completion(legacy: CompletionRequest, apikey: str | None, *
         return Refused(exc.to_error())
 
     def body(status: NativeStatus) -> dict[str, Any]:
-        return build_text_completion(legacy, prepared, status, submitted.id, created)
+        # routes.prepared: the request as last submitted (a refusal may have lowered its limit)
+        return build_text_completion(legacy, routes.prepared, status, submitted.id, created)
 
     def chunks(status: NativeStatus) -> list[dict[str, Any]]:
         return text_completion_chunks(body(status), include_usage=legacy.include_usage)

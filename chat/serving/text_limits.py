@@ -14,16 +14,33 @@ Each adjustment is ``{"kind", "requested", "applied"}`` and reaches the reply's 
 the text status (chat.horde.text.native_status); the lowered completion limit is the one usage is capped at and
 ``max_tokens_source`` is ``lowered`` (chat.rendering.completion.effective_completion_limit,
 chat.serving.request_record). A read that fails bounds nothing.
+
+At submit (:func:`resubmit_after_downgrade_refusal`): a request sent with ``allow_downgrade: false``
+(chat.horde.upfront_kudos.asks_free_ceiling) that the Horde refuses 403 ``KudosUpfront`` "for requests over N
+tokens" is submitted once more at N with ``allow_downgrade: true``, a ``kudos_upfront`` adjustment from the client's
+limit (one entry: a ceiling the front foresaw is replaced by the Horde's); a 403 ``SharedKeyInsufficientKudos`` or
+``SharedKeyEmpty`` is submitted once more as it was, with ``allow_downgrade: true`` (the Horde then serves it at the
+anonymous priority, as before).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, Final, Protocol
 
+from loguru import logger
+
+from chat.horde.native import HordeRefusal
 from chat.horde.native_payload import completion_limit
-from chat.horde.text import TextBounds
-from chat.horde.upfront_kudos import KudosSource, upfront_ceiling
+from chat.horde.text import PreparedTextRequest, TextBounds
+from chat.horde.upfront_kudos import (
+    DOWNGRADE_REFUSALS,
+    KudosSource,
+    forget_ceiling,
+    refused_ceiling,
+    upfront_ceiling,
+)
 from chat.horde.worker_limits import WorkersSource, directory_for
 from chat.limits import DEFAULT_CHAT_MAX_TOKENS
 from chat.protocol.chat_request import ChatCompletionRequest
@@ -111,3 +128,49 @@ async def completion_text_bounds(source: LimitsSource, request: CompletionReques
         apikey=apikey,
         smallest_max_length=MIN_TEXT_MAX_LENGTH,
     )
+
+
+def lowered_to_ceiling(prepared: PreparedTextRequest, ceiling: int) -> PreparedTextRequest:
+    """``prepared`` with ``max_length`` lowered to the Horde's ``ceiling``: ``params.max_length`` sent, the limit
+    usage and ``finish_reason`` are judged by, and one ``kudos_upfront`` adjustment from the client's limit (a
+    ``kudos_upfront`` entry the front made before submit is replaced, keeping its ``requested``).
+    """
+    requested = prepared.max_length
+    kept: list[dict[str, Any]] = []
+    for adjustment in prepared.context_adjustments:
+        if adjustment.get("kind") == KUDOS_UPFRONT_ADJUSTMENT:
+            requested = adjustment["requested"]
+        else:
+            kept.append(adjustment)
+    params = {**prepared.payload.get("params", {}), "max_length": ceiling}
+    return dataclasses.replace(
+        prepared,
+        payload={**prepared.payload, "params": params, "allow_downgrade": True},
+        max_length=ceiling,
+        context_adjustments=(*kept, _adjustment(KUDOS_UPFRONT_ADJUSTMENT, requested, ceiling)),
+    )
+
+
+async def resubmit_after_downgrade_refusal(
+    source: KudosSource, prepared: PreparedTextRequest, refusal: HordeRefusal
+) -> PreparedTextRequest | None:
+    """The request to submit after ``refusal`` of ``prepared`` (see the module docstring), or None to answer the
+    refusal: it was sent with ``allow_downgrade: true`` already, or ``refusal`` is not one of
+    chat.horde.upfront_kudos.DOWNGRADE_REFUSALS. A ``KudosUpfront`` ceiling the front did not foresee also drops its
+    shared performance read (chat.horde.upfront_kudos.forget_ceiling); one that names no usable ceiling (none, under
+    the text API's smallest ``max_length``, or not below the limit sent) is submitted again as it was, with
+    ``allow_downgrade: true``, for the Horde to lower.
+    """
+    if prepared.payload.get("allow_downgrade") is not False or refusal.rc not in DOWNGRADE_REFUSALS:
+        return None
+    ceiling = refused_ceiling(refusal)
+    if ceiling is not None:
+        await forget_ceiling(source)
+        if MIN_TEXT_MAX_LENGTH <= ceiling < prepared.max_length:
+            logger.info(
+                "The Horde's upfront kudos ceiling is {} tokens: submitting again at it (was {})",
+                ceiling,
+                prepared.max_length,
+            )
+            return lowered_to_ceiling(prepared, ceiling)
+    return dataclasses.replace(prepared, payload={**prepared.payload, "allow_downgrade": True})

@@ -30,8 +30,10 @@ The request sent (:func:`prepare_chat_request`): ``prompt`` rendered with the mo
 (the client's limit, else the front's default of 512), ``params.max_context_length`` (``horde.max_context_length``,
 else horde_sdk's default of 2048), ``params.stop_sequence`` (the client's ``stop``, then the template's turn
 markers), ``temperature`` and ``top_p`` (a ``top_p`` of 0 is sent as the text API's smallest, 0.001), and the worker
-options ``trusted_workers``, ``slow_workers``, ``workers`` and ``worker_blacklist``, and ``allow_downgrade: true`` (a
-user short of the upfront kudos is lowered by the Horde rather than refused). Both limits are first bounded by what
+options ``trusted_workers``, ``slow_workers``, ``workers`` and ``worker_blacklist``, and ``allow_downgrade``: false for
+a ``max_length`` the Horde could lower to its upfront kudos ceiling (over 256 with slow workers allowed), so that it
+names the ceiling in a 403 ``KudosUpfront`` and the front submits again at it, reporting it
+(chat.serving.text_limits.resubmit_after_downgrade_refusal); true otherwise. Both limits are first bounded by what
 the Horde publishes (chat.serving.text_limits: the workers' declared limits, the upfront kudos ceiling), each
 lowering a ``context_adjustments`` entry of every status. When the prompt does not fit
 ``max_context_length - max_length`` estimated tokens, the oldest non-system messages are dropped; when it cannot fit
@@ -60,6 +62,7 @@ from chat.horde import real_horde_answers
 from chat.horde.native import HordeRefusal, HordeUnreachable
 from chat.horde.native_payload import completion_limit, estimate_tokens
 from chat.horde.text import PreparedTextRequest, TextBounds
+from chat.horde.upfront_kudos import asks_free_ceiling
 from chat.limits import DEFAULT_CHAT_MAX_TOKENS
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.protocol.legacy_completion import CompletionRequest
@@ -318,9 +321,17 @@ def text_payload(  # noqa: PLR0913 - keyword-only, one per text API field, so ea
         params["temperature"] = temperature
     if top_p is not None:
         params["top_p"] = max(top_p, SMALLEST_TEXT_TOP_P)
-    # allow_downgrade: a user short of the upfront kudos gets max_length lowered to the Horde's ceiling instead of
-    # 403 KudosUpfront (chat.horde.upfront_kudos; the front lowers and reports it first when it can foresee it).
-    body: dict[str, Any] = {"prompt": prompt, "models": list(models), "params": params, "allow_downgrade": True}
+    # allow_downgrade: false where the Horde could lower max_length to its upfront kudos ceiling, so that it names the
+    # ceiling in a 403 rather than lowering unreported, and the front submits again at it, reporting it
+    # (chat.horde.upfront_kudos.asks_free_ceiling, chat.serving.text_limits); true elsewhere.
+    slow_workers = horde_options.get("slow_workers") is not False
+    allow_downgrade = not asks_free_ceiling(max_length, slow_workers=slow_workers)
+    body: dict[str, Any] = {
+        "prompt": prompt,
+        "models": list(models),
+        "params": params,
+        "allow_downgrade": allow_downgrade,
+    }
     for key in WORKER_OPTION_KEYS:
         if horde_options.get(key) is not None:
             body[key] = horde_options[key]

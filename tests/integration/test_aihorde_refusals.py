@@ -138,6 +138,14 @@ def test_kudos_upfront_is_403_at_the_clients_limit_key_with_how_to_get_kudos(sta
     }
     assert "retry-after" not in answer.headers
     assert answer.headers.get("x-should-retry") == "false"
+    # 700, lowered before submit to 512 (the free ceiling of an idle Horde), is sent with allow_downgrade false; the
+    # ceiling the 403 names (256) is submitted once with allow_downgrade true, and that submit's refusal (scripted:
+    # the real Horde lowers instead, unless it disables the downgrade) is the answer
+    tried = [
+        (entry["status"], entry["payload"]["params"]["max_length"], entry["payload"]["allow_downgrade"])
+        for entry in stack.native_submits()[-2:]
+    ]
+    assert tried == [(403, 512, False), (403, 256, True)]
 
 
 @pytest.mark.parametrize("state", ["censored", "csam"])

@@ -1,7 +1,8 @@
 """The text path's limits end to end on the devhorde's ``aihorde`` scenario (the public AI Horde's answers): the
 cards' limits from ``GET /v2/workers?type=text``, a completion limit above the workers' declared ``max_length``
 lowered to it, and a new user's limit lowered to the Horde's free ceiling (``GET /v2/status/performance``,
-``GET /v2/find_user``), each reported in ``x_horde.context_adjustments`` and sent so with ``allow_downgrade: true``.
+``GET /v2/find_user``), each reported in ``x_horde.context_adjustments`` and sent so, over 256 tokens with
+``allow_downgrade: false`` (a ceiling the front did not foresee: test_downgrade_resubmit_aihorde).
 
 Two workers: Qwen declares ``max_length`` 512, Llama 4096. The scenario's rate limits are off (this file is not about
 them; the front's pacing has its own tests)."""
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import openai
 import pytest
@@ -26,18 +28,23 @@ NEW_USER_KEY = "new-user-key-limits-1"
 PROMPT = [{"role": "user", "content": "Tell me about lighthouses."}]
 
 
-@pytest.fixture(scope="module")
-def aihorde_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
-    tmp = tmp_path_factory.mktemp("aihorde-limits")
+def two_text_workers(tmp: Path) -> Iterator[LiveStack]:
+    """A text-path stack on the ``aihorde`` scenario without its rate limits, with two quick workers of one thread:
+    Qwen declaring ``max_length`` 512 and context 4096, Llama 4096 and 8192."""
     document = load_scenario("aihorde").model_dump(mode="json")
     document["aihorde"]["rate_limits"] = False
     qwen = {**document["workers"][0], "time_to_first_token_seconds": 0.0, "tokens_per_second": 2000}
     llama = {**qwen, "name": "sim-text-worker-2", "model": LLAMA, "max_length": 4096, "max_context_length": 8192}
     document["workers"] = [qwen, llama]
-    path = tmp / "aihorde-limits.json"
+    path = tmp / "aihorde-two-workers.json"
     path.write_text(json.dumps(document))
     with running_stack(tmp, scenario=path, api="text") as stack:
         yield stack
+
+
+@pytest.fixture(scope="module")
+def aihorde_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
+    yield from two_text_workers(tmp_path_factory.mktemp("aihorde-limits"))
 
 
 def client(stack: LiveStack, key: str) -> openai.OpenAI:
@@ -62,7 +69,7 @@ def test_a_limit_above_the_workers_max_length_is_lowered_and_reported(aihorde_st
     assert completion.usage is not None and completion.usage.completion_tokens <= 512
     [native] = [entry for entry in aihorde_stack.native_requests() if entry["id"] == completion.id[len("chatcmpl-") :]]
     assert native["payload"]["params"]["max_length"] == 512
-    assert native["payload"]["allow_downgrade"] is True
+    assert native["payload"]["allow_downgrade"] is False
 
 
 def test_a_new_users_limit_is_lowered_to_the_free_ceiling_and_reported(aihorde_stack: LiveStack) -> None:

@@ -116,10 +116,11 @@ def test_a_bad_key_answer_carries_no_retry_after(realhorde: RealHorde, front: Fr
 def test_a_large_max_tokens_for_a_user_without_kudos_is_served_with_the_lowered_limit_reported(
     realhorde: RealHorde, front: Front, fleet: Fleet
 ) -> None:
-    """issue 22, item 3: the front sends ``allow_downgrade``; the Horde lowers 1024 to its free ceiling instead of
-    403 ``KudosUpfront``, and the reply reports it as the native ``worker_max_length`` adjustment is reported: a
+    """issue 22, item 3: 1024 for a user without kudos is served at the Horde's free ceiling, not refused 403
+    ``KudosUpfront``, and the reply reports it as the native ``worker_max_length`` adjustment is reported: a
     ``context_adjustments`` entry with the requested and the applied limit, of kind ``kudos_upfront`` (the front
-    foresees the Horde's free ceiling from ``/v2/status/performance`` and the user's kudos, chat.serving.text_limits;
+    foresees the Horde's free ceiling from ``/v2/status/performance`` and the user's kudos and lowers before submit;
+    a ceiling it did not foresee comes back as a 403 naming it and is submitted again at it, chat.serving.text_limits;
     the pool's workers declare 4096, so no ``worker_max_length`` applies)."""
     model = fleet.model("downgrade")
     new_key, _ = realhorde.new_user("big")
