@@ -480,6 +480,8 @@ class AdmittingHttpToolsProtocol(HttpToolsProtocol):
         self.door = door_for(self.app)
         self._answering_pipelined = False
         self.first_admission: Slot | None = None  # the place the door took for the first request as it admitted it
+        self.lingering: asyncio.TimerHandle | None = None
+        """After a refusal written before its request was all in: the close at :data:`LINGER_SECONDS`."""
 
     def on_response_complete(self) -> None:
         """Uvicorn starts a pipelined request here, inside the last ``send`` of the one before, whose slot the guards
@@ -504,6 +506,10 @@ class AdmittingHttpToolsProtocol(HttpToolsProtocol):
     def _decide_and_start(self, cycle: RequestResponseCycle, app: Any) -> None:
         door = self.door
         taken, self.first_admission = self.first_admission, None
+        if self.lingering is not None:  # a request after a refusal, on a connection that closes: not served
+            if taken is not None:
+                taken.release()
+            return
         if door is None or app is not self.app or self.transport.is_closing():
             if taken is not None:
                 taken.release()
@@ -521,14 +527,41 @@ class AdmittingHttpToolsProtocol(HttpToolsProtocol):
         super()._start_asgi_task(cycle, app)
 
     def _refuse(self, cycle: RequestResponseCycle, refusal: Refusal) -> None:
-        """Write ``refusal`` in one write (without its body for a ``HEAD``, as uvicorn's writer does) and close."""
+        """Write ``refusal`` in one write (without its body for a ``HEAD``, as uvicorn's writer does) and close once
+        the request is all in, as :class:`DoorProtocol` does: uvicorn decides a request on its head, so the rest
+        (already here, or still coming) is parsed and dropped (uvicorn's ``on_body`` drops a body once the response is
+        complete) and :meth:`on_message_complete` closes, or :data:`LINGER_SECONDS` later; nothing after it is served.
+        """
         self.transport.write(answer_bytes(refusal, self.server_state, with_body=cycle.scope["method"] != "HEAD"))
         cycle.response_started = cycle.response_complete = True
         cycle.keep_alive = False
-        self.transport.close()
+        self.lingering = self.loop.call_later(LINGER_SECONDS, self.transport.close)
         self.server_state.total_requests += 1
         if self.access_log:
             log_access(cycle.scope, refusal.status)  # type: ignore[arg-type]
+
+    def on_message_complete(self) -> None:
+        """uvicorn's, then, when a refusal is waiting for its request to be all in (:meth:`_refuse`), the close."""
+        super().on_message_complete()
+        if self.lingering is not None:
+            self.lingering.cancel()
+            self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        """Uvicorn's answer to bytes it cannot parse, unless they follow a refusal: then the connection just closes
+        (nothing is written after the refusal's answer).
+        """
+        if self.lingering is not None:
+            self.lingering.cancel()
+            self.transport.close()
+            return
+        super().send_400_response(msg)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """uvicorn's, and a refusal's pending close is dropped."""
+        if self.lingering is not None:
+            self.lingering.cancel()
+        super().connection_lost(exc)
 
 
 def _releasing(app: Any, slot: Slot) -> Any:

@@ -765,3 +765,73 @@ async def test_a_refused_request_whose_body_never_comes_is_closed_after_the_ling
         while not transport.closed:
             await asyncio.sleep(0.01)
     assert answer(transport)[0].startswith(b"HTTP/1.1 413 ")
+
+
+@pytest.mark.asyncio
+async def test_a_later_request_refused_before_its_body_is_in_is_closed_once_the_body_is_in() -> None:
+    """The same for a request uvicorn's protocol decides after the door (a later request of a kept-alive connection):
+    answered on its head, closed once its body is in, so the body's arrival is not met with a reset; nothing is
+    written after the answer."""
+    front = Front()
+    holder = front.connect()
+    front.send(holder, request())
+    await settle()
+    whole = request()
+    head = whole[: whole.index(b"\r\n\r\n") + 4]
+    later = front.connect(AdmittingHttpToolsProtocol)
+    total = front.state.total_requests
+    front.send(later, head)
+    assert_at_capacity(bytes(later.written))
+    assert not later.closed
+    written = bytes(later.written)
+    front.send(later, whole[len(head) : len(head) + 3])
+    assert not later.closed
+    front.send(later, whole[len(head) + 3 :])
+    assert later.closed
+    assert bytes(later.written) == written
+    assert front.state.total_requests == total + 1
+    front.served.release.set()
+    await settle()
+    assert len(front.served.requests) == 1
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "rest",
+    [request("/v1/chat/completions"), b"NOT HTTP\r\n\r\n"],
+    ids=["a pipelined request", "bytes that are not HTTP"],
+)
+async def test_nothing_after_a_later_refused_request_is_served_or_answered(rest: bytes) -> None:
+    """A request pipelined after the refused one, or bytes uvicorn cannot parse (it would answer 400), in the same
+    write: the connection closes after the refusal's answer, with nothing more served or written."""
+    front = Front()
+    holder = front.connect()
+    front.send(holder, request())
+    await settle()
+    later = front.connect(AdmittingHttpToolsProtocol)
+    front.send(later, request() + rest)
+    await settle()
+    assert later.closed
+    assert_at_capacity(bytes(later.written))
+    front.served.release.set()
+    await settle()
+    assert len(front.served.requests) == 1
+
+
+@pytest.mark.asyncio
+async def test_a_later_refused_request_whose_body_never_comes_is_closed_after_the_linger(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("oaifront.door.LINGER_SECONDS", 0.05)
+    front = Front()
+    holder = front.connect()
+    front.send(holder, request())
+    await settle()
+    later = front.connect(AdmittingHttpToolsProtocol)
+    front.send(later, request(body=b"x" * 2048)[:200])
+    assert_at_capacity(bytes(later.written))
+    async with asyncio.timeout(5):
+        while not later.closed:
+            await asyncio.sleep(0.01)
+    front.served.release.set()
+    await settle()
