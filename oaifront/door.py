@@ -169,7 +169,7 @@ class _Answers:
             self._source, self._made = default_headers, {}
         key = (id(refusal), with_body)
         made = self._made.get(key)
-        if made is None or made[0] is not refusal:  # each answer is kept with its refusal: the id is not another's
+        if made is None:  # each answer is kept with its refusal, so no other refusal has that id while it is here
             lines = b"".join(name + b": " + value + b"\r\n" for name, value in default_headers)
             body = refusal.body if with_body else b""
             made = self._made[key] = (refusal, b"".join((STATUS_LINE[refusal.status], lines, refusal.head, body)))
