@@ -532,6 +532,7 @@ class DevHorde:
         count += len(self.text.requests)
         self.text.stop_all()
         self.text.requests.clear()
+        self.text.queued_in_totals = None
         self.queue.clear()
         self.jobs.jobs_done.clear()
         self._refusal_uses.clear()

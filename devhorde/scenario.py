@@ -241,6 +241,10 @@ class AiHordeSpec(_Strict):
     ``round(max_length * parameters / 1e9 / 21, 2)`` (a model not listed counts 1e9)."""
     rate_limits: bool = True
     """Apply the rate limits (flask-limiter's fixed windows) and their headers."""
+    totals_refresh_seconds: float = Field(default=60.0, ge=0)
+    """The waiting text requests that ``GET /v2/status/performance`` reports and the upfront kudos ceiling subtracts
+    are counted again once this long has passed since the last count, as the real Horde's ``store_totals``
+    (``horde/database/__init__.py``: every 60 s) does; 0 counts them live."""
 
 
 class Scenario(_Strict):

@@ -148,6 +148,9 @@ class TextQueue:
         self.requests: dict[str, TextRequest] = {}
         self._next_seq = 0
         self._started: float | None = None
+        self.queued_in_totals: tuple[float, int] | None = None
+        """``(when, count)`` of the waiting text requests as the Horde's totals last counted them (:meth:`_load`);
+        None until the first count (and after a reset)."""
 
     # ----------------------------------------------------------------- routing
 
@@ -450,11 +453,20 @@ class TextQueue:
 
     def _load(self) -> tuple[int, int]:
         """The threads of the text workers counted online and the waiting text requests: the counts of the upfront
-        kudos ceiling and of ``GET /v2/status/performance``.
+        kudos ceiling and of ``GET /v2/status/performance``. The waiting requests are those of the Horde's totals,
+        counted again once ``aihorde.totals_refresh_seconds`` have passed since the last count (the real Horde's
+        ``store_totals`` runs every 60 s), or live when that is 0.
         """
         threads = sum(w.threads for w in self.horde.scenario.workers if self.horde.counts_online(w))
         queued = sum(1 for request in self.requests.values() if request.state == "waiting")
-        return threads, queued
+        spec = self.horde.scenario.aihorde
+        refresh = spec.totals_refresh_seconds if spec is not None else 0.0
+        if refresh <= 0:
+            return threads, queued
+        now = self.horde.now()
+        if self.queued_in_totals is None or now - self.queued_in_totals[0] >= refresh:
+            self.queued_in_totals = (now, queued)
+        return threads, self.queued_in_totals[1]
 
     def performance(self) -> HordeReply:
         """``GET /v2/status/performance`` (``aihorde``): the totals whose text counts the upfront kudos ceiling uses

@@ -225,7 +225,7 @@ async def test_a_new_user_above_the_free_ceiling_gets_kudos_upfront(make_client)
 
 @pytest.mark.asyncio
 async def test_the_ceiling_falls_with_the_queue_and_allow_downgrade_lowers_max_length(make_client) -> None:
-    client, clock = await make(make_client)
+    client, clock = await make(make_client, aihorde(totals_refresh_seconds=0))  # the queue counted live
     # 300 requests no worker serves queue up: 512 + 5 - round(0.9 * 300) = 247, clamped to 256
     for _ in range(300):
         clock.now += 1.0
@@ -244,7 +244,7 @@ async def test_the_ceiling_falls_with_the_queue_and_allow_downgrade_lowers_max_l
 
 @pytest.mark.asyncio
 async def test_a_user_holding_kudos_is_not_refused_and_slow_workers_false_always_needs_kudos(make_client) -> None:
-    client, clock = await make(make_client)
+    client, clock = await make(make_client, aihorde(totals_refresh_seconds=0))  # the queue counted live
     assert (await client.post(f"{API}/generate/text/async", json=text(600), headers=ANON)).status_code == 202
     clock.now += 1
     response = await client.post(f"{API}/generate/text/async", json=text(64, slow_workers=False), headers=NEW_USER)

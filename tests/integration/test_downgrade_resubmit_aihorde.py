@@ -4,9 +4,10 @@ read (cached 30 s) says the Horde is idle, the Horde's queue has grown since, an
 again at 494 with ``allow_downgrade: true`` and the reply reports ``kudos_upfront`` 512 -> 494 (the real Horde lowers
 silently with ``allow_downgrade: true``, and its totals lag the queue by up to 60 s: the realhorde lane's flake).
 
-Its own stack, so the front's cached performance read is the one this file makes. Two workers of one thread each:
-the idle ceiling is 512 + 10, clamped to 512; 31 queued requests make it 522 - round(27.9) = 494. Chat completions,
-then legacy completions."""
+Its own stack, so the front's cached performance read is the one this file makes, and the devhorde counts its queue
+live (``totals_refresh_seconds: 0``; the real Horde's 60-s count would only widen the gap). Two workers of one
+thread each: the idle ceiling is 512 + 10, clamped to 512; 31 queued requests make it 522 - round(27.9) = 494. Chat
+completions, then legacy completions."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ QUEUED = 31
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
-    yield from two_text_workers(tmp_path_factory.mktemp("aihorde-resubmit"))
+    yield from two_text_workers(tmp_path_factory.mktemp("aihorde-resubmit"), totals_refresh_seconds=0)
 
 
 def client(stack: LiveStack, key: str) -> openai.OpenAI:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -28,11 +29,11 @@ NEW_USER_KEY = "new-user-key-limits-1"
 PROMPT = [{"role": "user", "content": "Tell me about lighthouses."}]
 
 
-def two_text_workers(tmp: Path) -> Iterator[LiveStack]:
-    """A text-path stack on the ``aihorde`` scenario without its rate limits, with two quick workers of one thread:
-    Qwen declaring ``max_length`` 512 and context 4096, Llama 4096 and 8192."""
+def two_text_workers(tmp: Path, **aihorde: Any) -> Iterator[LiveStack]:
+    """A text-path stack on the ``aihorde`` scenario without its rate limits (and with ``aihorde``'s knobs), with two
+    quick workers of one thread: Qwen declaring ``max_length`` 512 and context 4096, Llama 4096 and 8192."""
     document = load_scenario("aihorde").model_dump(mode="json")
-    document["aihorde"]["rate_limits"] = False
+    document["aihorde"] = {**document["aihorde"], "rate_limits": False, **aihorde}
     qwen = {**document["workers"][0], "time_to_first_token_seconds": 0.0, "tokens_per_second": 2000}
     llama = {**qwen, "name": "sim-text-worker-2", "model": LLAMA, "max_length": 4096, "max_context_length": 8192}
     document["workers"] = [qwen, llama]
