@@ -480,6 +480,9 @@ class AdmittingHttpToolsProtocol(HttpToolsProtocol):
         self.door = door_for(self.app)
         self._answering_pipelined = False
         self.first_admission: Slot | None = None  # the place the door took for the first request as it admitted it
+        self.refused = False
+        """A request of this connection was refused: the connection closes once that request is all in, and nothing
+        after it is served or answered."""
         self.lingering: asyncio.TimerHandle | None = None
         """After a refusal written before its request was all in: the close at :data:`LINGER_SECONDS`."""
 
@@ -506,7 +509,7 @@ class AdmittingHttpToolsProtocol(HttpToolsProtocol):
     def _decide_and_start(self, cycle: RequestResponseCycle, app: Any) -> None:
         door = self.door
         taken, self.first_admission = self.first_admission, None
-        if self.lingering is not None:  # a request after a refusal, on a connection that closes: not served
+        if self.refused:  # a request after a refusal, on a connection that closes: not served
             if taken is not None:
                 taken.release()
             return
@@ -530,12 +533,18 @@ class AdmittingHttpToolsProtocol(HttpToolsProtocol):
         """Write ``refusal`` in one write (without its body for a ``HEAD``, as uvicorn's writer does) and close once
         the request is all in, as :class:`DoorProtocol` does: uvicorn decides a request on its head, so the rest
         (already here, or still coming) is parsed and dropped (uvicorn's ``on_body`` drops a body once the response is
-        complete) and :meth:`on_message_complete` closes, or :data:`LINGER_SECONDS` later; nothing after it is served.
+        complete) and :meth:`on_message_complete` closes, or :data:`LINGER_SECONDS` later; a pipelined request decided
+        once it was all in closes at once. Nothing after it is served or answered (:attr:`refused`).
         """
         self.transport.write(answer_bytes(refusal, self.server_state, with_body=cycle.scope["method"] != "HEAD"))
         cycle.response_started = cycle.response_complete = True
         cycle.keep_alive = False
-        self.lingering = self.loop.call_later(LINGER_SECONDS, self.transport.close)
+        self.refused = True
+        if cycle.more_body:
+            self.flow.resume_reading()  # a pipelined request was decided with reading paused: its rest must come in
+            self.lingering = self.loop.call_later(LINGER_SECONDS, self.transport.close)
+        else:  # a pipelined request decided once it was all in
+            self.transport.close()
         self.server_state.total_requests += 1
         if self.access_log:
             log_access(cycle.scope, refusal.status)  # type: ignore[arg-type]
@@ -543,17 +552,29 @@ class AdmittingHttpToolsProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         """uvicorn's, then, when a refusal is waiting for its request to be all in (:meth:`_refuse`), the close."""
         super().on_message_complete()
+        if self.refused:
+            self._close_after_refusal()
+
+    def _close_after_refusal(self) -> None:
         if self.lingering is not None:
             self.lingering.cancel()
-            self.transport.close()
+        self.transport.close()
+
+    def handle_websocket_upgrade(self) -> None:
+        """Uvicorn's hand-over to its WebSocket protocol, unless the upgrade follows a refusal: then the connection
+        just closes (nothing after a refusal is served).
+        """
+        if self.refused:
+            self._close_after_refusal()
+            return
+        super().handle_websocket_upgrade()
 
     def send_400_response(self, msg: str) -> None:
         """Uvicorn's answer to bytes it cannot parse, unless they follow a refusal: then the connection just closes
         (nothing is written after the refusal's answer).
         """
-        if self.lingering is not None:
-            self.lingering.cancel()
-            self.transport.close()
+        if self.refused:
+            self._close_after_refusal()
             return
         super().send_400_response(msg)
 

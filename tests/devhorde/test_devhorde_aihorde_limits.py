@@ -42,21 +42,26 @@ async def test_performance_reports_the_text_workers_threads_and_queue(make_clien
 
 
 @pytest.mark.asyncio
-async def test_the_queue_in_the_totals_and_the_ceiling_is_counted_again_only_after_the_refresh(make_client) -> None:
+async def test_the_queue_in_the_totals_and_the_ceiling_is_counted_again_only_after_the_refresh(
+    make_client, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The real Horde reports (and subtracts from the ceiling) the waiting text requests of totals it counts every
     60 s (``store_totals``): a request queued since the last count is not in them yet, and a new user's 512 is not
-    refused for it, until the next count (here after 2 s)."""
-    client, _ = await make(make_client, aihorde(totals_refresh_seconds=2.0, rate_limits=False))
+    refused for it, until the next count. The Horde's clock is moved by the test, not waited for."""
+    client, _ = await make(make_client, aihorde(rate_limits=False))
+    horde = client.app.state.horde  # type: ignore[attr-defined]
+    real_now, moved = horde.now, [0.0]
+    monkeypatch.setattr(horde, "now", lambda: real_now() + moved[0])
     assert (await client.get(f"{API}/status/performance")).json()["queued_text_requests"] == 0
     for _ in range(10):  # with the 512 below, 11 waiting: 512 + 5 - round(0.9 * 11) = 507 once counted
         waiting = await client.post(f"{API}/generate/text/async", json=text(models=["x/none"]), headers=ANON)
         assert waiting.status_code == 202
+    moved[0] = 30.0
     assert (await client.get(f"{API}/status/performance")).json()["queued_text_requests"] == 0
     served = await client.post(f"{API}/generate/text/async", json=text(512, models=["x/none"]), headers=NEW_USER)
     assert served.status_code == 202
-    async with asyncio.timeout(10):
-        while (await client.get(f"{API}/status/performance")).json()["queued_text_requests"] != 11:
-            await asyncio.sleep(0.05)
+    moved[0] = 61.0
+    assert (await client.get(f"{API}/status/performance")).json()["queued_text_requests"] == 11
     refused = await client.post(f"{API}/generate/text/async", json=text(512), headers=NEW_USER)
     assert refused.status_code == 403
     assert "for requests over 507 tokens" in refused.json()["message"]

@@ -798,12 +798,18 @@ async def test_a_later_request_refused_before_its_body_is_in_is_closed_once_the_
 @pytest.mark.asyncio
 @pytest.mark.parametrize(
     "rest",
-    [request("/v1/chat/completions"), b"NOT HTTP\r\n\r\n"],
-    ids=["a pipelined request", "bytes that are not HTTP"],
+    [
+        request("/v1/chat/completions"),
+        b"NOT HTTP\r\n\r\n",
+        b"GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    ],
+    ids=["a pipelined request", "bytes that are not HTTP", "a websocket upgrade"],
 )
 async def test_nothing_after_a_later_refused_request_is_served_or_answered(rest: bytes) -> None:
-    """A request pipelined after the refused one, or bytes uvicorn cannot parse (it would answer 400), in the same
-    write: the connection closes after the refusal's answer, with nothing more served or written."""
+    """A request pipelined after the refused one, bytes uvicorn cannot parse (it would answer 400) or an upgrade (it
+    would hand the connection to its WebSocket protocol), in the same write: the connection closes after the
+    refusal's answer, with nothing more served or written."""
     front = Front()
     holder = front.connect()
     front.send(holder, request())
@@ -830,8 +836,27 @@ async def test_a_later_refused_request_whose_body_never_comes_is_closed_after_th
     later = front.connect(AdmittingHttpToolsProtocol)
     front.send(later, request(body=b"x" * 2048)[:200])
     assert_at_capacity(bytes(later.written))
+    assert not later.closed
     async with asyncio.timeout(5):
         while not later.closed:
             await asyncio.sleep(0.01)
     front.served.release.set()
     await settle()
+
+
+@pytest.mark.asyncio
+async def test_a_pipelined_request_refused_once_it_is_all_in_closes_at_once() -> None:
+    """A request pipelined behind another is decided once the one before is answered, by then often all in: its
+    refusal closes the connection at once rather than waiting ``LINGER_SECONDS`` for a rest that will not come."""
+    front = Front(max_body_bytes=1024)
+    later = front.connect(AdmittingHttpToolsProtocol)
+    front.send(later, request() + request(body=b"x" * 2048))
+    await settle()
+    assert not later.closed
+    front.served.release.set()
+    await settle()
+    assert later.closed
+    first, _, second = bytes(later.written).partition(b"ok")
+    assert first.startswith(b"HTTP/1.1 200 OK")
+    assert answer_of(second)[0] == b"HTTP/1.1 413 Content Too Large"
+    assert len(front.served.requests) == 1
