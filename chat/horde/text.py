@@ -211,6 +211,8 @@ class TextRoutes:
         self.resubmit = resubmit
         """Turns a submit refusal into the request to submit instead, or None to answer the refusal
         (chat.serving.text_limits.resubmit_after_downgrade_refusal)."""
+        self.abandoned = False
+        """The client left while the submit ran (:meth:`abandon`): a refusal is not followed by another submit."""
         self.emptied_reads = 0
         """Status reads in a row that found the request emptied (chat.horde.real_horde_answers.is_emptied)."""
 
@@ -222,11 +224,19 @@ class TextRoutes:
         try:
             return await self.client.submit(payload, apikey)
         except HordeRefusal as refusal:
-            changed = await self.resubmit(self.prepared, refusal) if self.resubmit is not None else None
-            if changed is None:
+            changed = None
+            if self.resubmit is not None and not self.abandoned:
+                changed = await self.resubmit(self.prepared, refusal)
+            if changed is None or self.abandoned:
                 raise
         self.prepared = changed
         return await self.client.submit(changed.payload, apikey)
+
+    def abandon(self) -> None:
+        """The client left while the submit runs (chat.serving.service.submit_shielded): a request the first submit
+        creates is cancelled as ever, but a refusal is no longer submitted again.
+        """
+        self.abandoned = True
 
     async def status(self, request_id: str, apikey: str | None) -> NativeStatus:
         """The text status as a native status (:func:`native_status`). Raises 502 ``ChatRequestCancelled`` for a

@@ -134,6 +134,8 @@ async def submit_shielded(
         return await asyncio.shield(task)
     except asyncio.CancelledError:
         submitted_at = time.time()
+        if isinstance(routes, TextRoutes):
+            routes.abandon()  # a refusal is not submitted again for a client that left
 
         def cancel_created(done: asyncio.Future[SubmitResult]) -> None:
             if not done.cancelled() and done.exception() is None:

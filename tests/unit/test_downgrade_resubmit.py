@@ -9,9 +9,11 @@ so the front's cached ``GET /v2/status/performance`` can foresee 512 while the H
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import uuid
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -30,6 +32,7 @@ from chat.horde.text import (
 from chat.horde.upfront_kudos import PERFORMANCE_CACHE_KEY, asks_free_ceiling, refused_ceiling
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.protocol.legacy_completion import CompletionRequest
+from chat.serving.service import submit_shielded
 from chat.serving.text_limits import resubmit_after_downgrade_refusal
 from chat.serving.text_route import prepare_chat_request, prepare_completion_request
 
@@ -279,3 +282,48 @@ async def test_the_max_kudos_dry_run_allows_the_downgrade() -> None:
         await client.aclose()
     [dry_run] = horde.payloads
     assert (dry_run["dry_run"], dry_run["allow_downgrade"], dry_run["params"]["max_length"]) == (True, True, 512)
+
+
+@pytest.mark.asyncio
+async def test_a_client_that_left_during_the_submit_gets_no_second_submit() -> None:
+    """The view is cancelled (the client left) while the first submit is at the Horde; the submit runs on, shielded,
+    so a request it creates is cancelled (chat.serving.service.submit_shielded), but its refusal is not followed by a
+    second submit that would create a request nobody waits for."""
+    arrived, answer = asyncio.Event(), asyncio.Event()
+    payloads: list[dict[str, Any]] = []
+
+    async def handle(request: httpx.Request) -> httpx.Response:
+        payloads.append(json.loads(request.content))
+        arrived.set()
+        await answer.wait()
+        return httpx.Response(403, content=json.dumps(kudos_upfront(342)))
+
+    client = TextHordeClient(
+        f"http://horde-{uuid.uuid4().hex[:8]}.test/api", "test:1:none", 5.0, transport=httpx.MockTransport(handle)
+    )
+    routes = routes_for(client, prepare_chat_request(chat()))
+    cancels = SimpleNamespace(cancel_soon=lambda *args: pytest.fail(f"nothing was created to cancel: {args}"))
+    view = asyncio.ensure_future(
+        submit_shielded(
+            SimpleNamespace(),
+            routes.prepared.payload,
+            "new-user-key",
+            horde=routes,
+            cancels=cancels,  # type: ignore[arg-type]
+        )
+    )
+    try:
+        async with asyncio.timeout(5):
+            await arrived.wait()
+        view.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await view
+        answer.set()
+        async with asyncio.timeout(5):
+            while routes.abandoned is False or len(asyncio.all_tasks()) > 1:
+                await asyncio.sleep(0.01)
+    finally:
+        answer.set()
+        await client.aclose()
+    assert routes.abandoned is True
+    assert [(p["params"]["max_length"], p["allow_downgrade"]) for p in payloads] == [(512, False)]
