@@ -117,6 +117,20 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
+async def front_at_its_cap() -> Front:
+    """A front whose client 10.0.0.1 holds its one place (per-client cap 1) with a request the application holds."""
+    front = Front()
+    holder = front.connect()
+    front.send(holder, request())
+    await settle()
+    return front
+
+
+def request_head(whole: bytes) -> bytes:
+    """The head of the request ``whole`` (its bytes through the blank line), without its body."""
+    return whole[: whole.index(b"\r\n\r\n") + 4]
+
+
 def answer(transport: Transport) -> tuple[bytes, dict[str, str], Any]:
     """The status line, the headers and the JSON body written to ``transport``."""
     return answer_of(bytes(transport.written))
@@ -175,10 +189,7 @@ async def test_a_request_over_the_per_client_cap_is_refused_at_the_door_with_no_
 async def test_the_door_writes_the_bytes_the_guards_send_through_uvicorn() -> None:
     """The same refusal through plain uvicorn (the guards answer it in the ASGI application) is byte for byte the
     door's."""
-    front = Front()
-    holder = front.connect()
-    front.send(holder, request())
-    await settle()
+    front = await front_at_its_cap()
     at_the_door = front.connect()
     front.send(at_the_door, request())
     through_asgi = front.connect(HttpToolsProtocol)
@@ -209,10 +220,7 @@ async def test_a_declared_body_over_the_limit_is_413_at_the_door() -> None:
 
 @pytest.mark.asyncio
 async def test_a_head_in_pieces_is_decided_once_whole() -> None:
-    front = Front()
-    holder = front.connect()
-    front.send(holder, request())
-    await settle()
+    front = await front_at_its_cap()
     transport = front.connect()
     data = request()
     front.send(transport, data[:20])
@@ -267,10 +275,7 @@ async def test_without_x_forwarded_for_the_client_is_the_proxy_itself(protocol: 
 async def test_a_refusal_after_uvicorn_renews_its_date_carries_the_new_date() -> None:
     """The door's answers are made once per refusal, and again when uvicorn replaces its default headers (its
     ``date`` changes every second)."""
-    front = Front()
-    holder = front.connect()
-    front.send(holder, request())
-    await settle()
+    front = await front_at_its_cap()
     before = front.connect()
     front.send(before, request())
     front.state.default_headers = [(b"date", b"Wed, 02 Dec 2026 16:00:01 GMT"), (b"server", b"uvicorn")]
@@ -288,10 +293,7 @@ async def test_a_refusal_after_uvicorn_renews_its_date_carries_the_new_date() ->
 
 @pytest.mark.asyncio
 async def test_uncapped_paths_head_requests_and_malformed_ones_go_to_uvicorn() -> None:
-    front = Front()
-    holder = front.connect()
-    front.send(holder, request())
-    await settle()
+    front = await front_at_its_cap()
     health = front.connect()
     front.send(health, request("/healthz", method="GET", body=b""))
     head = front.connect()
@@ -446,10 +448,7 @@ def access_log_lines() -> Iterator[Lines]:
 @pytest.mark.asyncio
 async def test_a_refusal_at_the_door_has_its_access_log_line() -> None:
     """As uvicorn logs each request it answers (``--access-log``, its default)."""
-    front = Front()
-    holder = front.connect()
-    front.send(holder, request())
-    await settle()
+    front = await front_at_its_cap()
     with access_log_lines() as lines:
         refused = front.connect()
         front.send(refused, request("/v1/chat/completions?x=1"))
@@ -503,10 +502,7 @@ class Accepted:
 async def test_a_refusal_is_written_as_the_connection_is_accepted_with_no_transport() -> None:
     """issue 23 (accept, check, refuse): served on the accept loop, the door reads the head already waiting on the new
     socket, and a refused request is answered and closed there, the same bytes a transport would have carried."""
-    front = Front()
-    holder = front.connect()
-    front.send(holder, request())
-    await settle()
+    front = await front_at_its_cap()
     by_transport = front.connect()
     front.send(by_transport, request())
     total = front.state.total_requests
@@ -552,10 +548,7 @@ async def test_a_head_not_whole_at_accept_is_parsed_on_and_refused_with_the_addr
 ) -> None:
     """A connection whose head had not all arrived as it was accepted keeps what was read and the client address
     ``accept`` returned: over its client's cap, it is refused by the door, on its transport, when the head is whole."""
-    front = Front()
-    holder = front.connect()
-    front.send(holder, request())
-    await settle()
+    front = await front_at_its_cap()
     whole = request()
     accepted = Accepted(front, ("10.0.0.1", 40011))
     if waiting_at_accept:
@@ -648,10 +641,7 @@ async def test_a_connection_admitted_at_accept_that_gets_no_transport_gives_its_
 
 @pytest.mark.asyncio
 async def test_a_refusal_at_accept_has_its_access_log_line() -> None:
-    front = Front()
-    holder = front.connect()
-    front.send(holder, request())
-    await settle()
+    front = await front_at_its_cap()
     accepted = Accepted(front, ("10.0.0.1", 40009))
     accepted.client.sendall(request("/v1/chat/completions?x=2"))
     try:
@@ -701,10 +691,7 @@ async def test_a_request_admitted_at_accept_gets_its_transport_in_its_turn_among
 async def test_a_connection_refused_at_accept_leaves_nothing_for_the_cyclic_collector() -> None:
     """A refused connection's protocol, parser and request head hold no reference cycle: they are freed as the door
     lets go of them, not by a pass of the cyclic collector (which a burst of thousands would make run mid-burst)."""
-    front = Front()
-    holder = front.connect()
-    front.send(holder, request())
-    await settle()
+    front = await front_at_its_cap()
     accepted = Accepted(front)
     accepted.client.sendall(request())
     gc.disable()
@@ -726,12 +713,9 @@ async def test_a_request_refused_before_its_body_is_in_is_answered_then_closed_o
     once, but the connection closes only once the body is in, since a socket closed with a request's bytes still
     arriving answers them with a reset that can reach the client before the answer (a ``Connection reset by peer``
     in place of the 503). At accept, such a request is answered on its transport."""
-    front = Front()
-    holder = front.connect()
-    front.send(holder, request())
-    await settle()
+    front = await front_at_its_cap()
     whole = request()
-    head = whole[: whole.index(b"\r\n\r\n") + 4]
+    head = request_head(whole)
     accepted = Accepted(front, ("10.0.0.1", 40021))
     accepted.client.sendall(head)
     total = front.state.total_requests
@@ -772,12 +756,9 @@ async def test_a_later_request_refused_before_its_body_is_in_is_closed_once_the_
     """The same for a request uvicorn's protocol decides after the door (a later request of a kept-alive connection):
     answered on its head, closed once its body is in, so the body's arrival is not met with a reset; nothing is
     written after the answer."""
-    front = Front()
-    holder = front.connect()
-    front.send(holder, request())
-    await settle()
+    front = await front_at_its_cap()
     whole = request()
-    head = whole[: whole.index(b"\r\n\r\n") + 4]
+    head = request_head(whole)
     later = front.connect(AdmittingHttpToolsProtocol)
     total = front.state.total_requests
     front.send(later, head)
@@ -810,10 +791,7 @@ async def test_nothing_after_a_later_refused_request_is_served_or_answered(rest:
     """A request pipelined after the refused one, bytes uvicorn cannot parse (it would answer 400) or an upgrade (it
     would hand the connection to its WebSocket protocol), in the same write: the connection closes after the
     refusal's answer, with nothing more served or written."""
-    front = Front()
-    holder = front.connect()
-    front.send(holder, request())
-    await settle()
+    front = await front_at_its_cap()
     later = front.connect(AdmittingHttpToolsProtocol)
     front.send(later, request() + rest)
     await settle()
@@ -829,10 +807,7 @@ async def test_a_later_refused_request_whose_body_never_comes_is_closed_after_th
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr("oaifront.door.LINGER_SECONDS", 0.05)
-    front = Front()
-    holder = front.connect()
-    front.send(holder, request())
-    await settle()
+    front = await front_at_its_cap()
     later = front.connect(AdmittingHttpToolsProtocol)
     front.send(later, request(body=b"x" * 2048)[:200])
     assert_at_capacity(bytes(later.written))
