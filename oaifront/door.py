@@ -71,6 +71,35 @@ with a request's bytes still arriving answers them with a reset, which can reach
 answer (seen: httpx's ``ReadError: Connection reset by peer`` in place of a 503); the connection closes as soon as
 the request is all in, or after this long."""
 
+
+class RefusedClose:
+    """The close of a connection whose request was refused: at once when the request is all in, else when it is
+    (:meth:`request_in`) or :data:`LINGER_SECONDS` after the refusal, whichever comes first (see there). One per
+    refused connection, for :class:`DoorProtocol` and :class:`AdmittingHttpToolsProtocol` alike.
+    """
+
+    __slots__ = ("timer", "transport")
+
+    def __init__(self, transport: asyncio.BaseTransport, *, request_in: bool) -> None:
+        self.transport = transport
+        self.timer: asyncio.TimerHandle | None = None
+        if request_in:
+            transport.close()
+        else:
+            self.timer = asyncio.get_running_loop().call_later(LINGER_SECONDS, transport.close)
+
+    def request_in(self) -> None:
+        """The refused request is all in (or what follows cannot be parsed): close now."""
+        self.forget()
+        self.transport.close()
+
+    def forget(self) -> None:
+        """The connection is gone: the pending close is dropped."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+
 FORWARDED_CLIENT_HEADER: Final[bytes] = b"x-forwarded-for"
 """The header through which uvicorn's proxy headers middleware gives a request another client (its other header,
 ``X-Forwarded-Proto``, changes only the scheme, which the guards do not read): a request without it is decided on its
@@ -261,8 +290,7 @@ class DoorProtocol(asyncio.Protocol):
         self.client: tuple[str, int] | None = None
         self.accepted_here = False
         self.unsent = b""
-        self.refused = False  # a refusal was written: what comes is read and dropped until the request is all in
-        self.lingering: asyncio.TimerHandle | None = None
+        self.refused: RefusedClose | None = None  # a refusal was written: the rest is read and dropped until it is in
         self.decided: Refusal | bool = False  # what decide() found: False until the head is whole, True: hand over
         self.first_scope: Scope | None = None  # the first request's scope, as the door decided it
         self.slot: Slot | None = None  # the first request's place under the caps, taken as it was admitted here
@@ -336,8 +364,8 @@ class DoorProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         """Leave uvicorn's connections (and the caps, if the first request was admitted but never handed over)."""
         self.server_state.connections.discard(self)
-        if self.lingering is not None:
-            self.lingering.cancel()
+        if self.refused is not None:
+            self.refused.forget()
         self.abandon_accepted()
 
     def abandon_accepted(self) -> None:
@@ -357,8 +385,8 @@ class DoorProtocol(asyncio.Protocol):
         """Parse ``data`` up to the first request's head; then refuse the request or hand the connection over. After a
         refusal, the rest of the request is read and dropped (:data:`LINGER_SECONDS`).
         """
-        if self.refused:
-            self.drop_rest(data)
+        if self.refused is not None:
+            self.drop_rest(data, self.refused)
             return
         self.received.append(data)
         verdict = self.decide(data)
@@ -374,23 +402,17 @@ class DoorProtocol(asyncio.Protocol):
         assert self.transport is not None
         self.transport.write(answer)
         self.counted(refusal)
-        self.refused, self.received = True, []
-        if self.head.message_complete:
-            self.transport.close()
-        else:
-            self.lingering = asyncio.get_running_loop().call_later(LINGER_SECONDS, self.transport.close)
+        self.received = []
+        self.refused = RefusedClose(self.transport, request_in=self.head.message_complete)
 
-    def drop_rest(self, data: bytes) -> None:
+    def drop_rest(self, data: bytes, refused: RefusedClose) -> None:
         """Part of a refused request's rest: parsed only to see where the request ends, then the connection closes."""
-        assert self.transport is not None
         try:
             self.parser.feed_data(data)
         except (httptools.HttpParserError, httptools.HttpParserUpgrade):
             self.head.message_complete = True
         if self.head.message_complete:
-            if self.lingering is not None:
-                self.lingering.cancel()
-            self.transport.close()
+            refused.request_in()
 
     def decide(self, data: bytes) -> Refusal | bool:
         """Feed ``data`` to the parser and decide the first request once its head is whole: its :class:`Refusal`;
@@ -480,11 +502,9 @@ class AdmittingHttpToolsProtocol(HttpToolsProtocol):
         self.door = door_for(self.app)
         self._answering_pipelined = False
         self.first_admission: Slot | None = None  # the place the door took for the first request as it admitted it
-        self.refused = False
-        """A request of this connection was refused: the connection closes once that request is all in, and nothing
-        after it is served or answered."""
-        self.lingering: asyncio.TimerHandle | None = None
-        """After a refusal written before its request was all in: the close at :data:`LINGER_SECONDS`."""
+        self.refused: RefusedClose | None = None
+        """Set when a request of this connection was refused: the connection closes once that request is all in, and
+        nothing after it is served or answered."""
 
     def on_response_complete(self) -> None:
         """Uvicorn starts a pipelined request here, inside the last ``send`` of the one before, whose slot the guards
@@ -509,7 +529,7 @@ class AdmittingHttpToolsProtocol(HttpToolsProtocol):
     def _decide_and_start(self, cycle: RequestResponseCycle, app: Any) -> None:
         door = self.door
         taken, self.first_admission = self.first_admission, None
-        if self.refused:  # a request after a refusal, on a connection that closes: not served
+        if self.refused is not None:  # a request after a refusal, on a connection that closes: not served
             if taken is not None:
                 taken.release()
             return
@@ -539,12 +559,9 @@ class AdmittingHttpToolsProtocol(HttpToolsProtocol):
         self.transport.write(answer_bytes(refusal, self.server_state, with_body=cycle.scope["method"] != "HEAD"))
         cycle.response_started = cycle.response_complete = True
         cycle.keep_alive = False
-        self.refused = True
-        if cycle.more_body:
+        if cycle.more_body:  # uvicorn's: False once the request is all in (a pipelined request decided late)
             self.flow.resume_reading()  # a pipelined request was decided with reading paused: its rest must come in
-            self.lingering = self.loop.call_later(LINGER_SECONDS, self.transport.close)
-        else:  # a pipelined request decided once it was all in
-            self.transport.close()
+        self.refused = RefusedClose(self.transport, request_in=not cycle.more_body)
         self.server_state.total_requests += 1
         if self.access_log:
             log_access(cycle.scope, refusal.status)  # type: ignore[arg-type]
@@ -552,20 +569,15 @@ class AdmittingHttpToolsProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         """uvicorn's, then, when a refusal is waiting for its request to be all in (:meth:`_refuse`), the close."""
         super().on_message_complete()
-        if self.refused:
-            self._close_after_refusal()
-
-    def _close_after_refusal(self) -> None:
-        if self.lingering is not None:
-            self.lingering.cancel()
-        self.transport.close()
+        if self.refused is not None:
+            self.refused.request_in()
 
     def handle_websocket_upgrade(self) -> None:
         """Uvicorn's hand-over to its WebSocket protocol, unless the upgrade follows a refusal: then the connection
         just closes (nothing after a refusal is served).
         """
-        if self.refused:
-            self._close_after_refusal()
+        if self.refused is not None:
+            self.refused.request_in()
             return
         super().handle_websocket_upgrade()
 
@@ -573,15 +585,15 @@ class AdmittingHttpToolsProtocol(HttpToolsProtocol):
         """Uvicorn's answer to bytes it cannot parse, unless they follow a refusal: then the connection just closes
         (nothing is written after the refusal's answer).
         """
-        if self.refused:
-            self._close_after_refusal()
+        if self.refused is not None:
+            self.refused.request_in()
             return
         super().send_400_response(msg)
 
     def connection_lost(self, exc: Exception | None) -> None:
         """uvicorn's, and a refusal's pending close is dropped."""
-        if self.lingering is not None:
-            self.lingering.cancel()
+        if self.refused is not None:
+            self.refused.forget()
         super().connection_lost(exc)
 
 
