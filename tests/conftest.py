@@ -1,7 +1,8 @@
 """Shared fixtures: real processes on loopback for integration tests.
 
-``live_stack`` starts, once per session, the development Horde and the front under uvicorn as separate processes,
-both on free 127.0.0.1 ports and both using the Redis on 127.0.0.1:6379 (``make test`` starts one if none answers).
+``live_stack`` starts, once per session (once per pytest-xdist worker), the development Horde and the front under
+uvicorn as separate processes, both on free 127.0.0.1 ports and both using the Redis on 127.0.0.1:6379 (``make test``
+starts one if none answers) on the worker's own databases (:func:`redis_databases`).
 Tests change the devhorde's scenario through its control routes and call the front with the official ``openai`` SDK.
 No test reaches any address but loopback.
 """
@@ -28,9 +29,37 @@ ROOT = Path(__file__).resolve().parent.parent
 UNREACHABLE_HORDE_URL = "http://127.0.0.1:9/api"
 """A closed loopback port: the ``HORDE_URL`` of the in-process tests (Django's test client), so that nothing they do,
 such as ``/openapi.json`` looking up a served model for its example, can reach the public Horde, the default."""
-REDIS_URL = "redis://127.0.0.1:6379/0"
-STREAM_REDIS_DB = 11
-"""The progress-stream database the integration tests use (devhorde writes, the front reads)."""
+SERIAL_REDIS_DATABASES = (0, 11)
+"""The (cache, progress-stream) databases of a run without pytest-xdist workers."""
+WORKER_REDIS_DATABASES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 14, 15)
+"""The databases pytest-xdist workers take two by two (``gw0`` the first pair, ``gw1`` the second...): every database
+of a default 16-database Redis except the serial run's 0 and 11 and the ones the in-process Redis tests read (12,
+``tests/unit/test_delta_stream.py``; 13, ``tests/devhorde``), whose keys are unique to each test. Six workers at
+most."""
+
+
+def redis_databases(worker: str | None) -> tuple[int, int]:
+    """The (cache and pacing, progress-stream) databases of the pytest-xdist worker named ``worker`` (``gw3``;
+    ``None`` outside xdist): each worker has its own pair, so the fronts and devhordes one worker starts never read
+    another worker's pacing, cache or streams. Raises :class:`pytest.UsageError` past the sixth worker."""
+    if not worker:
+        return SERIAL_REDIS_DATABASES
+    index = int(worker.removeprefix("gw"))
+    if 2 * index + 1 >= len(WORKER_REDIS_DATABASES):
+        raise pytest.UsageError(
+            f"pytest-xdist worker {worker}: Redis databases for {len(WORKER_REDIS_DATABASES) // 2} workers only "
+            f"(tests/conftest.py WORKER_REDIS_DATABASES); run with -n {len(WORKER_REDIS_DATABASES) // 2} or fewer"
+        )
+    return WORKER_REDIS_DATABASES[2 * index], WORKER_REDIS_DATABASES[2 * index + 1]
+
+
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+"""This process's pytest-xdist worker id (``gw0``...), ``None`` in a run without workers."""
+CACHE_REDIS_DB, STREAM_REDIS_DB = redis_databases(XDIST_WORKER)
+"""This process's databases: the front's cache and pacing (``REDIS_URL``'s) and the progress streams (devhorde
+writes, the front reads)."""
+REDIS_URL = f"redis://127.0.0.1:6379/{CACHE_REDIS_DB}"
+"""The Redis of the fronts and devhordes this process starts, on its own cache database."""
 
 FAST_FRONT_ENV = {
     "HORDE_OAI_SIGNAL_RECHECK_SECONDS": "0.2",

@@ -2,7 +2,8 @@
 (the realhorde harness on loopback), comparing statuses, field sets, exact bodies where the server's are fixed, and the
 rate limit headers.
 
-Self-contained: it reads ``/tmp/realhorde/keys.env`` itself (``HORDE_URL``, ``CLIENT_KEY``, ``PROXY_PASSKEY``),
+Self-contained: it reads the harness's ``keys.env`` itself (``HORDE_URL``, ``CLIENT_KEY``, ``PROXY_PASSKEY``; in the
+harness's ``WORK``, ``tests/realhorde/harness.py``),
 starts its own devhorde process and a simulated worker of its own serving :data:`MODEL` (``worker.py``; the lane
 starts the harness with ``RH_WORKER=0``). The real Horde's limits are shared
 with every other user of the harness, so each call goes through the proxy passkey with an address of this module's
@@ -19,7 +20,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -27,12 +27,13 @@ import pytest
 
 from devhorde.launch import free_port, wait_http
 from devhorde.scenario import load_scenario
-from tests.realhorde.harness import register_user
+from tests.realhorde.harness import WORK, read_keys, register_user
 from tests.realhorde.worker import SimWorker
 
 pytestmark = [pytest.mark.integration, pytest.mark.realhorde]
 
-KEYS_ENV = Path(os.environ.get("TMPDIR", "/tmp")) / "realhorde" / "keys.env"
+KEYS_ENV = WORK / "keys.env"
+"""The harness's keys, where its ``WORK`` (the environment's, as the lane's ``up`` uses it) puts them."""
 MODEL = "koboldcpp/Qwen2.5-7B-Instruct"
 """The model the devhorde scenario's worker serves, and the module's own simulated worker on the real Horde
 (:func:`model_worker`)."""
@@ -43,15 +44,6 @@ ANON = "0000000000"
 LIMIT_HEADERS = ("retry-after", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
 SUBMIT_SPACING_SECONDS = 1.1
 """Between two submits from one address: the per-second window has passed (a budget, not a timing)."""
-
-
-def _read_keys() -> dict[str, str]:
-    keys: dict[str, str] = {}
-    for line in KEYS_ENV.read_text(encoding="utf-8").splitlines():
-        name, sep, value = line.partition("=")
-        if sep and not name.startswith("#"):
-            keys[name.strip().removeprefix("export ").strip()] = value.strip().strip("'\"")
-    return keys
 
 
 class Horde:
@@ -88,8 +80,8 @@ class Horde:
 @pytest.fixture(scope="module")
 def keys() -> dict[str, str]:
     if not KEYS_ENV.exists():
-        pytest.skip(f"no realhorde harness: {KEYS_ENV} is absent (run /work/shared/realhorde/up with RH_WORKER=1)")
-    keys = _read_keys()
+        pytest.skip(f"no realhorde harness: {KEYS_ENV} is absent (run ../shared/realhorde/up, or set WORK to its WORK)")
+    keys = read_keys(KEYS_ENV)
     missing = [name for name in ("HORDE_URL", "CLIENT_KEY", "PROXY_PASSKEY") if not keys.get(name)]
     if missing:
         pytest.skip(f"{KEYS_ENV} lacks {', '.join(missing)}")

@@ -1,0 +1,63 @@
+"""What keeps pytest-xdist workers apart (``make test`` runs the suite in parallel): each worker's own Redis databases
+(``tests/conftest.py``), and the real-Horde lane's files found where the harness's ``WORK`` puts them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, SERIAL_REDIS_DATABASES, redis_databases
+
+IN_PROCESS_REDIS_TEST_DATABASES = {12, 13}
+"""The databases tests/unit/test_delta_stream.py (12) and tests/devhorde (13) read, with keys unique to each test."""
+
+
+def python_prints(code: str, env: dict[str, str]) -> str:
+    """What ``code`` prints in a fresh interpreter at the checkout's root, with ``env`` over this environment."""
+    completed = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return completed.stdout.strip()
+
+
+def test_a_run_without_workers_keeps_databases_0_and_11() -> None:
+    assert redis_databases(None) == SERIAL_REDIS_DATABASES == (0, 11)
+
+
+def test_six_workers_have_a_pair_each_apart_from_every_other_user_of_the_redis() -> None:
+    pairs = [redis_databases(f"gw{index}") for index in range(6)]
+    assert pairs == [(1, 2), (3, 4), (5, 6), (7, 8), (9, 10), (14, 15)]
+    used = [database for pair in pairs for database in pair]
+    assert len(set(used)) == 12
+    assert not set(used) & {*SERIAL_REDIS_DATABASES, *IN_PROCESS_REDIS_TEST_DATABASES}
+
+
+def test_a_seventh_worker_is_refused_with_the_worker_count_to_use() -> None:
+    with pytest.raises(pytest.UsageError) as refused:
+        redis_databases("gw6")
+    assert str(refused.value) == (
+        "pytest-xdist worker gw6: Redis databases for 6 workers only (tests/conftest.py WORKER_REDIS_DATABASES); "
+        "run with -n 6 or fewer"
+    )
+
+
+def test_the_suite_names_follow_the_worker_of_the_process() -> None:
+    """``REDIS_URL`` and ``STREAM_REDIS_DB``, which integration tests import, are the worker's own."""
+    code = "from tests.conftest import REDIS_URL, STREAM_REDIS_DB; print(REDIS_URL, STREAM_REDIS_DB)"
+    assert python_prints(code, {"PYTEST_XDIST_WORKER": "gw2"}) == "redis://127.0.0.1:6379/5 6"
+    assert python_prints(code, {"PYTEST_XDIST_WORKER": ""}) == "redis://127.0.0.1:6379/0 11"
+
+
+def test_the_fidelity_tests_read_the_keys_of_the_harness_where_its_work_folder_is(tmp_path: Path) -> None:
+    code = "from tests.realhorde.test_devhorde_fidelity import KEYS_ENV; print(KEYS_ENV)"
+    assert python_prints(code, {"WORK": str(tmp_path)}) == str(tmp_path / "keys.env")
