@@ -2,8 +2,9 @@
 
 A front without Redis and a devhorde whose one single-thread worker holds its first job for 60 s: the second request
 is at the head of the queue (read about every second), the third and fourth are deeper (``wait_time`` over 100 s:
-their next read is wanted one ceiling, 30 s, after the first). Some seconds later the devhorde has answered each deep
-request exactly one status read. A slower machine only makes fewer reads.
+their next read is wanted one ceiling, 30 s, after the first). By the time the head request has had its sixth read
+(some seconds later), the devhorde has answered each deep request exactly one status read. The test waits on the
+devhorde's own counts, never on sleeps: a slower machine only takes longer.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -43,6 +45,29 @@ FRONT_ENV = {
 }
 
 
+def chat_rows(control: str) -> list[dict[str, object]]:
+    """The devhorde's chat requests, in submit order."""
+    return [row for row in httpx.get(f"{control}/requests", timeout=5).json() if row["api"] == "chat"]
+
+
+def as_int(value: object) -> int:
+    assert isinstance(value, int), value
+    return value
+
+
+def chat_rows_when(
+    control: str, condition: Callable[[list[dict[str, object]]], bool], timeout: float = 60
+) -> list[dict[str, object]]:
+    """The devhorde's chat requests once ``condition`` holds of them; fails after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    rows = chat_rows(control)
+    while not condition(rows):
+        assert time.monotonic() < deadline, f"not within {timeout} s: {rows}"
+        time.sleep(0.1)
+        rows = chat_rows(control)
+    return rows
+
+
 def test_a_request_deep_in_the_queue_is_read_once_not_every_second(tmp_path: Path) -> None:
     devhorde, horde_url = start_devhorde(tmp_path, redis=False, scenario=None)
     front = None
@@ -56,19 +81,16 @@ def test_a_request_deep_in_the_queue_is_read_once_not_every_second(tmp_path: Pat
             with contextlib.suppress(httpx.HTTPError):  # the front stops first at the end of the test
                 httpx.post(f"{base}/v1/chat/completions", json=body, timeout=130)
 
-        for _ in range(4):
-            threading.Thread(target=post, daemon=True).start()
-            time.sleep(0.3)  # submit order = queue order
-        deadline = time.monotonic() + 30
         rows: list[dict[str, object]] = []
-        while time.monotonic() < deadline:
-            rows = [row for row in httpx.get(f"{control}/requests", timeout=5).json() if row["api"] == "chat"]
-            if len(rows) == 4:
-                break
-            time.sleep(0.2)
+        for submitted in range(1, 5):  # submit order = queue order: each submit is in before the next is sent
+            threading.Thread(target=post, daemon=True).start()
+            rows = chat_rows_when(control, lambda rows, n=submitted: len(rows) == n)
         assert [row["state"] for row in rows] == ["processing", "waiting", "waiting", "waiting"]
-        time.sleep(6)
-        rows = [row for row in httpx.get(f"{control}/requests", timeout=5).json() if row["api"] == "chat"]
+        # The head of the queue is read about every second: by its sixth read, a deep request read on that schedule
+        # would have been read five times; on its own it waits one ceiling (30 s) after its first read.
+        rows = chat_rows_when(
+            control, lambda rows: as_int(rows[1]["status_reads"]) >= 6 and all(row["status_reads"] for row in rows[2:])
+        )
         assert [row["status_reads"] for row in rows[2:]] == [1, 1]
     finally:
         if front is not None:

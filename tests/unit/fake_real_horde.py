@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from chat.horde.budget import HordeBudget
 from chat.horde.cancels import CancelQueue
 from chat.horde.native import HordeClient
 from chat.horde.text import TextHordeClient
@@ -73,6 +74,23 @@ EMPTIED_STATUS: dict[str, Any] = {
 
 
 @dataclass
+class BudgetTime:
+    """The clock and sleep of the Horde budget :func:`installed` gives the front: a sleep (a ``Retry-After`` retry, a
+    pacing turn) is recorded in ``sleeps`` (seconds) and moves the clock on at once, so it costs no real time."""
+
+    now: float = 0.0
+    sleeps: list[float] = field(default_factory=list)
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += max(seconds, 0.0)
+        await asyncio.sleep(0)
+
+
+@dataclass
 class RealHorde:
     """The answers; ``calls`` records ``(method, path)`` of every call made."""
 
@@ -82,6 +100,8 @@ class RealHorde:
     submit: tuple[int, dict[str, Any]] = (202, {"id": "text-1", "kudos": 0.0})
     status: dict[str, Any] = field(default_factory=lambda: dict(DONE_STATUS))
     calls: list[tuple[str, str]] = field(default_factory=list)
+    budget_time: BudgetTime = field(default_factory=BudgetTime)
+    """The front's budget clock (:func:`installed`): the ``Retry-After`` waits it slept."""
     submitted: list[dict[str, Any]] = field(default_factory=list)
 
     def handle(self, request: httpx.Request) -> httpx.Response:
@@ -115,7 +135,8 @@ class RealHorde:
 
 @contextmanager
 def installed(horde: RealHorde, **settings: Any) -> Iterator[FrontRuntime]:
-    """A ``FrontRuntime`` on :data:`HORDE_URL` whose clients call ``horde``, as the running loop's runtime."""
+    """A ``FrontRuntime`` on :data:`HORDE_URL` whose clients call ``horde``, as the running loop's runtime; their budget
+    (pacing, ``Retry-After`` retries) runs on ``horde.budget_time``, never sleeping for real."""
     configured = front_settings().model_copy(
         update={
             "horde_url": HORDE_URL,
@@ -130,8 +151,9 @@ def installed(horde: RealHorde, **settings: Any) -> Iterator[FrontRuntime]:
     runtime = FrontRuntime(configured)
     transport = httpx.MockTransport(horde.handle)
     agent, timeout = configured.client_agent, configured.horde_timeout_seconds
-    runtime.horde = HordeClient(HORDE_URL, agent, timeout, transport=transport)
-    runtime.text_horde = TextHordeClient(HORDE_URL, agent, timeout, transport=transport)
+    runtime.budget = HordeBudget(clock=horde.budget_time.clock, sleep=horde.budget_time.sleep)
+    runtime.horde = HordeClient(HORDE_URL, agent, timeout, transport=transport, budget=runtime.budget)
+    runtime.text_horde = TextHordeClient(HORDE_URL, agent, timeout, transport=transport, budget=runtime.budget)
     runtime.cancels = CancelQueue(runtime.horde, retry_seconds=0.01, attempt_timeout=timeout)
     runtime.text_cancels = CancelQueue(runtime.text_horde, retry_seconds=0.01, attempt_timeout=timeout)
     loop = asyncio.get_running_loop()

@@ -122,6 +122,10 @@ async def test_a_chat_route_404_beside_a_live_heartbeat_is_remembered_and_served
     assert first.json()["x_horde"]["api"] == "text"
     chat_calls = [call for call in horde.calls if call[1].startswith("/v2/generate/chat") or "heartbeat" in call[1]]
     assert chat_calls == [("POST", "/v2/generate/chat/async"), ("GET", "/v2/status/heartbeat")]
+    # Each of the three model-list reads is refused 429 and retried twice after its Retry-After (1 s), on the
+    # budget's clock (fake_real_horde.BudgetTime): no real sleep.
+    assert horde.calls.count(("GET", "/v2/status/models")) == 9
+    assert horde.budget_time.sleeps == [1.0] * 6
     assert route_choice.chat_routes_missing(HORDE_URL) is False  # the context forgot it
 
 
@@ -143,6 +147,7 @@ async def test_a_chat_route_404_with_a_failing_heartbeat_is_the_api_root_looking
         "code": "HordeUnavailable",
     }
     assert horde.submits == 1
+    assert horde.budget_time.sleeps == [1.0, 1.0]  # the model list's 429 retried twice after its Retry-After
 
 
 async def test_under_off_a_horde_without_chat_routes_says_so() -> None:
