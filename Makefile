@@ -3,7 +3,9 @@
 #                unless HORDE_URL is set; Redis for live streams unless REDIS=off, started when none answers) with
 #                WORKERS processes (default 1)
 #   make test  - install what is missing, run `make lint`, start Redis if none answers on 127.0.0.1:6379, run the
-#                whole suite, then `make realhorde`
+#                whole suite in parallel (pytest-xdist, TEST_WORKERS workers: bin/test-workers) with `make realhorde`
+#                alongside (bin/test-suite)
+#   make check - the edit-test loop: `make lint` and the unit and devhorde tests (in parallel), at the same time
 #   make realhorde - the real-Horde lane (tests/realhorde) against ../shared/realhorde's real AI Horde, started and
 #                stopped when it is not already running; one line says it was skipped when ../shared/realhorde is absent
 #   make lint  - ruff check, ruff format --check and mypy --strict (configured in pyproject.toml)
@@ -16,9 +18,10 @@ PORT ?= 8000
 DEVHORDE_PORT ?= 7001
 WORKERS ?= 1
 REDIS ?= on
-export PORT DEVHORDE_PORT WORKERS REDIS
+TEST_WORKERS ?= $(shell bin/test-workers)
+export PORT DEVHORDE_PORT WORKERS REDIS TEST_WORKERS PYTEST_ARGS REALHORDE_ARGS
 
-.PHONY: run test lint bench install clean browser js realhorde
+.PHONY: run test check check-tests lint bench install clean browser js realhorde
 
 # The environment: a Python 3.12+ found by bin/find-python (PATH, then pyenv), a venv, the pinned requirements.
 # bin/ensure-venv runs every time (it prints nothing when all is in place) and rebuilds a broken .venv, such as one
@@ -36,8 +39,15 @@ lint: install
 	$(VENV)/bin/mypy
 
 test: install lint browser js
-	@bin/with-redis $(PY) -m pytest --ignore=tests/realhorde $(PYTEST_ARGS)
-	@$(MAKE) --no-print-directory realhorde
+	@bin/test-suite
+
+# Lint and the in-process tests (tests/unit, tests/devhorde: no uvicorn, no real Horde), both at once; each one's
+# output is printed whole when it ends. PYTEST_ARGS go to pytest.
+check: install
+	@$(MAKE) --no-print-directory -j2 --output-sync=target lint check-tests
+
+check-tests: install
+	@bin/with-redis bin/pytest-run "make check" tests/unit tests/devhorde -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The real-Horde lane: bin/realhorde-lane (REALHORDE_ARGS go to its pytest).
 realhorde: install
