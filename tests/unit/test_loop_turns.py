@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from chat.loop_turns import FREE_SECONDS, HOLD_SECONDS, STARTS_PER_ITERATION, LoopTurns, loop_turns
+from chat.loop_turns import STARTS_PER_ITERATION, LoopTurns, loop_turns
 
 
 class Iterations:
@@ -89,40 +89,6 @@ async def test_a_cancelled_caller_leaves_the_queue_and_the_others_still_pass() -
 
 
 @pytest.mark.asyncio
-async def test_nobody_passes_in_the_iteration_after_a_connection_arrived() -> None:
-    turns = LoopTurns()
-    with Iterations().running() as iterations:
-        await asyncio.sleep(0)
-        turns.hold_for_arrival()
-        held_at = iterations.count
-        await turns.take()
-        assert iterations.count >= held_at + 2
-
-
-@pytest.mark.asyncio
-async def test_arrivals_that_never_stop_hold_the_work_back_only_for_a_while() -> None:
-    """A steady stream of connections (one in every iteration) slows the admitted work, never stops it: after
-    ``HOLD_SECONDS`` of holding, one iteration's turns go out."""
-    turns = LoopTurns()
-    arriving = True
-
-    def arrive() -> None:
-        if arriving:
-            turns.hold_for_arrival()
-            asyncio.get_running_loop().call_soon(arrive)
-
-    loop = asyncio.get_running_loop()
-    loop.call_soon(arrive)
-    await asyncio.sleep(0)
-    started = loop.time()
-    try:
-        await asyncio.wait_for(turns.take(), timeout=60)
-    finally:
-        arriving = False
-    assert loop.time() - started >= HOLD_SECONDS * 0.9
-
-
-@pytest.mark.asyncio
 async def test_one_turns_per_running_loop() -> None:
     assert loop_turns() is loop_turns()
 
@@ -130,34 +96,3 @@ async def test_one_turns_per_running_loop() -> None:
 def test_per_iteration_is_one_or_more() -> None:
     with pytest.raises(ValueError, match="per_iteration must be 1 or more, not 0"):
         LoopTurns(per_iteration=0)
-
-
-@pytest.mark.asyncio
-async def test_steady_arrivals_leave_the_admitted_work_a_share_of_the_loop() -> None:
-    """Connections arriving in every iteration (a steady stream of refused clients) hold the admitted work for
-    ``HOLD_SECONDS``, then leave it ``FREE_SECONDS``, when turns go out in every iteration: far more than the one
-    iteration of turns per hold there would be without the free time."""
-    turns = LoopTurns()
-    loop = asyncio.get_running_loop()
-    passes = 0
-    arriving = True
-
-    def arrive() -> None:
-        if arriving:
-            turns.hold_for_arrival()
-            loop.call_soon(arrive)
-
-    async def work() -> None:
-        nonlocal passes
-        while arriving:
-            await turns.take()
-            passes += 1
-
-    loop.call_soon(arrive)
-    worker = asyncio.ensure_future(work())
-    started = loop.time()
-    await asyncio.sleep((HOLD_SECONDS + FREE_SECONDS) * 5)
-    arriving = False
-    await worker
-    holds = (loop.time() - started) / HOLD_SECONDS
-    assert passes > holds * STARTS_PER_ITERATION * 3
