@@ -18,7 +18,7 @@ WORKERS ?= 1
 REDIS ?= on
 export PORT DEVHORDE_PORT WORKERS REDIS
 
-.PHONY: run test lint bench install clean browser js realhorde
+.PHONY: run test lint bench install clean browser edge js realhorde
 
 # The environment: a Python 3.12+ found by bin/find-python (PATH, then pyenv), a venv, the pinned requirements.
 # bin/ensure-venv runs every time (it prints nothing when all is in place) and rebuilds a broken .venv, such as one
@@ -35,7 +35,7 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-test: install lint browser js
+test: install lint browser edge js
 	@bin/with-redis $(PY) -m pytest --ignore=tests/realhorde $(PYTEST_ARGS)
 	@$(MAKE) --no-print-directory realhorde
 
@@ -47,6 +47,11 @@ realhorde: install
 # and possible (root with apt-get), otherwise that test skips and says why.
 browser:
 	@bin/ensure-chromium
+
+# The edge tests (tests/edge) run Debian's nginx in front of the front; install it when missing and possible (root
+# with apt-get), otherwise those tests skip and say why.
+edge:
+	@bin/ensure-nginx
 
 # The JavaScript clients the integration tests drive (tests/js: the Vercel AI SDK), installed from the lock file.
 JS_STAMP := tests/js/node_modules/.package-lock.json
