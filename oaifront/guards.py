@@ -43,7 +43,6 @@ from loguru import logger
 from chat import errors
 from chat.errors import CORS_HEADERS, OpenAIError
 from chat.horde.budget import address_header_name, scope_client_address
-from chat.loop_turns import loop_turns
 from chat.serving.request_record import record_refusal
 from chat.settings import FrontSettings
 
@@ -139,9 +138,7 @@ class Slot:
 class AdmissionGuards:
     """Wraps an ASGI application with the in-flight caps, the body size limit and the body read timeout.
 
-    The caps and the declared size are decided on the request's head alone (:meth:`admit`); admitted requests then
-    enter the application a few per event-loop iteration (chat.loop_turns), so a burst's refusals never wait behind
-    its admitted requests' first steps.
+    The caps and the declared size are decided on the request's head alone (:meth:`admit`).
 
     Args:
         app: The wrapped application (Django's ASGI handler).
@@ -159,7 +156,6 @@ class AdmissionGuards:
         self.body_timeout_seconds = settings.body_timeout_seconds
         self.in_flight = 0
         self.in_flight_by_client: Counter[str] = Counter()
-        self.turns = loop_turns
         # The refusals on a request's head, built once: under a burst of thousands each refusal only counts and sends.
         self._at_capacity_per_client = Refusal.of(at_capacity_error(self.retry_after, per_client=True))
         self._at_capacity_in_total = Refusal.of(at_capacity_error(self.retry_after, per_client=False))
@@ -236,7 +232,6 @@ class AdmissionGuards:
                     slot.release()
 
         try:
-            await self.turns().take()
             await self._admit_body(scope, receive, send_then_release, slot.started)
         finally:
             slot.release()

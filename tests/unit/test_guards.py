@@ -298,30 +298,6 @@ def test_refusal_for_decides_without_taking_a_slot() -> None:
     assert guards.in_flight == 0
 
 
-@pytest.mark.asyncio
-async def test_admitted_requests_enter_the_application_a_few_per_loop_iteration() -> None:
-    """40 requests admitted at once enter the application at most eight per iteration (chat.loop_turns), so the loop
-    goes back to its sockets between them."""
-    iteration = [0]
-    entered: list[int] = []
-
-    def tick() -> None:
-        iteration[0] += 1
-        if len(entered) < 40:
-            asyncio.get_running_loop().call_soon(tick)
-
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        entered.append(iteration[0])
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b""})
-
-    guards = AdmissionGuards(app, settings(max_in_flight_per_client=64))
-    asyncio.get_running_loop().call_soon(tick)
-    await asyncio.gather(*(guards(scope(), Body(10), Recorder()) for _ in range(40)))
-    assert max(entered.count(at) for at in set(entered)) <= 8
-    assert len(set(entered)) >= 5
-
-
 UPGRADE_REFUSED = {
     "error": {
         "message": "This front serves HTTP requests only; it does not accept WebSocket connections.",
