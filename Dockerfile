@@ -43,4 +43,6 @@ ENV WORKERS=2 \
     FORWARDED_ALLOW_IPS=127.0.0.1
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s \
   CMD ["python", "-c", "import httpx; httpx.get('http://127.0.0.1:8000/healthz', timeout=4).raise_for_status()"]
-CMD ["sh", "-c", "exec uvicorn oaifront.asgi:application --host 0.0.0.0 --port 8000 --workers \"$WORKERS\" --proxy-headers --forwarded-allow-ips \"$FORWARDED_ALLOW_IPS\" --no-access-log --http oaifront.door:DoorProtocol --loop oaifront.accept_loop:AcceptLoop --backlog 4096 --timeout-graceful-shutdown 40"]
+# uvicorn's bounds for these settings (--ws none, the backlog, the keep-alive timeout, --limit-concurrency from the
+# caps): printed by `python -m oaifront.serve`, which ends the container in one line on a setting it cannot use.
+CMD ["sh", "-c", "options=$(python -m oaifront.serve) && exec uvicorn oaifront.asgi:application --host 0.0.0.0 --port 8000 --workers \"$WORKERS\" --proxy-headers --forwarded-allow-ips \"$FORWARDED_ALLOW_IPS\" --no-access-log $options --timeout-graceful-shutdown 40"]

@@ -21,7 +21,7 @@ REDIS ?= on
 TEST_WORKERS ?= $(shell bin/test-workers)
 export PORT DEVHORDE_PORT WORKERS REDIS TEST_WORKERS PYTEST_ARGS REALHORDE_ARGS
 
-.PHONY: run test check check-tests lint bench install clean browser js realhorde
+.PHONY: run test check check-tests lint bench install clean browser edge js realhorde
 
 # The environment: a Python 3.12+ found by bin/find-python (PATH, then pyenv), a venv, the pinned requirements.
 # bin/ensure-venv runs every time (it prints nothing when all is in place) and rebuilds a broken .venv, such as one
@@ -38,7 +38,7 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-test: install lint browser js
+test: install lint browser edge js
 	@bin/test-suite
 
 # Lint and the in-process tests (tests/unit, tests/devhorde: no uvicorn, no real Horde), both at once; each one's
@@ -57,6 +57,11 @@ realhorde: install
 # and possible (root with apt-get), otherwise that test skips and says why.
 browser:
 	@bin/ensure-chromium
+
+# The edge tests (tests/edge) run Debian's nginx in front of the front; install it when missing and possible (root
+# with apt-get), otherwise those tests skip and say why.
+edge:
+	@bin/ensure-nginx
 
 # The JavaScript clients the integration tests drive (tests/js: the Vercel AI SDK), installed from the lock file.
 JS_STAMP := tests/js/node_modules/.package-lock.json

@@ -44,6 +44,7 @@ import contextlib
 import json
 import resource
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ from typing import Any
 
 import httpx
 
+from bench.edge import running_edge
 from bench.relay_latency import (
     API_KEY,
     MODEL,
@@ -555,14 +557,17 @@ async def deep_queue(count: int, settle: float, window: float, open_rate: float)
     return row
 
 
-async def burst(count: int, hold: float, front_env: dict[str, str], *, connect_first: bool = False) -> dict[str, Any]:
+async def burst(
+    count: int, hold: float, front_env: dict[str, str], *, connect_first: bool = False, edge: bool = False
+) -> dict[str, Any]:
     """``count`` non-streamed requests opened at once from this one address into the ``deep-queue`` scenario (Redis
     on, the default caps: ``HORDE_OAI_MAX_IN_FLIGHT_PER_CLIENT`` admitted, the rest refused 503 ``FrontAtCapacity``),
     by :mod:`bench.burst_client` in a process of its own (each request written as soon as its connection is made;
     ``connect_first``: once every connection is). The refusals' time from their connect started to the whole answer
     (median, p99, max, how many over 50 and 500 ms) and from their request sent; the front's CPU seconds over the
     burst; after ``hold`` seconds, the admitted requests that ended in anything but a 200 (there should be none: they
-    wait in the queue; the client then closes them all and the front cancels them).
+    wait in the queue; the client then closes them all and the front cancels them). ``edge``: through nginx with
+    deploy/nginx.conf (bench.edge; the front reads ``X-Forwarded-For``), whose per-address limits refuse first.
     """
     scenario_document = json.loads(DEEP_QUEUE_SCENARIO.read_text())
     fields = FrontSettings.model_fields
@@ -571,9 +576,15 @@ async def burst(count: int, hold: float, front_env: dict[str, str], *, connect_f
         # The front's default caps (bench_stack lifts them for the other benchmarks).
         "HORDE_OAI_MAX_IN_FLIGHT": str(fields["max_in_flight"].default),
         "HORDE_OAI_MAX_IN_FLIGHT_PER_CLIENT": str(fields["max_in_flight_per_client"].default),
+        **({"HORDE_OAI_CLIENT_ADDRESS_HEADER": "X-Forwarded-For"} if edge else {}),
         **front_env,
     }
-    with bench_stack(scenario_document, env) as stack:
+    with contextlib.ExitStack() as exits:
+        stack = exits.enter_context(bench_stack(scenario_document, env))
+        target = port_of(stack.front_url)
+        if edge:
+            prefix = Path(exits.enter_context(tempfile.TemporaryDirectory(prefix="bench-edge-")))
+            target = exits.enter_context(running_edge(prefix, stack.front_url))
         load = load_average()
         cpu_before = cpu_seconds(stack.front_pid)
         client = await asyncio.create_subprocess_exec(
@@ -581,7 +592,7 @@ async def burst(count: int, hold: float, front_env: dict[str, str], *, connect_f
             "-m",
             "bench.burst_client",
             "--port",
-            str(port_of(stack.front_url)),
+            str(target),
             "--count",
             str(count),
             "--body",
@@ -614,6 +625,7 @@ async def burst(count: int, hold: float, front_env: dict[str, str], *, connect_f
         other[key] = other.get(key, 0) + 1
     result = {
         "burst": count,
+        "through_edge": edge,
         "connect_first": connect_first,
         "refused": len(refused),
         "still_waiting_after_hold": waiting,
@@ -646,6 +658,9 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--burst-hold", type=float, default=20.0, help="seconds the burst is watched (part burst)")
     parser.add_argument(
         "--burst-connect-first", action="store_true", help="open every connection before sending (part burst)"
+    )
+    parser.add_argument(
+        "--burst-edge", action="store_true", help="through nginx with deploy/nginx.conf (part burst; bench.edge)"
     )
     parser.add_argument("--queue", type=int, default=1000, help="requests of the deep queue (part queue)")
     parser.add_argument("--queue-settle", type=float, default=45.0, help="seconds after the last open (part queue)")
@@ -691,6 +706,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                 min(args.burst_hold, 300.0),
                 front_env,
                 connect_first=args.burst_connect_first,
+                edge=args.burst_edge,
             )
         )
     if "queue" in parts:

@@ -76,7 +76,7 @@ def with_front_lifespan(
                 for hook in hooks:
                     hook()
 
-    # ``__wrapped__`` names the wrapped application, as functools.wraps does (the door finds the guards through it).
+    # ``__wrapped__`` names the wrapped application, as functools.wraps does.
     return functools.update_wrapper(front_application, application, assigned=(), updated=())
 
 

@@ -15,7 +15,7 @@ layers, outermost first:
 2. The OpenTelemetry ASGI instrumentation, when telemetry is configured (server spans).
 3. The admission guards (oaifront.guards) refuse a request over the in-flight caps, a body over the size limit or one
    that arrives too slowly, before Django reads it.
-4. Django's ASGI handler (oaifront.handler.FrontASGIHandler: no thread started and stopped per request).
+4. Django's ASGI handler (``django.core.asgi.get_asgi_application``).
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ with one_line_configuration_errors():
     django.setup(set_prefix=False)
 
 # The rest after django.setup().
+from django.core.asgi import get_asgi_application
 from django.urls import get_resolver
 
 from chat.asgi import ASGIApplication, with_front_lifespan
 from chat.settings import front_settings
 from oaifront.guards import AdmissionGuards, ASGIApp
-from oaifront.handler import FrontASGIHandler
 from oaifront.logconfig import configure_logging
 from oaifront.telemetry import configure_telemetry, flush_telemetry, instrument_app
 
@@ -51,7 +51,7 @@ with one_line_configuration_errors():
 # lazily, and that import (about half a second of the loop here) held every request that came with the first one,
 # refusals included, behind it (bench/README.md, the burst).
 get_resolver().url_patterns  # noqa: B018 - the access is the import
-django_application = FrontASGIHandler()
+django_application = get_asgi_application()
 guarded_application = AdmissionGuards(cast("ASGIApp", django_application), settings)
 served_application = instrument_app(guarded_application) if telemetry_configured else guarded_application
 

@@ -16,9 +16,17 @@ Reference: Refusal attributes (body size 413, body read timeout 408 ``RequestBod
 3. Body time: a body not wholly received within ``HORDE_OAI_BODY_TIMEOUT_SECONDS`` of the request's start gets 408
    ``RequestBodyTimeout``.
 
+The front serves HTTP requests only: a WebSocket upgrade gets 400 ``BadRequest`` on any route (an HTTP request
+asking ``Upgrade: websocket``, as uvicorn passes it with ``--ws none``), and a ``websocket`` scope (a server that
+speaks WebSocket) is closed before it is accepted, which the server answers with 403. Neither reaches Django, whose
+handler raises on a scope that is not HTTP.
+
 The guard reads the body itself under these limits and hands it to Django whole, so Django never buffers more than
 the limit. Every refusal is OpenAI's error envelope, counted on ``horde.oai.requests.refused`` and recorded on
-``horde.oai.request.duration`` from the moment the guard saw the request (chat.serving.request_record.record_refusal).
+``horde.oai.request.duration`` from the moment the guard saw the request (chat.serving.request_record.record_refusal),
+and logged in one line (:func:`log_refusal`: method, status, code, ``Retry-After``; no path, address or header). The
+guards sit under the OpenTelemetry instrumentation (oaifront.asgi), so a refusal has its server span and its
+``http.server.*`` points like any other answer.
 """
 
 from __future__ import annotations
@@ -30,10 +38,11 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from loguru import logger
+
 from chat import errors
 from chat.errors import CORS_HEADERS, OpenAIError
 from chat.horde.budget import address_header_name, scope_client_address
-from chat.loop_turns import loop_turns
 from chat.serving.request_record import record_refusal
 from chat.settings import FrontSettings
 
@@ -73,6 +82,13 @@ def body_timeout_error(seconds: float) -> OpenAIError:
     return errors.failure(errors.REQUEST_BODY_TIMEOUT, f"The request body was not received within {seconds:g} seconds.")
 
 
+def upgrade_refused_error() -> OpenAIError:
+    """400 ``BadRequest``: the request asks for a WebSocket (or other protocol) upgrade."""
+    return errors.failure(
+        errors.BAD_REQUEST, "This front serves HTTP requests only; it does not accept WebSocket connections."
+    )
+
+
 def at_capacity_error(retry_after: int, *, per_client: bool) -> OpenAIError:
     """503 ``FrontAtCapacity`` with ``Retry-After``: the per-client or the total in-flight cap is reached."""
     which = "from your address" if per_client else "in total"
@@ -83,29 +99,20 @@ def at_capacity_error(retry_after: int, *, per_client: bool) -> OpenAIError:
     )
 
 
-DOOR_ADMISSION: Final[str] = "horde_oai.admission"
-"""The scope key under which the door (oaifront.door) leaves the :class:`Slot` it reserved for a request it admitted
-while parsing it; :meth:`AdmissionGuards.__call__` takes it from there instead of admitting the request again."""
-
-
 @dataclass(frozen=True, slots=True)
 class Refusal:
-    """A refusal decided on a request's head, built once: its error, and its whole answer (status, headers, body, and
-    the headers as HTTP/1.1 lines ending with the blank line, for the door's one write: oaifront.door).
-    """
+    """A refusal decided on a request's head, built once: its error and its whole answer (status, headers, body)."""
 
     error: OpenAIError
     status: int
     headers: list[tuple[bytes, bytes]]
     body: bytes
-    head: bytes
 
     @classmethod
     def of(cls, error: OpenAIError) -> Refusal:
         """The answer to ``error`` (:func:`refusal_answer`)."""
         headers, body = refusal_answer(error)
-        head = b"".join(name + b": " + value + b"\r\n" for name, value in headers) + b"\r\n"
-        return cls(error, error.status, headers, body, head)
+        return cls(error, error.status, headers, body)
 
 
 class Slot:
@@ -131,10 +138,7 @@ class Slot:
 class AdmissionGuards:
     """Wraps an ASGI application with the in-flight caps, the body size limit and the body read timeout.
 
-    The caps and the declared size are decided on the request's head alone (:meth:`admit`), by the door
-    (oaifront.door) as uvicorn parses the request, or here when the server has no door; admitted requests then enter
-    the application a few per event-loop iteration (chat.loop_turns), so a burst's refusals never wait behind its
-    admitted requests' first steps.
+    The caps and the declared size are decided on the request's head alone (:meth:`admit`).
 
     Args:
         app: The wrapped application (Django's ASGI handler).
@@ -152,11 +156,11 @@ class AdmissionGuards:
         self.body_timeout_seconds = settings.body_timeout_seconds
         self.in_flight = 0
         self.in_flight_by_client: Counter[str] = Counter()
-        self.turns = loop_turns
         # The refusals on a request's head, built once: under a burst of thousands each refusal only counts and sends.
         self._at_capacity_per_client = Refusal.of(at_capacity_error(self.retry_after, per_client=True))
         self._at_capacity_in_total = Refusal.of(at_capacity_error(self.retry_after, per_client=False))
         self._too_large = Refusal.of(too_large_error(self.max_body_bytes))
+        self._upgrade_refused = Refusal.of(upgrade_refused_error())
 
     def refusal_for(self, scope: Scope, started: float) -> Refusal | None:
         """The refusal of an HTTP request on its head (path, client address, ``Content-Length``), in the order the
@@ -167,6 +171,7 @@ class AdmissionGuards:
         refusal = self._refusal(scope)
         if refusal is not None:
             record_refusal(refusal.error, started)
+            log_refusal(scope, refusal.error)
         return refusal
 
     def admit(self, scope: Scope, started: float) -> Refusal | Slot | None:
@@ -184,6 +189,8 @@ class AdmissionGuards:
         return Slot(self, client, started)
 
     def _refusal(self, scope: Scope) -> Refusal | None:
+        if asks_upgrade(scope):
+            return self._upgrade_refused
         if scope.get("path") not in UNCAPPED_PATHS:
             if self.in_flight_by_client[self.client_address(scope)] >= self.max_in_flight_per_client:
                 return self._at_capacity_per_client
@@ -201,11 +208,14 @@ class AdmissionGuards:
             del self.in_flight_by_client[client]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Admit the request (or take the door's :class:`Slot`), refuse it, or call the app once its body is in."""
+        """Admit the request, refuse it, or call the app once its body is in."""
+        if scope["type"] == "websocket":
+            await refuse_websocket(receive, send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        admission = scope.pop(DOOR_ADMISSION, None) or self.admit(scope, time.monotonic())
+        admission = self.admit(scope, time.monotonic())
         if isinstance(admission, Refusal):
             await send_answer(send, admission.status, list(admission.headers), admission.body)
             return
@@ -222,7 +232,6 @@ class AdmissionGuards:
                     slot.release()
 
         try:
-            await self.turns().take()
             await self._admit_body(scope, receive, send_then_release, slot.started)
         finally:
             slot.release()
@@ -238,10 +247,10 @@ class AdmissionGuards:
             async with asyncio.timeout(self.body_timeout_seconds):
                 body = await self._read_body(receive)
         except TimeoutError:
-            await refuse(send, body_timeout_error(self.body_timeout_seconds), started)
+            await refuse(scope, send, body_timeout_error(self.body_timeout_seconds), started)
             return
         except BodyTooLarge:
-            await refuse(send, too_large_error(self.max_body_bytes), started)
+            await refuse(scope, send, too_large_error(self.max_body_bytes), started)
             return
         if body is None:  # the client left while sending its body
             return
@@ -266,6 +275,21 @@ class AdmissionGuards:
 
 class BodyTooLarge(Exception):
     """The body received so far is over the limit."""
+
+
+def asks_upgrade(scope: Scope) -> bool:
+    """Whether the request carries an ``Upgrade`` header naming ``websocket`` (any case)."""
+    for name, value in scope.get("headers") or ():
+        if name.lower() == b"upgrade" and b"websocket" in value.lower():
+            return True
+    return False
+
+
+async def refuse_websocket(receive: Receive, send: Send) -> None:
+    """Close a ``websocket`` scope before accepting it (the server answers the handshake with 403)."""
+    message = await receive()
+    if message["type"] == "websocket.connect":
+        await send({"type": "websocket.close", "code": 1008})
 
 
 def content_length(scope: Scope) -> int | None:
@@ -293,12 +317,27 @@ def replay(body: bytes, receive: Receive) -> Receive:
     return replayed
 
 
-async def refuse(send: Send, error: OpenAIError, started: float) -> None:
-    """Send ``error`` as the whole response (envelope, status, retry and CORS headers) and count it, with its
-    duration from ``started`` (``time.monotonic()``).
+async def refuse(scope: Scope, send: Send, error: OpenAIError, started: float) -> None:
+    """Send ``error`` as the whole response (envelope, status, retry and CORS headers), count it with its duration
+    from ``started`` (``time.monotonic()``) and log it (:func:`log_refusal`).
     """
     record_refusal(error, started)
+    log_refusal(scope, error)
     await send_answer(send, error.status, *refusal_answer(error))
+
+
+def log_refusal(scope: Scope, error: OpenAIError) -> None:
+    """The INFO line ``Request refused by the admission guards: method=<method> status=<status> code=<code>
+    retry_after=<seconds|None>`` (no path: it may hold a stored response's id; no address, no header).
+    """
+    method = str(scope.get("method", ""))
+    logger.bind(method=method, status=error.status, code=error.code, retry_after=error.retry_after).info(
+        "Request refused by the admission guards: method={} status={} code={} retry_after={}",
+        method,
+        error.status,
+        error.code,
+        error.retry_after,
+    )
 
 
 def refusal_answer(error: OpenAIError) -> tuple[list[tuple[bytes, bytes]], bytes]:

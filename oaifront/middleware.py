@@ -9,17 +9,23 @@ Django's ``MiddlewareMixin`` is async-capable, but under ASGI it runs each ``pro
 ``process_view`` the same way: a thread hop per hook and a new executor thread per request. A profile of the
 non-streamed path (bench/README.md) showed those hops as about 45 % of the front's CPU. The request and response
 hooks of these three classes only read the request's headers and cookies and set response headers and cookies (no
-I/O, nothing that blocks), so the subclasses below call Django's own hooks directly in the event loop: same code,
-same behaviour, no thread. The CSRF view check stays in a thread where it can read a form body (see
-:class:`CsrfViewMiddleware`).
+I/O, nothing that blocks), so the async middleware below (:class:`EventLoopHooks`) call Django's own hooks directly
+in the event loop: same code, same behaviour, no thread. The CSRF view check stays in a thread where it can read a
+form body (see :class:`CsrfViewMiddleware`). Django's deployment checks that its own classes are listed are silenced
+by name in the settings (:data:`SUBSTITUTED_CHECKS`); :func:`check_as_djangos_middleware` runs the ones they guard.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Final, cast
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.apps import AppConfig
+from django.conf import settings
+from django.core.checks import CheckMessage, Tags, register
+from django.core.checks.security import base
+from django.core.checks.security import csrf as csrf_checks
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.middleware import clickjacking, csrf, security
@@ -68,44 +74,61 @@ class CommonMiddleware:
         return response
 
 
-class EventLoopHooksMixin(MiddlewareMixin):
-    """Call a ``MiddlewareMixin``'s hooks directly in an async chain instead of through ``sync_to_async``.
-
-    Only for middleware whose hooks do no I/O and never block (see the module docstring). In a sync chain Django's
-    ``MiddlewareMixin.__call__`` is unchanged.
+class EventLoopHooks:
+    """An async middleware as Django documents it (``async_capable``, not ``sync_capable``,
+    ``markcoroutinefunction``) that calls the hooks of one of Django's middleware (:attr:`hooks_of`, made with the
+    same ``get_response``) on the event loop, in Django's order: ``process_request``, the next handler,
+    ``process_response``. Only for middleware whose hooks do no I/O and never block (see the module docstring). In a
+    sync chain (WSGI) Django adapts it as it adapts any async-only middleware.
     """
 
-    async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
-        """``process_request``, the next handler, ``process_response``: Django's order, on the event loop."""
+    sync_capable = False
+    async_capable = True
+    hooks_of: type[MiddlewareMixin]
+    """Django's middleware whose hooks run here."""
+
+    def __init__(self, get_response: GetResponse) -> None:
+        self.get_response = get_response
+        self.hooks = self.hooks_of(get_response)
+        markcoroutinefunction(self)
+
+    async def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        """``process_request``, the next handler, ``process_response``."""
         response: HttpResponseBase | None = None
-        process_request = getattr(self, "process_request", None)
+        process_request = getattr(self.hooks, "process_request", None)
         if process_request is not None:
             response = process_request(request)
         response = response or await cast("Awaitable[HttpResponseBase]", self.get_response(request))
-        process_response = getattr(self, "process_response", None)
+        process_response = getattr(self.hooks, "process_response", None)
         if process_response is not None:
             response = process_response(request, response)
         return response
 
 
-class SecurityMiddleware(EventLoopHooksMixin, security.SecurityMiddleware):
+class SecurityMiddleware(EventLoopHooks):
     """Django's ``SecurityMiddleware`` (HSTS, nosniff, referrer and cross-origin opener policies, SSL redirect), its
     hooks on the event loop.
     """
 
+    hooks_of = security.SecurityMiddleware
 
-class XFrameOptionsMiddleware(EventLoopHooksMixin, clickjacking.XFrameOptionsMiddleware):
+
+class XFrameOptionsMiddleware(EventLoopHooks):
     """Django's ``XFrameOptionsMiddleware`` (``X-Frame-Options``), its hook on the event loop."""
 
+    hooks_of = clickjacking.XFrameOptionsMiddleware
 
-class CsrfViewMiddleware(EventLoopHooksMixin, csrf.CsrfViewMiddleware):
+
+class CsrfViewMiddleware(EventLoopHooks):
     """Django's ``CsrfViewMiddleware``, its cookie hooks on the event loop. ``process_view`` is a coroutine here, so
     Django's handler awaits it: for a ``csrf_exempt`` view (every API view) or a safe method it returns on the event
     loop, as Django's check does nothing there; any other request's check, which may parse a whole form body and
     render the 403 page, runs in a worker thread as Django would run it.
     """
 
-    async def process_view(  # type: ignore[override]  # a coroutine: Django's handler awaits it in an async chain
+    hooks_of = csrf.CsrfViewMiddleware
+
+    async def process_view(
         self,
         request: HttpRequest,
         callback: Callable[..., HttpResponseBase],
@@ -113,30 +136,47 @@ class CsrfViewMiddleware(EventLoopHooksMixin, csrf.CsrfViewMiddleware):
         callback_kwargs: dict[str, object],
     ) -> HttpResponseBase | None:
         """Django's check of an unsafe request (``csrf.CsrfViewMiddleware.process_view``)."""
-        check = super().process_view
+        check = cast("csrf.CsrfViewMiddleware", self.hooks).process_view
         if getattr(callback, "csrf_exempt", False) or request.method in SAFE_METHODS:
             return check(request, callback, callback_args, callback_kwargs)
         return await sync_to_async(check, thread_sensitive=False)(request, callback, callback_args, callback_kwargs)
 
 
-EVENT_LOOP_SUBSTITUTES: dict[str, str] = {
-    f"{cls.__mro__[2].__module__}.{cls.__mro__[2].__qualname__}": f"{cls.__module__}.{cls.__qualname__}"
-    for cls in (SecurityMiddleware, CsrfViewMiddleware, XFrameOptionsMiddleware)
+SUBSTITUTES: Final[dict[str, str]] = {
+    "django.middleware.security.SecurityMiddleware": "oaifront.middleware.SecurityMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware": "oaifront.middleware.CsrfViewMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware": "oaifront.middleware.XFrameOptionsMiddleware",
 }
-"""Django's middleware class path -> the subclass above that takes its place."""
+"""Django's middleware class path -> the class above that takes its place in ``settings.MIDDLEWARE``."""
+
+SUBSTITUTED_CHECKS: Final[tuple[str, ...]] = ("security.W001", "security.W002", "security.W003")
+"""Django's deployment checks that ``settings.MIDDLEWARE`` lists its security, clickjacking and CSRF middleware:
+the front lists :data:`SUBSTITUTES` instead, so its settings silence these three by name and
+:func:`check_as_djangos_middleware` runs the checks they guard."""
 
 
-class MiddlewareSetting(list[str]):
-    """``settings.MIDDLEWARE`` that answers ``in`` for a Django middleware class path when the subclass of
-    :data:`EVENT_LOOP_SUBSTITUTES` is listed instead.
-
-    Django's deployment checks ask ``"django.middleware.security.SecurityMiddleware" in settings.MIDDLEWARE`` (and the
-    same for the CSRF and clickjacking middleware) before checking HSTS, ``nosniff``, the referrer policy, secure CSRF
-    cookies and ``X-Frame-Options``; with the subclasses listed under their own paths, ``check --deploy`` would
-    report them missing and skip those checks. This keeps every one of Django's checks, in Django's code.
+@register(Tags.security, deploy=True)
+def check_as_djangos_middleware(app_configs: Sequence[AppConfig] | None, **kwargs: object) -> list[CheckMessage]:
+    """Django's own deployment checks of the security, CSRF and clickjacking settings (HSTS, nosniff, SSL redirect,
+    referrer and cross-origin opener policies, ``X-Frame-Options``, secure CSRF cookie), run with Django's middleware
+    paths in place of :data:`SUBSTITUTES`: Django skips them when its own classes are not listed.
     """
+    listed = list(settings.MIDDLEWARE)
+    if not any(path in listed for path in SUBSTITUTES.values()):
+        return []
+    from django.test.utils import override_settings  # noqa: PLC0415 - Django's test utilities, for this check alone
 
-    def __contains__(self, path: object) -> bool:
-        return super().__contains__(path) or (
-            isinstance(path, str) and super().__contains__(EVENT_LOOP_SUBSTITUTES.get(path, ""))
+    djangos = [next((django for django, ours in SUBSTITUTES.items() if ours == path), path) for path in listed]
+    with override_settings(MIDDLEWARE=djangos):
+        checks = (
+            base.check_sts,
+            base.check_sts_include_subdomains,
+            base.check_sts_preload,
+            base.check_content_type_nosniff,
+            base.check_ssl_redirect,
+            base.check_xframe_deny,
+            base.check_referrer_policy,
+            base.check_cross_origin_opener_policy,
+            csrf_checks.check_csrf_cookie_secure,
         )
+        return [message for check in checks for message in check(app_configs)]

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from chat.cors_settings import *  # noqa: F403 - CORS_ALLOW_ALL_ORIGINS, CORS_ALLOW_HEADERS, ... (documented there)
 from chat.settings import FrontSettings, describe_invalid_settings
-from oaifront.middleware import MiddlewareSetting
+from oaifront.middleware import SUBSTITUTED_CHECKS
 
 
 def whole_seconds(variable: str) -> int:
@@ -75,22 +75,20 @@ INSTALLED_APPS = [
     "models_list",
 ]
 
-MIDDLEWARE = MiddlewareSetting(
-    [
-        # Django's security, CSRF and clickjacking middleware with their hooks on the event loop (oaifront.middleware).
-        "oaifront.middleware.SecurityMiddleware",
-        # Serves the Swagger UI and ReDoc assets (drf-spectacular-sidecar) in every mode; WhiteNoise kept async.
-        "oaifront.openapi.assets.StaticAssetsMiddleware",
-        # Django's HTML 400/404/500 pages (a disallowed Host, DEBUG's technical pages) become JSON envelopes.
-        "oaifront.error_pages.JsonErrorPagesMiddleware",
-        # Browser access (reference: Browser access) through django-cors-headers, configured by chat.cors_settings.
-        "corsheaders.middleware.CorsMiddleware",
-        "oaifront.middleware.CommonMiddleware",
-        # Every API view is csrf_exempt (bearer keys, no cookies); the middleware guards anything added later.
-        "oaifront.middleware.CsrfViewMiddleware",
-        "oaifront.middleware.XFrameOptionsMiddleware",
-    ]
-)
+MIDDLEWARE = [
+    # Django's security, CSRF and clickjacking middleware with their hooks on the event loop (oaifront.middleware).
+    "oaifront.middleware.SecurityMiddleware",
+    # Serves the Swagger UI and ReDoc assets (drf-spectacular-sidecar) in every mode; WhiteNoise kept async.
+    "oaifront.openapi.assets.StaticAssetsMiddleware",
+    # Django's HTML 400/404/500 pages (a disallowed Host, DEBUG's technical pages) become JSON envelopes.
+    "oaifront.error_pages.JsonErrorPagesMiddleware",
+    # Browser access (reference: Browser access) through django-cors-headers, configured by chat.cors_settings.
+    "corsheaders.middleware.CorsMiddleware",
+    "oaifront.middleware.CommonMiddleware",
+    # Every API view is csrf_exempt (bearer keys, no cookies); the middleware guards anything added later.
+    "oaifront.middleware.CsrfViewMiddleware",
+    "oaifront.middleware.XFrameOptionsMiddleware",
+]
 
 # Security headers (SecurityMiddleware). TLS usually ends at the proxy in front of the front, which then owns HTTPS
 # redirects and HSTS: both are off unless set, and their deployment warnings are silenced for that reason.
@@ -102,7 +100,10 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if switch("DJANGO_
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True
-SILENCED_SYSTEM_CHECKS = ["security.W004", "security.W008", "security.W021"]
+# Django's checks that its own security, clickjacking and CSRF middleware are listed (W001-W003): the front lists
+# async substitutes running the same hooks (oaifront.middleware.SUBSTITUTES), and oaifront.middleware's deploy check
+# runs the checks Django would skip for them.
+SILENCED_SYSTEM_CHECKS = ["security.W004", "security.W008", "security.W021", *SUBSTITUTED_CHECKS]
 
 ROOT_URLCONF = "oaifront.urls"
 ASGI_APPLICATION = "oaifront.asgi.application"

@@ -534,7 +534,7 @@ class PrivateScopeTracing:
     def __init__(self, app: ASGIApp, instrument: Callable[[ASGIApp], ASGIApp]) -> None:
         self._app = app
         self.__wrapped__ = app
-        """The application behind it (the door finds the admission guards through it: oaifront.door.find_guards)."""
+        """The application behind it."""
         self._traced = instrument(self._restore)
         self._kept_headers = frozenset(name.encode() for name in get_global_textmap().fields)
 

@@ -23,7 +23,6 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 from chat import errors
 from chat.errors import OpenAIError
 from chat.horde.budget import HordeBudget
-from chat.loop_turns import loop_turns
 from chat.metrics import front_metrics
 
 ANONYMOUS_API_KEY = ANON_API_KEY
@@ -206,7 +205,6 @@ class HordeClient:
             headers.update(JSON_CONTENT_TYPE)
 
         async def attempt(budget_headers: Mapping[str, str]) -> httpx.Response:
-            await loop_turns().take()  # a few calls start per loop iteration (chat.loop_turns); not the call's time
             started = time.monotonic()
             try:
                 async with asyncio.timeout(self.timeout):  # the wait for a turn counts, like httpx's pool timeout did

@@ -45,7 +45,7 @@ def main() -> None:
         oaifront.telemetry.configure_telemetry, additional_span_processors=[SimpleSpanProcessor(exporter)]
     )
     from oaifront.asgi import application
-    from oaifront.serve import EVENT_LOOP, HTTP_PROTOCOL, LISTEN_BACKLOG
+    from oaifront.serve import KEEP_ALIVE_SECONDS, LISTEN_BACKLOG
 
     def dump() -> None:
         spans = [
@@ -72,16 +72,15 @@ def main() -> None:
 
         await application(scope, receive, send_then_dump if scope["type"] == "lifespan" else send)
 
-    dumping.__wrapped__ = application  # type: ignore[attr-defined] # the door finds the guards through it
-    # Served as make run serves the front (oaifront.serve): the door and its refusals under telemetry too.
+    # Served as make run serves the front (oaifront.serve).
     uvicorn.run(
         dumping,
         host="127.0.0.1",
         port=args.port,
         log_level="warning",
-        http=HTTP_PROTOCOL,
-        loop=EVENT_LOOP,
+        ws="none",
         backlog=LISTEN_BACKLOG,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )
 
 

@@ -25,6 +25,10 @@ from tests.conftest import FAST_FRONT_ENV, REDIS_URL, STREAM_REDIS_DB, free_port
 pytestmark = pytest.mark.integration
 
 
+BODY_LIMIT = 8192
+"""``HORDE_OAI_MAX_BODY_BYTES``: a chat request fits; the refused request's body is one byte over."""
+
+
 def run_front(tmp: Path, horde_url: str) -> dict[str, Any]:
     port = free_port()
     spans_file = tmp / "spans.json"
@@ -36,6 +40,7 @@ def run_front(tmp: Path, horde_url: str) -> dict[str, Any]:
         "HORDE_OAI_TELEMETRY_ENABLED": "true",
         "HORDE_OAI_DELTA_PACING_MAX_WINDOW_SECONDS": "0",
         "LOGFIRE_SEND_TO_LOGFIRE": "false",
+        "HORDE_OAI_MAX_BODY_BYTES": str(BODY_LIMIT),
     }
     args = [sys.executable, "-m", "tests.integration.telemetry_front", "--port", str(port), "--spans", str(spans_file)]
     front = start_process(args, env, tmp / "telemetry-front.log")
@@ -52,12 +57,15 @@ def run_front(tmp: Path, horde_url: str) -> dict[str, Any]:
             )
         )
         stream_ended = time.time_ns()
+        refused = httpx.request("GET", f"{base}/v1/models", content=b"x" * (BODY_LIMIT + 1), timeout=10)
     finally:
         front.stop()
     result = json.loads(spans_file.read_text())
     result["completion_id"] = completion.id
     result["stream_id"] = chunks[0].id
     result["stream_ended"] = stream_ended
+    result["refused_status"] = refused.status_code
+    result["log"] = front.log()
     return result
 
 
@@ -84,7 +92,14 @@ def test_one_server_span_per_request_and_none_for_the_probes(telemetry: dict[str
         )
         for span in server_spans(telemetry)
     )
-    assert routes == sorted([("GET", "/v1/models"), ("POST", "/v1/chat/completions"), ("POST", "/v1/chat/completions")])
+    assert routes == sorted(
+        [
+            ("GET", "/v1/models"),
+            ("GET", "/v1/models"),
+            ("POST", "/v1/chat/completions"),
+            ("POST", "/v1/chat/completions"),
+        ]
+    )
     for span in server_spans(telemetry):
         assert not any(key.startswith("http.request.header") for key in span["attributes"])
 
@@ -131,6 +146,21 @@ def test_one_delta_read_root_span_per_non_empty_read(telemetry: dict[str, Any]) 
         assert span["parent_id"] is None
         assert span["attributes"]["horde.entries"] >= 1
         assert all(key.startswith("horde.") for key in span["attributes"] if not key.startswith("logfire."))
+
+
+def test_a_refusal_of_the_admission_guards_has_its_server_span_and_its_log_line(telemetry: dict[str, Any]) -> None:
+    """The guards sit under the instrumentation (issue 34): a 413 on the head is an answer like any other."""
+    assert telemetry["refused_status"] == 413
+    statuses = [
+        span["attributes"].get("http.status_code", span["attributes"].get("http.response.status_code"))
+        for span in server_spans(telemetry)
+        if span["attributes"].get("http.method") == "GET"
+    ]
+    assert statuses == [200, 413]
+    assert (
+        "Request refused by the admission guards: method=GET status=413 code=RequestTooLarge retry_after=None"
+        in telemetry["log"]
+    )
 
 
 def _ancestor(span: dict[str, Any], ancestor: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> bool:

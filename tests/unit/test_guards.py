@@ -11,10 +11,11 @@ import json
 from typing import Any
 
 import pytest
+from loguru import logger
 
 from chat.errors import CORS_HEADERS
 from chat.settings import DEFAULT_MAX_BODY_BYTES, FrontSettings
-from oaifront.guards import DOOR_ADMISSION, AdmissionGuards, Slot
+from oaifront.guards import AdmissionGuards, Slot
 
 MIB = 1024 * 1024
 
@@ -283,54 +284,82 @@ async def test_a_slot_is_held_while_the_body_is_still_being_sent() -> None:
     assert guards.in_flight == 0
 
 
-@pytest.mark.asyncio
-async def test_a_slot_taken_at_the_door_is_the_one_the_request_holds() -> None:
-    """The door (oaifront.door) admits a request as its head is parsed and leaves its slot in the scope; the guards
-    take that slot instead of admitting the request a second time, and free it when the response ends."""
-    held = Held()
-    guards = AdmissionGuards(held, settings(max_in_flight_per_client=1))
-    request_scope = scope()
-    slot = guards.admit(request_scope, 0.0)
-    assert isinstance(slot, Slot)
-    assert guards.refusal_for(scope(), 0.0) is not None  # the door's slot counts at once
-    request_scope[DOOR_ADMISSION] = slot
-    task = asyncio.ensure_future(guards(request_scope, Body(10), Recorder()))
-    while held.entered < 1:
-        await asyncio.sleep(0.01)
-    assert (guards.in_flight, dict(guards.in_flight_by_client)) == (1, {"10.0.0.1": 1})
-    assert DOOR_ADMISSION not in request_scope  # the application does not see it
-    held.release.set()
-    await task
-    assert (guards.in_flight, dict(guards.in_flight_by_client)) == (0, {})
-
-
 def test_refusal_for_decides_without_taking_a_slot() -> None:
     guards = AdmissionGuards(echo_app, settings(max_in_flight_per_client=1))
     assert guards.refusal_for(scope(), 0.0) is None
     assert guards.in_flight == 0
+    slot = guards.admit(scope(), 0.0)
+    assert isinstance(slot, Slot)
+    assert (guards.in_flight, dict(guards.in_flight_by_client)) == (1, {"10.0.0.1": 1})
+    slot.release()
+    slot.release()  # once only
+    assert (guards.in_flight, dict(guards.in_flight_by_client)) == (0, {})
     assert guards.admit(scope("/healthz"), 0.0) is None  # uncapped: no slot
     assert guards.in_flight == 0
 
 
-@pytest.mark.asyncio
-async def test_admitted_requests_enter_the_application_a_few_per_loop_iteration() -> None:
-    """40 requests admitted at once enter the application at most eight per iteration (chat.loop_turns), so the loop
-    goes back to its sockets between them."""
-    iteration = [0]
-    entered: list[int] = []
+UPGRADE_REFUSED = {
+    "error": {
+        "message": "This front serves HTTP requests only; it does not accept WebSocket connections.",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "BadRequest",
+    }
+}
 
-    def tick() -> None:
-        iteration[0] += 1
-        if len(entered) < 40:
-            asyncio.get_running_loop().call_soon(tick)
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/healthz", "/nowhere"])
+async def test_a_websocket_upgrade_is_400_on_any_route_without_reaching_the_application(path: str) -> None:
+    """An HTTP request asking ``Upgrade: websocket`` (uvicorn passes it as HTTP with ``--ws none``)."""
+    entered: list[str] = []
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
-        entered.append(iteration[0])
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b""})
+        entered.append(scope["path"])
 
-    guards = AdmissionGuards(app, settings(max_in_flight_per_client=64))
-    asyncio.get_running_loop().call_soon(tick)
-    await asyncio.gather(*(guards(scope(), Body(10), Recorder()) for _ in range(40)))
-    assert max(entered.count(at) for at in set(entered)) <= 8
-    assert len(set(entered)) >= 5
+    guards = AdmissionGuards(app, settings())
+    send = Recorder()
+    headers = [(b"connection", b"Upgrade"), (b"upgrade", b"WebSocket"), (b"sec-websocket-version", b"13")]
+    await guards(scope(path, headers=headers), Body(0), send)
+    assert (send.status, send.body, entered) == (400, UPGRADE_REFUSED, [])
+    assert send.headers["connection"] == "close"
+
+
+@pytest.mark.asyncio
+async def test_a_websocket_scope_is_closed_before_it_is_accepted() -> None:
+    """A server that speaks WebSocket gives a ``websocket`` scope: closed at its connect (the server answers 403),
+    never handed to Django, whose handler raises on it."""
+    entered: list[str] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        entered.append(scope["type"])
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "websocket.connect"}
+
+    send = Recorder()
+    await AdmissionGuards(app, settings())({"type": "websocket", "path": "/v1/chat/completions"}, receive, send)
+    assert (send.messages, entered) == ([{"type": "websocket.close", "code": 1008}], [])
+
+
+@pytest.mark.asyncio
+async def test_every_refusal_has_its_log_line_without_path_or_address() -> None:
+    lines: list[str] = []
+    sink = logger.add(lines.append, level="INFO", format="{message}")
+    try:
+        app = Held()
+        guards = AdmissionGuards(app, settings(max_in_flight_per_client=1, max_body_bytes=10))
+        held = asyncio.ensure_future(guards(scope("/v1/responses/resp_secret"), Body(1), Recorder()))
+        await asyncio.sleep(0.05)
+        await guards(scope("/v1/responses/resp_secret"), Body(1), Recorder())
+        await guards(scope("/healthz", headers=[(b"content-length", b"11")]), Body(11), Recorder())
+        await guards(scope("/healthz"), Body(11), Recorder())
+        app.release.set()
+        await held
+    finally:
+        logger.remove(sink)
+    assert [line.strip() for line in lines] == [
+        "Request refused by the admission guards: method=POST status=503 code=FrontAtCapacity retry_after=1",
+        "Request refused by the admission guards: method=POST status=413 code=RequestTooLarge retry_after=None",
+        "Request refused by the admission guards: method=POST status=413 code=RequestTooLarge retry_after=None",
+    ]

@@ -115,7 +115,7 @@ def import_cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
 
 
 CHAT_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("floor", ("chat", "chat.errors", "chat.limits", "chat.horde_url", "chat.loop_turns")),
+    ("floor", ("chat", "chat.errors", "chat.limits", "chat.horde_url")),
     ("settings and metrics", ("chat.settings", "chat.cors_settings", "chat.metrics")),
     ("protocol: wire models, no I/O", ("chat.protocol",)),
     ("reading: bytes -> a validated request", ("chat.reading",)),

@@ -1,10 +1,13 @@
-"""Every way the front is served uses the same uvicorn options (oaifront.serve): the door, the accept loop, the
-listen backlog (issue 23)."""
+"""Every way the front is served uses the same uvicorn options (oaifront.serve): uvicorn's documented bounds, the
+concurrency limit sized from the front's cap (issue 34)."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,20 +15,66 @@ import pytest
 
 from chat.asgi import serve_lifespan
 from chat.serving import runtime
-from oaifront.serve import UVICORN_OPTIONS
+from chat.settings import FrontSettings
+from oaifront.serve import UVICORN_OPTIONS, uvicorn_options
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def option_pairs() -> list[str]:
-    return [f"{name} {value}" for name, value in zip(UVICORN_OPTIONS[::2], UVICORN_OPTIONS[1::2], strict=True)]
+def test_the_options_bound_what_uvicorn_can() -> None:
+    assert uvicorn_options(FrontSettings(max_in_flight=300)) == (
+        "--ws",
+        "none",
+        "--backlog",
+        "4096",
+        "--timeout-keep-alive",
+        "5",
+        "--limit-concurrency",
+        "600",
+    )
+    assert uvicorn_options(FrontSettings(max_in_flight=300))[: len(UVICORN_OPTIONS)] == UVICORN_OPTIONS
 
 
-@pytest.mark.parametrize("launcher", ["bin/run", "Dockerfile"])
+def test_python_m_oaifront_serve_prints_the_options_for_the_environment() -> None:
+    env = {**os.environ, "HORDE_OAI_MAX_IN_FLIGHT": "40"}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    printed = subprocess.run(
+        [sys.executable, "-m", "oaifront.serve"], env=env, cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert printed.stdout.split("\n") == [*UVICORN_OPTIONS, "--limit-concurrency", "80", ""]
+
+
+def test_a_setting_the_front_cannot_use_ends_it_in_one_line() -> None:
+    env = {**os.environ, "HORDE_OAI_MAX_IN_FLIGHT": "zero"}
+    printed = subprocess.run(
+        [sys.executable, "-m", "oaifront.serve"], check=False, env=env, cwd=ROOT, capture_output=True, text=True
+    )
+    assert printed.returncode == 1
+    assert printed.stdout == ""
+    assert printed.stderr.splitlines() == [
+        "Invalid front configuration: HORDE_OAI_MAX_IN_FLIGHT='zero': Input should be a valid integer, unable to parse"
+        " string as an integer"
+    ]
+
+
+LAUNCHES: dict[str, tuple[str, str]] = {
+    "bin/run": (
+        'mapfile -t serve_options < <("$PY" -m oaifront.serve)',
+        '--no-access-log "${serve_options[@]}" --timeout-graceful-shutdown',
+    ),
+    "Dockerfile": (
+        "options=$(python -m oaifront.serve) && exec uvicorn oaifront.asgi:application",
+        "--no-access-log $options --timeout-graceful-shutdown 40",
+    ),
+}
+
+
+@pytest.mark.parametrize("launcher", LAUNCHES)
 def test_make_run_and_the_container_serve_with_the_options(launcher: str) -> None:
+    """Each launcher reads the options from ``python -m oaifront.serve`` and passes them to uvicorn."""
     text = " ".join((ROOT / launcher).read_text().replace("\\\n", " ").split())
-    for pair in option_pairs():
-        assert pair in text, f"{launcher} does not pass {pair}"
+    for snippet in LAUNCHES[launcher]:
+        assert snippet in text, f"{launcher}: {snippet}"
 
 
 @pytest.mark.asyncio

@@ -169,5 +169,5 @@ def test_telemetry_is_configured_before_the_application_is_built() -> None:
         )
         if isinstance(node.func, ast.Name)
     ]
-    order = [name for name in calls if name in {"configure_telemetry", "FrontASGIHandler", "instrument_app"}]
-    assert order.index("configure_telemetry") < order.index("FrontASGIHandler") < order.index("instrument_app")
+    order = [name for name in calls if name in {"configure_telemetry", "get_asgi_application", "instrument_app"}]
+    assert order.index("configure_telemetry") < order.index("get_asgi_application") < order.index("instrument_app")
