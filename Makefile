@@ -1,9 +1,9 @@
 # Two commands do all the set-up on a fresh machine:
-#   make run   - install what is missing, serve the front on http://127.0.0.1:$(PORT) (devhorde behind it
-#                unless HORDE_URL is set; Redis for live streams unless REDIS=off, started when none answers) with
-#                WORKERS processes (default 1)
-#   make test  - install what is missing, run `make lint`, start Redis if none answers on 127.0.0.1:6379, run the
-#                whole suite, then `make realhorde`
+#   make run   - install what is missing of the runtime lock (requirements.txt), serve the front on
+#                http://127.0.0.1:$(PORT) (devhorde behind it unless HORDE_URL is set; Redis for live streams unless
+#                REDIS=off, started when none answers) with WORKERS processes (default 1)
+#   make test  - install what is missing of the runtime, test and lint locks (requirements*.txt), run `make lint`,
+#                start Redis if none answers on 127.0.0.1:6379, run the whole suite, then `make realhorde`
 #   make realhorde - the real-Horde lane (tests/realhorde) against ../shared/realhorde's real AI Horde, started and
 #                stopped when it is not already running; one line says it was skipped when ../shared/realhorde is absent
 #   make lint  - ruff check, ruff format --check and mypy --strict (configured in pyproject.toml)
@@ -18,29 +18,36 @@ WORKERS ?= 1
 REDIS ?= on
 export PORT DEVHORDE_PORT WORKERS REDIS
 
-.PHONY: run test lint bench install clean browser js realhorde
+.PHONY: run test lint bench install install-dev clean browser js realhorde
 
-# The environment: a Python 3.12+ found by bin/find-python (PATH, then pyenv), a venv, the pinned requirements.
+# The environment: a Python 3.12+ found by bin/find-python (PATH, then pyenv), a venv, the pinned requirements:
+# `install` the runtime lock only (what `make run` serves with), `install-dev` the test and lint locks on top of it.
 # bin/ensure-venv runs every time (it prints nothing when all is in place) and rebuilds a broken .venv, such as one
 # left by a Ctrl-C during its creation, with one line saying so.
+RUNTIME_LOCK := requirements.txt
+DEV_LOCKS := $(RUNTIME_LOCK) requirements-test.txt requirements-lint.txt
+
 install:
-	@bin/ensure-venv $(VENV) requirements.txt
+	@bin/ensure-venv $(VENV) $(RUNTIME_LOCK)
+
+install-dev:
+	@bin/ensure-venv $(VENV) $(DEV_LOCKS)
 
 run: install
 	@exec bin/run
 
 # Lint first: a finding fails `make test` (and so CI) before any test runs.
-lint: install
+lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-test: install lint browser js
+test: install-dev lint browser js
 	@bin/with-redis $(PY) -m pytest --ignore=tests/realhorde $(PYTEST_ARGS)
 	@$(MAKE) --no-print-directory realhorde
 
 # The real-Horde lane: bin/realhorde-lane (REALHORDE_ARGS go to its pytest).
-realhorde: install
+realhorde: install-dev
 	@bin/realhorde-lane $(REALHORDE_ARGS)
 
 # The browser test drives Debian's Chromium (Playwright never downloads a browser here); install it when missing
@@ -56,7 +63,7 @@ js: $(JS_STAMP)
 $(JS_STAMP): tests/js/package.json tests/js/package-lock.json
 	cd tests/js && npm ci --no-audit --no-fund --loglevel=error
 
-bench: install
+bench: install-dev
 	@bin/with-redis $(PY) -m bench
 
 clean:
