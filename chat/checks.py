@@ -12,6 +12,8 @@ world (tag ``horde_oai``) and browser access through django-cors-headers as :mod
 - ``horde_oai.W008``: a key of the ``HORDE_OAI`` settings dict that names no setting, naming the closest one.
 - ``horde_oai.E002``: ``HORDE_OAI`` is neither a dict of settings nor a ``FrontSettings``.
 - ``horde_oai.E003``: a setting's value is invalid (one line per value); the other front checks are skipped.
+- ``horde_oai.W009``: ``manage.py runserver`` without an ASGI server behind it (Django's own is WSGI: every
+  ``stream: true`` ends at once with ``FrontShuttingDown``); :data:`ASGI_COMMAND` serves the project instead.
 - ``horde_oai.E001`` (``--deploy`` only): ``DJANGO_SECRET_KEY`` unset outside debug.
 - ``chat.W001`` to ``chat.W004``: the project would not give browsers the access the front promises.
 
@@ -21,8 +23,9 @@ No message holds a Redis password or an API key: the Redis URL is shown without 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -194,9 +197,31 @@ def mistyped_settings() -> list[CheckMessage]:
     return found
 
 
+ASGI_COMMAND: Final[str] = "uvicorn <project>.asgi:application --host 127.0.0.1 --port 8000"
+"""How to serve a project with the apps (its ``asgi.py`` wraps Django's application with
+``chat.asgi.with_front_lifespan``)."""
+
+ASGI_RUNSERVER_APPS: Final[tuple[str, ...]] = ("daphne",)
+"""Apps that make ``runserver`` serve ASGI (Daphne replaces the command)."""
+
+
+def runserver_warning(argv: Sequence[str]) -> list[CheckMessage]:
+    """W009 when the process is ``manage.py runserver`` and no app in :data:`ASGI_RUNSERVER_APPS` makes it ASGI."""
+    if argv[1:2] != ["runserver"] or any(app in settings.INSTALLED_APPS for app in ASGI_RUNSERVER_APPS):
+        return []
+    return [
+        Warning(
+            "runserver serves WSGI: the chat apps need an ASGI server, and every stream: true request would end at "
+            "once with FrontShuttingDown.",
+            hint=f"Serve the project with {ASGI_COMMAND}.",
+            id="horde_oai.W009",
+        )
+    ]
+
+
 def front_checks(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[CheckMessage]:
     """The settings, reachability and consistency checks of the module docstring."""
-    mistyped = mistyped_settings()
+    mistyped = [*mistyped_settings(), *runserver_warning(sys.argv)]
     configured = getattr(settings, "HORDE_OAI", None)
     try:
         front = front_settings()
