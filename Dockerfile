@@ -12,13 +12,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1
 
 WORKDIR /app
-# The runtime dependencies only (pyproject.toml's `dependencies`, the same pins as requirements.txt's runtime part; the
-# test and lint groups stay out), in a layer of their own that a change of the code alone does not rebuild.
-COPY pyproject.toml ./
-RUN python -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies'], sep='\n')" \
-      > /tmp/runtime.txt \
-    && python -m pip install -r /tmp/runtime.txt \
-    && rm /tmp/runtime.txt
+# The runtime lock only (requirements.txt: the exact versions `make run` and CI test; the test and lint locks stay
+# out), in a layer of their own that a change of the code alone does not rebuild.
+COPY requirements.txt /tmp/requirements.txt
+RUN python -m pip install -r /tmp/requirements.txt && rm /tmp/requirements.txt
 
 # Then the distribution itself (the apps, the project, the devhorde and the guides in docs/), installed as a package;
 # the sources are removed after the install.

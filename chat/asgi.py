@@ -24,9 +24,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
+import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from loguru import logger
 
 from chat.horde.budget import address_header_name, scope_client_address, serving_client
@@ -55,7 +57,14 @@ def with_front_lifespan(
     registered in :data:`REQUEST_END_HOOKS` once the request's call returns, and serves it with its client address
     (chat.horde.budget.CLIENT_ADDRESS: the admission guards' address, ``HORDE_OAI_CLIENT_ADDRESS_HEADER`` included),
     the ``Proxied-For`` of its calls to the Horde.
+
+    A setting the front cannot use (``HORDE_OAI_KEEPALIVE_SECONDS=abc``, ``HORDE_OAI`` given as a string) ends the
+    process here, as the host's ASGI module is imported, with one line on standard error and status 1.
     """
+    try:
+        front_settings()
+    except ImproperlyConfigured as invalid:
+        sys.exit(str(invalid))
 
     async def front_application(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":

@@ -8,6 +8,12 @@ world (tag ``horde_oai``) and browser access through django-cors-headers as :mod
 - ``horde_oai.W003`` to ``W006``: limits that contradict each other (a per-client cap above the total cap, a keepalive
   interval or a recheck interval not shorter than the timeout it runs within, a grace not shorter than the stream
   timeout).
+- ``horde_oai.W007``: a ``HORDE_OAI_*`` environment variable no setting reads (a typo), naming the closest one.
+- ``horde_oai.W008``: a key of the ``HORDE_OAI`` settings dict that names no setting, naming the closest one.
+- ``horde_oai.E002``: ``HORDE_OAI`` is neither a dict of settings nor a ``FrontSettings``.
+- ``horde_oai.E003``: a setting's value is invalid (one line per value); the other front checks are skipped.
+- ``horde_oai.W009``: ``manage.py runserver`` without an ASGI server behind it (Django's own is WSGI: every
+  ``stream: true`` ends at once with ``FrontShuttingDown``); :data:`ASGI_COMMAND` serves the project instead.
 - ``horde_oai.E001`` (``--deploy`` only): ``DJANGO_SECRET_KEY`` unset outside debug.
 - ``chat.W001`` to ``chat.W004``: the project would not give browsers the access the front promises.
 
@@ -16,18 +22,22 @@ No message holds a Redis password or an API key: the Redis URL is shown without 
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from django.apps import AppConfig
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.core.exceptions import ImproperlyConfigured
+from pydantic_settings import BaseSettings
 from redis import Redis
 
 from chat import cors_settings
-from chat.settings import FrontSettings, front_settings
+from chat.settings import FrontSettings, front_settings, unknown_keys, unknown_variables
 
 CORS_MIDDLEWARE = "corsheaders.middleware.CorsMiddleware"
 """django-cors-headers' middleware path."""
@@ -159,10 +169,66 @@ def redis_warning(front: FrontSettings) -> list[CheckMessage]:
     return []
 
 
+def did_you_mean(closest: str | None) -> str | None:
+    """The hint naming the closest known name, if any."""
+    return f"Did you mean {closest}?" if closest else None
+
+
+def mistyped_settings() -> list[CheckMessage]:
+    """W007 for each unknown ``HORDE_OAI_*`` variable, W008 for each unknown key of the ``HORDE_OAI`` dict."""
+    found: list[CheckMessage] = [
+        Warning(
+            f"The environment variable {name} is not one of the front's settings; it is ignored.",
+            hint=did_you_mean(known),
+            id="horde_oai.W007",
+        )
+        for name, known in unknown_variables(os.environ)
+    ]
+    configured = getattr(settings, "HORDE_OAI", None)
+    if isinstance(configured, dict):
+        found += [
+            Warning(
+                f"HORDE_OAI[{key!r}] is not one of the front's settings; it is ignored.",
+                hint=did_you_mean(known and repr(known)),
+                id="horde_oai.W008",
+            )
+            for key, known in unknown_keys(configured)
+        ]
+    return found
+
+
+ASGI_COMMAND: Final[str] = "uvicorn <project>.asgi:application --host 127.0.0.1 --port 8000"
+"""How to serve a project with the apps (its ``asgi.py`` wraps Django's application with
+``chat.asgi.with_front_lifespan``)."""
+
+ASGI_RUNSERVER_APPS: Final[tuple[str, ...]] = ("daphne",)
+"""Apps that make ``runserver`` serve ASGI (Daphne replaces the command)."""
+
+
+def runserver_warning(argv: Sequence[str]) -> list[CheckMessage]:
+    """W009 when the process is ``manage.py runserver`` and no app in :data:`ASGI_RUNSERVER_APPS` makes it ASGI."""
+    if argv[1:2] != ["runserver"] or any(app in settings.INSTALLED_APPS for app in ASGI_RUNSERVER_APPS):
+        return []
+    return [
+        Warning(
+            "runserver serves WSGI: the chat apps need an ASGI server, and every stream: true request would end at "
+            "once with FrontShuttingDown.",
+            hint=f"Serve the project with {ASGI_COMMAND}.",
+            id="horde_oai.W009",
+        )
+    ]
+
+
 def front_checks(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[CheckMessage]:
-    """The reachability and consistency checks of the module docstring."""
-    front = front_settings()
-    return [*limit_warnings(front), *horde_warning(front), *redis_warning(front)]
+    """The settings, reachability and consistency checks of the module docstring."""
+    mistyped = [*mistyped_settings(), *runserver_warning(sys.argv)]
+    configured = getattr(settings, "HORDE_OAI", None)
+    try:
+        front = front_settings()
+    except ImproperlyConfigured as invalid:
+        not_a_dict = configured is not None and not isinstance(configured, dict | BaseSettings)
+        return [*mistyped, Error(str(invalid), id="horde_oai.E002" if not_a_dict else "horde_oai.E003")]
+    return [*mistyped, *limit_warnings(front), *horde_warning(front), *redis_warning(front)]
 
 
 def secret_key_check(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[CheckMessage]:

@@ -7,7 +7,9 @@ and the front's code reads it through :func:`front_settings`.
 
 from __future__ import annotations
 
+import difflib
 import math
+from collections.abc import Iterable, Mapping
 from functools import cache
 from typing import Final, Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -291,14 +293,67 @@ def describe_invalid_settings(invalid: ValidationError) -> str:
     return "Invalid front configuration: " + "; ".join(lines)
 
 
+ENVIRONMENT_PREFIX: Final[str] = str(FrontSettings.model_config.get("env_prefix", ""))
+"""The prefix of the front's environment variables (``HORDE_OAI_``)."""
+
+
+def closest(name: str, known: Iterable[str]) -> str | None:
+    """The known name closest to a mistyped ``name`` (``difflib``'s best match at its default cutoff), or None."""
+    matches = difflib.get_close_matches(name, list(known), n=1)
+    return matches[0] if matches else None
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[tuple[str, str | None]]:
+    """Each ``HORDE_OAI_*`` variable of ``environ`` no setting reads, with the closest variable that one does."""
+    known = {environment_variable(name) for name in FrontSettings.model_fields}
+    # Compared without the prefix every name shares, which would make any two names look alike.
+    suffixes = {name.removeprefix(ENVIRONMENT_PREFIX): name for name in known}
+    found = []
+    for name in sorted(environ):
+        if name.startswith(ENVIRONMENT_PREFIX) and name not in known:
+            match = closest(name.removeprefix(ENVIRONMENT_PREFIX), suffixes)
+            found.append((name, suffixes[match] if match else None))
+    return found
+
+
+def unknown_keys(configured: Mapping[str, object]) -> list[tuple[str, str | None]]:
+    """Each key of a ``HORDE_OAI`` settings dict that names no setting, with the closest field name."""
+    return [
+        (str(key), closest(str(key), FrontSettings.model_fields))
+        for key in configured
+        if key not in FrontSettings.model_fields
+    ]
+
+
+def not_a_settings_dict(configured: object) -> str:
+    """The one line saying ``settings.HORDE_OAI`` is neither a dict of settings nor a :class:`FrontSettings`."""
+    return (
+        f"HORDE_OAI must be a dict of the front's settings (such as {{'horde_url': ...}}) or a "
+        f"chat.settings.FrontSettings, not {type(configured).__name__}"
+    )
+
+
 @cache
 def front_settings() -> FrontSettings:
-    """Return the front's settings: Django's ``settings.HORDE_OAI`` when configured, else the environment's."""
+    """Return the front's settings: Django's ``settings.HORDE_OAI`` when configured (a :class:`FrontSettings` or a
+    dict of its fields, over the environment), else the environment's.
+
+    Raises:
+        ImproperlyConfigured: ``HORDE_OAI`` is something else, or a value is invalid; the message is one line
+            (:func:`describe_invalid_settings`, :func:`not_a_settings_dict`).
+    """
     from django.conf import settings  # noqa: PLC0415 - the module also serves settings.py, before Django is set up
+    from django.core.exceptions import ImproperlyConfigured  # noqa: PLC0415 - same
 
     configured = getattr(settings, "HORDE_OAI", None)
     if isinstance(configured, FrontSettings):
         return configured
-    if isinstance(configured, dict):
-        return FrontSettings(**configured)
-    return FrontSettings()
+    if isinstance(configured, BaseSettings):
+        # A FrontSettings of an earlier import of this module (a test that re-imports the apps): its values, anew.
+        configured = configured.model_dump()
+    if configured is not None and not isinstance(configured, dict):
+        raise ImproperlyConfigured(not_a_settings_dict(configured))
+    try:
+        return FrontSettings(**(configured or {}))
+    except ValidationError as invalid:
+        raise ImproperlyConfigured(describe_invalid_settings(invalid)) from None

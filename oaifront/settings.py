@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from chat.cors_settings import *  # noqa: F403 - CORS_ALLOW_ALL_ORIGINS, CORS_ALLOW_HEADERS, ... (documented there)
 from chat.settings import FrontSettings, describe_invalid_settings
 from oaifront.middleware import SUBSTITUTED_CHECKS
+from oaifront.openapi.page_settings import docs_settings
 
 
 def whole_seconds(variable: str) -> int:
@@ -124,36 +125,17 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = None
 
 LOGGING_CONFIG = None
 
-# The API description (oaifront.openapi): drf-spectacular serves /openapi.json, /docs and /redoc. The front has no
-# users or sessions, so DRF authenticates nobody.
+# The API description (oaifront.openapi): drf-spectacular serves /openapi.json, /docs and /redoc with settings of
+# their own (oaifront.openapi.page_settings, applied by the views), so a host project needs neither of these; they
+# make `manage.py spectacular` and DRF's defaults agree with the pages. The front has no users or sessions, so DRF
+# authenticates nobody.
 REST_FRAMEWORK: dict[str, Any] = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": [],
     "DEFAULT_PERMISSION_CLASSES": [],
     "UNAUTHENTICATED_USER": None,
 }
-SWAGGER_UI_SETTINGS = """{
-  "deepLinking": true,
-  "validatorUrl": null,
-  "requestInterceptor": (request) => request
-}"""
-"""Swagger UI's settings, a JavaScript object literal (drf-spectacular inserts a string as is): deep links, no
-validator badge (no request to validator.swagger.io), and a request interceptor that sends "Try it out" requests as
-they are. It replaces drf-spectacular's, which adds an ``X-CSRFTOKEN`` header to every POST: the front has no CSRF
-protection (no sessions, no cookies), so the header meant nothing and showed up in the copied curl."""
-
-SPECTACULAR_SETTINGS = {
-    "TITLE": "AI Horde OpenAI-compatible chat front",
-    "VERSION": "1.0.0",
-    "OAS_VERSION": "3.1.0",
-    "SERVE_INCLUDE_SCHEMA": False,
-    "SERVE_AUTHENTICATION": [],
-    "POSTPROCESSING_HOOKS": ["oaifront.openapi.document.add_front_paths"],
-    "SWAGGER_UI_DIST": "SIDECAR",
-    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    "REDOC_DIST": "SIDECAR",
-    "SWAGGER_UI_SETTINGS": SWAGGER_UI_SETTINGS,
-}
+SPECTACULAR_SETTINGS = {**docs_settings(), "SERVE_INCLUDE_SCHEMA": False, "SERVE_AUTHENTICATION": []}
 
 try:
     HORDE_OAI = FrontSettings()

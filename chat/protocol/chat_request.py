@@ -139,9 +139,22 @@ def _json_type_tag(value: Any) -> str | None:
     return None
 
 
+class ContextDiscriminator(Discriminator):
+    """pydantic's :class:`~pydantic.Discriminator`, hashable although its ``custom_error_context`` is a dict.
+
+    Python 3.12.0 to 3.12.2 hash every member of a union (``X | Y``) to weed out duplicates, and so the metadata of an
+    ``Annotated`` member: the dataclass hash of a discriminator with an error context raised ``TypeError: unhashable
+    type: 'dict'`` at import. This one hashes the context's items instead.
+    """
+
+    def __hash__(self) -> int:
+        context = tuple(sorted((self.custom_error_context or {}).items()))
+        return hash((self.discriminator, self.custom_error_type, self.custom_error_message, context))
+
+
 def by_json_type(expected: str) -> Discriminator:
     """Choose a union member by the value's JSON type; another type is one error saying what was ``expected``."""
-    return Discriminator(
+    return ContextDiscriminator(
         _json_type_tag,
         custom_error_type=INVALID_JSON_TYPE_ERROR,
         custom_error_message=f"Input should be {expected}",
@@ -156,7 +169,7 @@ def _by_tag(key: str, values: tuple[str, ...]) -> Discriminator:
         tag = value.get(key) if isinstance(value, dict) else getattr(value, key, None)
         return f"<{tag}>" if isinstance(tag, str) and tag in values else None
 
-    return Discriminator(
+    return ContextDiscriminator(
         discriminate,
         custom_error_type=INVALID_TAG_ERROR,
         custom_error_message=f"Input should be an object with a valid '{key}'",

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, StringConstrai
 from chat.protocol.chat_completion import HordeExtras
 from chat.protocol.chat_request import (
     INVALID_TAG_ERROR,
+    ContextDiscriminator,
     HordeOptions,
     JsonSchemaObject,
     ToolChoiceMode,
@@ -77,7 +78,7 @@ def _by_type(values: tuple[str, ...], *, default: str | None = None) -> Discrimi
             tag = getattr(value, "type", None)
         return f"<{tag}>" if isinstance(tag, str) and tag in values else None
 
-    return Discriminator(
+    return ContextDiscriminator(
         discriminate,
         custom_error_type=INVALID_TAG_ERROR,
         custom_error_message="Input should be an object with a valid 'type'",

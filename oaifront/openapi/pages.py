@@ -6,17 +6,23 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Final
 
 from asgiref.sync import async_to_sync
 from django.template import engines
 from django.urls import reverse
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.settings import patched_settings
 from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularRedocView, SpectacularSwaggerView
+from rest_framework.permissions import AllowAny
 from rest_framework.renderers import TemplateHTMLRenderer
 
 from chat.errors import OpenAIError
 from models_list.views import served_model_list
+from oaifront.openapi.page_settings import TITLE, docs_settings
 
 _REDOC_PAGE: Final = """{% extends "drf_spectacular/redoc.html" %}{% block head %}
     <title>{{ title|default:"Redoc" }}</title>
@@ -35,13 +41,41 @@ cdn.redoc.ly) is replaced in the bundle served at ``/docs/assets/redoc.standalon
 policy refuses nothing and the console shows no error."""
 
 
-class FrontSchemaView(SpectacularJSONAPIView):
+@contextmanager
+def front_docs_settings() -> Iterator[None]:
+    """drf-spectacular's settings patched to the pages' own (:func:`oaifront.openapi.page_settings.docs_settings`)
+    while a page is built, whatever the project's ``SPECTACULAR_SETTINGS``.
+    """
+    with patched_settings(docs_settings()):
+        yield
+
+
+class OwnSettings:
+    """What makes a page independent of the project's ``REST_FRAMEWORK``: its own schema class (a host's
+    ``DEFAULT_SCHEMA_CLASS`` may be DRF's, which drf-spectacular refuses), no authentication and no permission check
+    (a host's defaults may require a login), and its own title.
+    """
+
+    schema: Any = AutoSchema()
+    authentication_classes: Any = ()
+    permission_classes: Any = (AllowAny,)
+    title: Any = TITLE
+
+
+class FrontSchemaView(OwnSettings, SpectacularJSONAPIView):
     """``/openapi.json``, with the request example's model set to a model the Horde serves right now.
 
     "Try it out" in ``/docs`` then reaches a worker with the default example. The id is the first card of the live
     model list (``GET /v1/models``, its cache included), looked up for at most :data:`EXAMPLE_MODEL_LOOKUP_SECONDS`;
     without a list (Horde unreachable, nothing served) the example keeps :data:`EXAMPLE_MODEL`.
+
+    The document walks no URL pattern (``patterns`` is empty): every path comes from the postprocessing hook
+    :func:`oaifront.openapi.document.add_front_paths`, so a host project's own DRF views are neither described nor
+    inspected.
     """
+
+    patterns: Any = ()
+    custom_settings = docs_settings()
 
     @extend_schema(exclude=True)
     def get(self, request: Any, *args: Any, **kwargs: Any) -> Any:
@@ -63,13 +97,14 @@ async def served_example_model() -> str | None:
     return next((str(card["id"]) for card in served["data"]), None)
 
 
-class OfflineSwaggerView(SpectacularSwaggerView):
+class OfflineSwaggerView(OwnSettings, SpectacularSwaggerView):
     """Swagger UI at ``/docs``, loading nothing from outside this process."""
 
     @extend_schema(exclude=True)
     def get(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         """Serve the page with :data:`DOCS_CONTENT_SECURITY_POLICY`."""
-        response = super().get(request, *args, **kwargs)  # type: ignore[no-untyped-call]  # unannotated upstream
+        with front_docs_settings():
+            response = super().get(request, *args, **kwargs)  # type: ignore[no-untyped-call]  # unannotated upstream
         response["Content-Security-Policy"] = DOCS_CONTENT_SECURITY_POLICY
         return response
 
@@ -79,7 +114,7 @@ class _OfflineRedocRenderer(TemplateHTMLRenderer):
         return engines["django"].from_string(_REDOC_PAGE)
 
 
-class OfflineRedocView(SpectacularRedocView):
+class OfflineRedocView(OwnSettings, SpectacularRedocView):
     """ReDoc at ``/redoc``, loading nothing from outside this process (the sidecar's bundle without its CDN logo,
     system fonts).
     """
@@ -89,7 +124,8 @@ class OfflineRedocView(SpectacularRedocView):
     @extend_schema(exclude=True)
     def get(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         """Serve the page with :data:`DOCS_CONTENT_SECURITY_POLICY` and the ReDoc bundle of :func:`redoc_bundle`."""
-        response = super().get(request, *args, **kwargs)  # type: ignore[no-untyped-call]  # unannotated upstream
+        with front_docs_settings():
+            response = super().get(request, *args, **kwargs)  # type: ignore[no-untyped-call]  # unannotated upstream
         response.data["redoc_standalone"] = reverse("redoc-bundle")
         response["Content-Security-Policy"] = DOCS_CONTENT_SECURITY_POLICY
         return response

@@ -1,7 +1,10 @@
 """A host project as a Django team has one: ``django-admin startproject``'s settings (default apps and middleware,
-SQLite), plus the front's two apps and django-cors-headers configured by :mod:`chat.cors_settings`.
+SQLite), plus the front's two apps, the apps its documentation pages need (REST framework, drf-spectacular and its
+sidecar) and django-cors-headers configured by :mod:`chat.cors_settings`; the URLs include the operations routes.
+A team's own ``REST_FRAMEWORK`` is set to DRF's defaults (its own schema class, a login required), which the pages
+must not depend on.
 
-Nothing here comes from ``oaifront``; the front's knobs come from the environment (``HORDE_URL``,
+No setting here comes from ``oaifront``; the front's knobs come from the environment (``HORDE_URL``,
 ``HORDE_OAI_*``), as ``chat.settings.front_settings`` reads them when ``HORDE_OAI`` is not set.
 """
 
@@ -25,6 +28,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "corsheaders",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "chat",
     "models_list",
 ]
@@ -62,3 +68,7 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "rest_framework.schemas.openapi.AutoSchema",
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+}

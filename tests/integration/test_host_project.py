@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,6 +149,30 @@ def test_the_sdk_lists_completes_and_streams_through_the_host_project(host_proje
         client.models.retrieve("devhorde/no-such-model")
     assert missing.value.code == "model_not_found"
     assert missing.value.response.headers["access-control-allow-origin"] == "*"
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "content_type"),
+    [
+        ("/healthz", 200, "application/json"),
+        ("/readyz", 200, "application/json"),
+        ("/openapi.json", 200, "application/vnd.oai.openapi+json"),
+        ("/docs", 200, "text/html; charset=utf-8"),
+        ("/redoc", 200, "text/html; charset=utf-8"),
+        ("/docs/behaviour", 200, "text/html; charset=utf-8"),
+        ("/metrics", 404, "application/json"),
+    ],
+)
+def test_the_operations_routes_answer_in_the_host_project(
+    host_project: HostProject, path: str, status: int, content_type: str
+) -> None:
+    """One include gives the host the operations routes, whatever its REST framework settings (DRF's own schema class
+    made /docs and /openapi.json answer 500); /metrics is the unknown-route 404 until HORDE_OAI_METRICS_ENDPOINT."""
+    response = httpx.get(f"{host_project.front_url}{path}", timeout=30)
+    assert (response.status_code, response.headers["content-type"]) == (status, content_type)
+    if path == "/openapi.json":
+        project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+        assert response.json()["info"]["version"] == project["version"]
 
 
 def test_the_lifespan_runs_at_start_and_at_shutdown(tmp_path: Path, installed: Installed) -> None:

@@ -124,3 +124,27 @@ def test_a_broken_venv_that_is_a_symbolic_link_is_left_alone(tmp_path: Path) -> 
     )
     assert (tmp_path / ".venv").is_symlink()
     assert (shared / "bin" / "python").exists()
+
+
+def test_make_install_installs_the_runtime_lock_and_make_install_dev_adds_the_tool_locks(tmp_path: Path) -> None:
+    """``make run`` installs the runtime lock only; ``make test`` and ``make lint`` (``install-dev``) add the test and
+    lint locks, and the stamp lists what is installed, so each is installed once."""
+    clone = fresh_clone(tmp_path / "clone")
+    (clone / "requirements.txt").write_text("pip\n")
+    for lock in ("requirements-test.txt", "requirements-lint.txt"):
+        (clone / lock).write_text("-r requirements.txt\n")
+
+    runtime = run(["make", "install"], clone)
+    assert runtime.returncode == 0, runtime.stderr
+    assert runtime.stdout.splitlines()[-2:] == [INSTALLING, "Installed; .venv is ready"]
+    assert (clone / ".venv" / ".installed").read_text().splitlines() == ["requirements.txt"]
+
+    dev = run(["make", "install-dev"], clone)
+    assert dev.returncode == 0, dev.stderr
+    assert dev.stdout.splitlines() == [INSTALLING, "Installed; .venv is ready"]
+    assert (clone / ".venv" / ".installed").read_text().splitlines() == [
+        "requirements-lint.txt",
+        "requirements-test.txt",
+        "requirements.txt",
+    ]
+    assert [run(["make", target], clone).stdout for target in ("install", "install-dev")] == ["", ""]

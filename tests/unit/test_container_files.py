@@ -1,4 +1,4 @@
-"""The container files: the image installs the runtime dependencies and the distribution, never the test or lint
+"""The container files: the image installs the runtime lock and the distribution, never the test or lint
 tools, and ``compose.yaml`` sets only variables something in the image reads (no Docker daemon is needed: the files
 are read as text and YAML)."""
 
@@ -38,11 +38,14 @@ def read_by_the_image() -> set[str]:
 def test_the_image_installs_the_runtime_dependencies_and_the_distribution_only() -> None:
     runs = [line for line in dockerfile_instructions() if line.startswith("RUN ") and "pip install" in line]
     assert len(runs) == 2, runs
-    assert "['project']['dependencies']" in runs[0] and "pip install -r /tmp/runtime.txt" in runs[0]
+    assert runs[0] == "RUN python -m pip install -r /tmp/requirements.txt && rm /tmp/requirements.txt"
     assert "pip install --no-deps /tmp/src" in runs[1]
-    assert not [line for line in dockerfile_instructions() if "requirements.txt" in line]
+    assert "COPY requirements.txt /tmp/requirements.txt" in dockerfile_instructions()
+    assert not [line for line in dockerfile_instructions() if "requirements-" in line]
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     tools = {pin.split("==")[0].lower() for group in project["dependency-groups"].values() for pin in group}
+    runtime_lock = (ROOT / "requirements.txt").read_text(encoding="utf-8").lower()
+    assert [tool for tool in tools if f"\n{tool}==" in runtime_lock] == []
     assert not [line for line in dockerfile_instructions() if set(re.findall(r"[\w-]+", line.lower())) & tools]
 
 
