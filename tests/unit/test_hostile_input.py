@@ -1,0 +1,174 @@
+"""Hostile input, in process (issue 35): every finding of the audit with its exact input, answered with OpenAI's
+envelope and never a 500 (reference: Request keys, Value and contract validation).
+
+Driven through Django's test client, so the whole view runs: the body reader, the API's screening and the rules the
+Horde's own limits apply (where the raw surrogate bytes used to reach ``str.encode`` and a traceback).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+import pytest
+from django.test import Client
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+NOT_JSON: Final[str] = (
+    "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library "
+    "correctly. This API expects a JSON object as the request body, but what was sent was not valid JSON. NaN, "
+    "Infinity, numbers too large for a double and lone UTF-16 surrogates are not accepted either.)"
+)
+"""Written out here so the test does not read it from the code under test."""
+
+RAW_SURROGATE: Final[bytes] = b"\xed\xa0\x80"
+"""U+D800 encoded as if it were a character: the audit's bytes."""
+
+MARK: Final[str] = "@@HOSTILE@@"
+"""Stands where the hostile bytes go in a body serialised as JSON; replaced in the bytes."""
+
+CHAT_BODY: Final[dict[str, Any]] = {
+    "model": "example/model-7b",
+    "messages": [
+        {"role": "system", "content": "Answer briefly.", "name": "rules"},
+        {"role": "user", "content": [{"type": "text", "text": "Weather?"}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+        {"role": "user", "content": "Thanks"},
+    ],
+    "tools": [{"type": "function", "function": {"name": "get", "description": "Weather", "parameters": {}}}],
+    "stop": ["\n\n"],
+    "max_tokens": 16,
+    "temperature": 0.5,
+    "user": "someone",
+    "horde": {"workers": ["6f1c2b1e-0d8a-4c3e-9a55-3e0f7d2c9b10"], "max_kudos": 10},
+}
+RESPONSES_BODY: Final[dict[str, Any]] = {
+    "model": "example/model-7b",
+    "instructions": "Answer briefly.",
+    "input": [
+        {"role": "user", "content": [{"type": "input_text", "text": "Weather?"}]},
+        {"type": "function_call", "call_id": "call_1", "name": "get", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
+    ],
+    "tools": [{"type": "function", "name": "get", "description": "Weather", "parameters": {}}],
+    "previous_response_id": "resp_0123456789abcdef",
+    "metadata": {"topic": "weather"},
+    "max_output_tokens": 16,
+    "store": True,
+}
+COMPLETIONS_BODY: Final[dict[str, Any]] = {
+    "model": "example/model-7b",
+    "prompt": ["Once", "upon"],
+    "stop": "\n",
+    "max_tokens": 16,
+    "suffix": "end",
+}
+ROUTE_BODIES: Final[dict[str, dict[str, Any]]] = {
+    "/v1/chat/completions": CHAT_BODY,
+    "/v1/responses": RESPONSES_BODY,
+    "/v1/completions": COMPLETIONS_BODY,
+}
+
+
+def positions(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], str]]:
+    """Every place a JSON body holds text or a value: ``(path, "key")`` for an object's key, ``(path, "value")`` for
+    a leaf (a string gets the bytes added, any other leaf is replaced by a string holding them)."""
+    found: list[tuple[tuple[Any, ...], str]] = []
+    if isinstance(value, dict):
+        for key, child in value.items():
+            found.append(((*path, key), "key"))
+            found.extend(positions(child, (*path, key)))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            found.extend(positions(child, (*path, index)))
+    else:
+        found.append((path, "value"))
+    return found
+
+
+def hostile_body(base: dict[str, Any], path: tuple[Any, ...], where: str, hostile: bytes) -> bytes:
+    """``base`` as JSON bytes with ``hostile`` written raw into the key or value at ``path``."""
+    body = json.loads(json.dumps(base))
+    parent: Any = body
+    for step in path[:-1]:
+        parent = parent[step]
+    last = path[-1]
+    if where == "key":
+        parent[f"{last}{MARK}"] = parent.pop(last)
+    else:
+        leaf = parent[last]
+        parent[last] = f"{leaf}{MARK}" if isinstance(leaf, str) else MARK
+    return json.dumps(body, ensure_ascii=False).encode().replace(MARK.encode(), hostile)
+
+
+def assert_not_json(response: Any) -> None:
+    assert response.status_code == 400, response.content[:300]
+    assert response.json() == {
+        "error": {"message": NOT_JSON, "type": "invalid_request_error", "param": None, "code": "BadRequest"}
+    }
+
+
+@pytest.mark.parametrize(
+    ("route", "path", "where"),
+    [
+        pytest.param("/v1/chat/completions", ("messages", 4, "content"), "value", id="chat-messages-content"),
+        pytest.param("/v1/chat/completions", ("stop", 0), "value", id="chat-stop"),
+        pytest.param("/v1/chat/completions", ("temperature",), "key", id="chat-unknown-key-name"),
+        pytest.param("/v1/chat/completions", ("tools", 0, "function", "description"), "value", id="chat-tool-desc"),
+        pytest.param("/v1/chat/completions", ("model",), "value", id="chat-model"),
+        pytest.param("/v1/responses", ("input", 0, "content", 0, "text"), "value", id="responses-input"),
+        pytest.param("/v1/responses", ("instructions",), "value", id="responses-instructions"),
+        pytest.param("/v1/responses", ("previous_response_id",), "value", id="responses-previous-response-id"),
+        pytest.param("/v1/responses", ("tools", 0, "description"), "value", id="responses-tool-description"),
+        pytest.param("/v1/completions", ("prompt", 0), "value", id="completions-prompt"),
+        pytest.param("/v1/completions", ("suffix",), "value", id="completions-suffix"),
+    ],
+)
+def test_raw_surrogate_bytes_in_a_field_are_the_not_json_400(route: str, path: tuple[Any, ...], where: str) -> None:
+    """The audit's bytes ``\\xed\\xa0\\x80`` (8 of these 11 fields answered 500 with a traceback): a lone surrogate
+    as raw bytes is invalid UTF-8, refused like its escaped form. ref: request-keys.3"""
+    raw = hostile_body(ROUTE_BODIES[route], path, where, RAW_SURROGATE)
+    assert RAW_SURROGATE in raw
+    assert_not_json(Client().post(route, raw, content_type="application/json"))
+
+
+lone_surrogates = st.integers(min_value=0xD800, max_value=0xDFFF).map(
+    lambda point: chr(point).encode("utf-8", "surrogatepass")
+)
+escaped_surrogates = st.integers(min_value=0xD800, max_value=0xDFFF).map(lambda point: f"\\u{point:04x}".encode())
+
+
+def is_invalid_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+invalid_utf8 = st.binary(min_size=1, max_size=8).filter(is_invalid_utf8)
+HOSTILE_SLOTS: Final[list[tuple[str, tuple[Any, ...], str]]] = [
+    (route, path, where) for route, body in ROUTE_BODIES.items() for path, where in positions(body)
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    slot=st.sampled_from(HOSTILE_SLOTS),
+    prefix=st.text(max_size=4).map(lambda text: json.dumps(text)[1:-1].encode()),
+    hostile=lone_surrogates | escaped_surrogates | invalid_utf8,
+)
+def test_invalid_utf8_or_a_lone_surrogate_anywhere_is_the_not_json_400(
+    slot: tuple[str, tuple[Any, ...], str], prefix: bytes, hostile: bytes
+) -> None:
+    """Raw invalid UTF-8, a lone surrogate as raw bytes and an escaped lone surrogate, at every key and value of every
+    route's body: always 400 ``BadRequest`` with the not-JSON message and param null. ref: request-keys.3"""
+    route, path, where = slot
+    raw = hostile_body(ROUTE_BODIES[route], path, where, prefix + hostile)
+    assert_not_json(Client().post(route, raw, content_type="application/json"))
