@@ -27,7 +27,7 @@ NOT_AN_OBJECT_MESSAGE: Final[str] = "The request body must be a JSON object, but
 name of its JSON type (:func:`json_type_name`), such as ``an array``."""
 
 
-SHOWN_VALUE_LENGTH: Final[int] = 64
+SHOWN_VALUE_LENGTH: Final[int] = errors.QUOTED_INPUT_CHARS
 """The most characters of a client's value quoted back in an error message."""
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -172,3 +172,164 @@ def test_invalid_utf8_or_a_lone_surrogate_anywhere_is_the_not_json_400(
     route, path, where = slot
     raw = hostile_body(ROUTE_BODIES[route], path, where, prefix + hostile)
     assert_not_json(Client().post(route, raw, content_type="application/json"))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Echoes without bounds (issue 35, finding 6)
+
+LONG: Final[str] = "x" * 1_000_000
+"""The audit's 1,000,000-character value."""
+
+
+def error_of(response: Any) -> dict[str, Any]:
+    error: dict[str, Any] = response.json()["error"]
+    return error
+
+
+@pytest.mark.parametrize(
+    ("route", "body"),
+    [
+        ("/v1/chat/completions", {"model": LONG, "messages": [{"role": "user", "content": "Hi"}]}),
+        ("/v1/responses", {"model": LONG, "input": "Hi"}),
+        ("/v1/completions", {"model": LONG, "prompt": "Once"}),
+    ],
+)
+def test_a_model_id_longer_than_the_hordes_is_refused_at_model(route: str, body: dict[str, Any]) -> None:
+    """A 1,000,000-character ``model`` was forwarded to the Horde and echoed whole (a 1 MB error body): now 400 at
+    ``model`` in OpenAI's string-length wording, before anything is sent. ref: request-keys.3"""
+    response = Client().post(route, json.dumps(body), content_type="application/json")
+    assert response.status_code == 400
+    assert error_of(response) == {
+        "message": (
+            "Invalid 'model': string too long. Expected a string with maximum length 255, but got a string with "
+            "length 1000000 instead."
+        ),
+        "type": "invalid_request_error",
+        "param": "model",
+        "code": "BadRequest",
+    }
+
+
+def test_a_model_id_of_255_characters_is_not_refused_for_its_length() -> None:
+    """The bound is the Horde's own (its model column holds 255 characters): such a name is read and goes on (to
+    the unreachable test Horde: 502, not a 400)."""
+    body = {"model": "m" * 255, "messages": [{"role": "user", "content": "Hi"}]}
+    response = Client().post("/v1/chat/completions", json.dumps(body), content_type="application/json")
+    assert response.status_code == 502, response.content[:300]
+
+
+@pytest.mark.parametrize(
+    ("route", "body"),
+    [
+        ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "Hi"}], LONG: 1}),
+        ("/v1/responses", {"model": "m", "input": "Hi", LONG: 1}),
+        ("/v1/completions", {"model": "m", "prompt": "Once", LONG: 1}),
+    ],
+)
+def test_an_unknown_key_is_quoted_cut_in_message_and_param(route: str, body: dict[str, Any]) -> None:
+    """A 1,000,000-character unknown key was echoed twice (message and param, 2 MB): the message quotes 64
+    characters, the param holds 256. ref: request-keys.3"""
+    response = Client().post(route, json.dumps(body), content_type="application/json")
+    assert response.status_code == 400
+    error = error_of(response)
+    assert error["message"] == f"Unrecognized request argument supplied: {'x' * 64}…"
+    assert error["param"] == "x" * 256 + "…"
+    assert len(response.content) < 1024
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        (
+            {"model": "m", "input": "Hi", "previous_response_id": LONG},
+            400,
+            f"Previous response with id '{'x' * 64}…' not found.",
+        ),
+        (
+            {"model": "m", "input": [{"type": "item_reference", "id": LONG}]},
+            404,
+            f"Item with id '{'x' * 64}…' not found. Items are kept only for responses stored with 'store' true (the "
+            "default), for a limited time, and only for the API key that created them; send the item itself in "
+            "'input' instead.",
+        ),
+    ],
+)
+def test_stored_ids_are_quoted_cut(body: dict[str, Any], status: int, message: str) -> None:
+    """An unknown ``previous_response_id`` or ``item_reference`` id is quoted to 64 characters, not whole."""
+    response = Client().post("/v1/responses", json.dumps(body), content_type="application/json")
+    assert response.status_code == status
+    assert error_of(response)["message"] == message
+
+
+def test_an_unknown_stored_response_path_is_quoted_cut() -> None:
+    response = Client().get("/v1/responses/" + "y" * 100_000)
+    assert response.status_code == 404
+    assert error_of(response)["message"] == f"Response with id '{'y' * 64}…' not found."
+
+
+@pytest.mark.parametrize(
+    ("route", "body"),
+    [
+        ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}),
+        ("/v1/responses", {"model": "m", "input": "Hi"}),
+    ],
+)
+def test_an_empty_worker_id_is_refused_at_its_path(route: str, body: dict[str, Any]) -> None:
+    """``horde.workers: [""]`` was sent on and waited 30 s into a 503: now 400 at ``horde.workers[0]``."""
+    response = Client().post(route, json.dumps({**body, "horde": {"workers": [""]}}), content_type="application/json")
+    assert response.status_code == 400
+    assert error_of(response) == {
+        "message": (
+            "Invalid 'horde.workers[0]': string too short. Expected a string with minimum length 1, but got an empty "
+            "string instead."
+        ),
+        "type": "invalid_request_error",
+        "param": "horde.workers[0]",
+        "code": "BadRequest",
+    }
+
+
+NOT_BEARER: Final[str] = (
+    "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth "
+    "(i.e. Authorization: Bearer YOUR_KEY). Send no Authorization header for the Horde's anonymous key."
+)
+
+
+@pytest.mark.parametrize("header", ["Basic dXNlcjpwYXNz", "0000000000", "Token abc", "Bearerabc"])
+@pytest.mark.parametrize(
+    ("method", "route", "body"),
+    [
+        ("post", "/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}),
+        ("post", "/v1/responses", {"model": "m", "input": "Hi"}),
+        ("post", "/v1/completions", {"model": "m", "prompt": "Once"}),
+        ("get", "/v1/responses/resp_abc", None),
+    ],
+)
+def test_an_authorization_header_that_is_not_bearer_is_401(
+    header: str, method: str, route: str, body: dict[str, Any] | None
+) -> None:
+    """A malformed ``Authorization`` header was served as the anonymous user; OpenAI answers 401, and so does the
+    front, with OpenAI's sentences."""
+    client = Client(headers={"Authorization": header})
+    if method == "post":
+        response = client.post(route, json.dumps(body), content_type="application/json")
+    else:
+        response = client.get(route)
+    assert response.status_code == 401
+    assert error_of(response) == {
+        "message": NOT_BEARER,
+        "type": "authentication_error",
+        "param": None,
+        "code": "InvalidAPIKey",
+    }
+    assert response["x-should-retry"] == "false"
+
+
+@pytest.mark.parametrize("header", ["", "Bearer ", "bearer  "])
+def test_no_key_or_an_empty_bearer_key_is_the_anonymous_key(header: str) -> None:
+    """An empty header or bearer key is still the anonymous key (the unreachable test Horde answers: 502)."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}
+    response = Client(headers={"Authorization": header}).post(
+        "/v1/chat/completions", json.dumps(body), content_type="application/json"
+    )
+    assert response.status_code == 502, response.content[:300]
