@@ -77,7 +77,7 @@ ChatStreamDiverged             502     api_error               -            -
 HordeUnavailable               502     api_error               -            -
 no_eligible_worker             503     api_error               30            false
 queue_unavailable              503     api_error               computed      -
-FrontAtCapacity                503     api_error               computed      -
+FrontAtCapacity                503     api_error               computed      true
 FrontShuttingDown              503     api_error               5             -
 =============================  ======  ======================  ============  ==============
 """
@@ -125,7 +125,8 @@ REQUEST_TOO_LARGE: Final = "RequestTooLarge"
 REQUEST_BODY_TIMEOUT: Final = "RequestBodyTimeout"
 """408: the request body did not arrive within ``HORDE_OAI_BODY_TIMEOUT_SECONDS`` (oaifront.guards)."""
 FRONT_AT_CAPACITY: Final = "FrontAtCapacity"
-"""503: the in-flight cap per client address or in total is reached (oaifront.guards)."""
+"""503: the in-flight cap per client address or in total, or the request-body memory budget, is reached
+(oaifront.guards)."""
 FRONT_SHUTTING_DOWN: Final = "FrontShuttingDown"
 """503 of a request the front ended because its process is stopping (SIGTERM); the request was cancelled."""
 MAX_KUDOS_EXCEEDED: Final = "max_kudos_exceeded"
@@ -295,7 +296,8 @@ FAILURES: Final[Mapping[str, Failure]] = {
         Failure(
             FRONT_AT_CAPACITY,
             503,
-            "the in-flight cap per client address or in total is reached",
+            "the in-flight cap per client address or in total, or the request-body memory budget, is reached",
+            should_retry=True,
             computed=frozenset({RETRY_AFTER_HEADER}),
         ),
         Failure(

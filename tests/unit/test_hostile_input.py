@@ -7,6 +7,7 @@ Horde's own limits apply (where the raw surrogate bytes used to reach ``str.enco
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any, Final
 
@@ -14,6 +15,9 @@ import pytest
 from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from chat.settings import DEFAULT_MAX_BODY_BYTES, FrontSettings
+from oaifront.guards import AdmissionGuards
 
 NOT_JSON: Final[str] = (
     "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library "
@@ -333,3 +337,126 @@ def test_no_key_or_an_empty_bearer_key_is_the_anonymous_key(header: str) -> None
         "/v1/chat/completions", json.dumps(body), content_type="application/json"
     )
     assert response.status_code == 502, response.content[:300]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Memory not bounded by the documented limits (issue 35, finding 2): the request-body budget of the process
+
+
+class HeldApp:
+    """An app that reads its body, then holds its request open until :attr:`done` is set (a request being served)."""
+
+    def __init__(self) -> None:
+        self.done = asyncio.Event()
+        self.entered = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        self.entered += 1
+        await self.done.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+
+class Chunks:
+    """An ASGI ``receive`` that yields ``total`` bytes in 64 KiB messages (no ``Content-Length``: chunked) and counts
+    the bytes pulled."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.pulled = 0
+
+    async def __call__(self) -> dict[str, Any]:
+        size = min(64 * 1024, self.total - self.pulled)
+        self.pulled += size
+        return {"type": "http.request", "body": b"x" * size, "more_body": self.pulled < self.total}
+
+
+class Sent:
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+
+    async def __call__(self, message: dict[str, Any]) -> None:
+        self.messages.append(message)
+
+    @property
+    def status(self) -> int:
+        return int(self.messages[0]["status"])
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {name.decode(): value.decode() for name, value in self.messages[0]["headers"]}
+
+
+def http_scope(client: str, headers: list[tuple[bytes, bytes]] | None = None) -> dict[str, Any]:
+    path = "/v1/chat/completions"
+    return {"type": "http", "method": "POST", "path": path, "client": (client, 5555), "headers": headers or []}
+
+
+BODIES_FULL: Final[dict[str, Any]] = {
+    "error": {
+        "message": "The front is holding as many request bodies as its memory allows. Retry shortly.",
+        "type": "api_error",
+        "param": None,
+        "code": "FrontAtCapacity",
+    }
+}
+MIB: Final[int] = 1024 * 1024
+
+
+def budget_guards(app: Any) -> AdmissionGuards:
+    """Guards of a 1 MiB body limit and a 1.5 MiB body budget (one body at the limit, and half another)."""
+    return AdmissionGuards(app, FrontSettings(max_body_bytes=MIB, max_buffered_body_bytes=MIB + MIB // 2))
+
+
+@pytest.mark.asyncio
+async def test_bodies_past_the_process_budget_are_refused_as_they_arrive() -> None:
+    """Each body under the size limit, from different clients (so no per-client cap applies), but together past the
+    body budget: the body that would pass it is 503 ``FrontAtCapacity`` with ``Retry-After`` and
+    ``x-should-retry: true`` while the first is held; once the first request ends its bytes are free again."""
+    app = HeldApp()
+    guards = budget_guards(app)
+    first = asyncio.create_task(guards(http_scope("10.0.0.1"), Chunks(MIB), Sent()))
+    while app.entered < 1:
+        await asyncio.sleep(0)
+    assert guards.buffered_body_bytes == MIB
+    refused, second_body = Sent(), Chunks(MIB)
+    await guards(http_scope("10.0.0.2"), second_body, refused)
+    assert refused.status == 503
+    assert refused.headers["retry-after"] == str(guards.retry_after)
+    assert refused.headers["x-should-retry"] == "true"
+    assert json.loads(refused.messages[1]["body"]) == BODIES_FULL
+    assert second_body.pulled <= MIB // 2 + 64 * 1024  # refused as its bytes came, not after the whole body
+    assert guards.buffered_body_bytes == MIB  # the refused body's bytes are given back
+    app.done.set()
+    await first
+    assert guards.buffered_body_bytes == 0
+    served = Sent()
+    third = asyncio.create_task(guards(http_scope("10.0.0.3"), Chunks(MIB), served))
+    while app.entered < 2:
+        await asyncio.sleep(0)
+    await third
+    assert served.status == 200
+    assert guards.buffered_body_bytes == 0
+
+
+@pytest.mark.asyncio
+async def test_a_declared_body_past_the_budget_is_refused_unread() -> None:
+    """A ``Content-Length`` that the budget has no room for is refused on the request's head: no byte is read."""
+    app = HeldApp()
+    guards = budget_guards(app)
+    first = asyncio.create_task(guards(http_scope("10.0.0.1"), Chunks(MIB), Sent()))
+    while app.entered < 1:
+        await asyncio.sleep(0)
+    refused, body = Sent(), Chunks(MIB)
+    await guards(http_scope("10.0.0.2", [(b"content-length", str(MIB).encode())]), body, refused)
+    assert (refused.status, body.pulled) == (503, 0)
+    assert json.loads(refused.messages[1]["body"]) == BODIES_FULL
+    app.done.set()
+    await first
+    assert guards.buffered_body_bytes == 0
+
+
+def test_the_default_budget_holds_two_bodies_at_the_default_limit() -> None:
+    """The documented default: two maximum bodies at once (about 0.3 GB with their parsing; bench/README.md)."""
+    assert FrontSettings().max_buffered_body_bytes == 2 * DEFAULT_MAX_BODY_BYTES == 68_537_686
