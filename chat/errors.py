@@ -77,7 +77,7 @@ ChatStreamDiverged             502     api_error               -            -
 HordeUnavailable               502     api_error               -            -
 no_eligible_worker             503     api_error               30            false
 queue_unavailable              503     api_error               computed      -
-FrontAtCapacity                503     api_error               computed      -
+FrontAtCapacity                503     api_error               computed      true
 FrontShuttingDown              503     api_error               5             -
 =============================  ======  ======================  ============  ==============
 """
@@ -125,7 +125,8 @@ REQUEST_TOO_LARGE: Final = "RequestTooLarge"
 REQUEST_BODY_TIMEOUT: Final = "RequestBodyTimeout"
 """408: the request body did not arrive within ``HORDE_OAI_BODY_TIMEOUT_SECONDS`` (oaifront.guards)."""
 FRONT_AT_CAPACITY: Final = "FrontAtCapacity"
-"""503: the in-flight cap per client address or in total is reached (oaifront.guards)."""
+"""503: the in-flight cap per client address or in total, or the request-body memory budget, is reached
+(oaifront.guards)."""
 FRONT_SHUTTING_DOWN: Final = "FrontShuttingDown"
 """503 of a request the front ended because its process is stopping (SIGTERM); the request was cancelled."""
 MAX_KUDOS_EXCEEDED: Final = "max_kudos_exceeded"
@@ -230,7 +231,8 @@ FAILURES: Final[Mapping[str, Failure]] = {
         Failure(
             INVALID_API_KEY,
             401,
-            "the bearer key is not printable ASCII (the Horde's rc of an unknown key too)",
+            "the Authorization header is not Bearer, or its key is not printable ASCII (the Horde's rc of an unknown "
+            "key too)",
             should_retry=False,
         ),
         Failure(
@@ -294,7 +296,8 @@ FAILURES: Final[Mapping[str, Failure]] = {
         Failure(
             FRONT_AT_CAPACITY,
             503,
-            "the in-flight cap per client address or in total is reached",
+            "the in-flight cap per client address or in total, or the request-body memory budget, is reached",
+            should_retry=True,
             computed=frozenset({RETRY_AFTER_HEADER}),
         ),
         Failure(
@@ -342,6 +345,21 @@ def error_type_for_status(status: int) -> str:
     return ERROR_TYPE_BY_STATUS.get(status, "invalid_request_error")
 
 
+QUOTED_INPUT_CHARS: Final[int] = 64
+"""The most characters of a client's own text (a key, an id, a value) an error message or log line quotes."""
+
+MAX_ERROR_MESSAGE_CHARS: Final[int] = 2048
+"""The longest ``message`` of an envelope: a message that would quote more of a client's input is cut here."""
+
+MAX_ERROR_PARAM_CHARS: Final[int] = 256
+"""The longest ``param`` of an envelope (a request path, which holds the client's key names)."""
+
+
+def clip(text: str, limit: int = QUOTED_INPUT_CHARS) -> str:
+    """``text`` cut to ``limit`` characters with ``…`` when longer: a client's input as a message quotes it."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 @dataclass(eq=False)
 class OpenAIError(Exception):
     """A refusal in OpenAI's error envelope.
@@ -350,7 +368,8 @@ class OpenAIError(Exception):
         status: The HTTP status (400, 404, 503, ...).
         message: The human sentence; OpenAI's own wording where the reference asks for it.
         code: The error code (the front's, such as ``UnsupportedChatParameter``, or the Horde's rc).
-        param: The request path at fault, or None.
+        param: The request path at fault, or None; cut to :data:`MAX_ERROR_PARAM_CHARS` (``message`` to
+            :data:`MAX_ERROR_MESSAGE_CHARS`), so no client input is echoed without bound.
         type: OpenAI's error type; derived from the status when not given.
         metadata: Extra fields under ``error.metadata`` (``request_id``, ``retry_after``, ``rc``, ...), or None.
         retry_after: Seconds for the ``Retry-After`` header, or None for no header.
@@ -368,6 +387,9 @@ class OpenAIError(Exception):
     extra_headers: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.message = clip(self.message, MAX_ERROR_MESSAGE_CHARS)
+        if self.param is not None:
+            self.param = clip(self.param, MAX_ERROR_PARAM_CHARS)
         super().__init__(self.message)
         if self.type is None:
             self.type = error_type_for_status(self.status)

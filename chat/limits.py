@@ -14,5 +14,9 @@ DEFAULT_CHAT_MAX_TOKENS: Final[int] = 512
 MAX_CHAT_MODEL_COUNT: Final[int] = 5
 """The most model ids one request may list in ``models`` (reference: Model selection)."""
 
+MAX_MODEL_ID_LENGTH: Final[int] = 255
+"""The longest model id a request may name: the Horde's own model names are at most this long (its workers' model
+column is ``String(255)``); a longer one is refused at ``model`` before anything is sent."""
+
 HORDE_CHAT_REQUEST_EXPIRY_SECONDS: Final[int] = 1200
 """Seconds after submit when the Horde forgets a chat request (status 404 ``RequestNotFound``); cancels stop then."""

@@ -36,6 +36,11 @@ DEFAULT_MAX_BODY_BYTES: Final[int] = (
 """The default ``HORDE_OAI_MAX_BODY_BYTES`` (34,268,843 bytes, about 32.7 MiB): the largest legal request, an image
 at OpenAI's size limit included, fits; a larger body cannot be a request the Horde would serve."""
 
+DEFAULT_MAX_BUFFERED_BODY_BYTES: Final[int] = 2 * DEFAULT_MAX_BODY_BYTES
+"""The default ``HORDE_OAI_MAX_BUFFERED_BODY_BYTES`` (68,537,686 bytes, about 65 MiB): two bodies at the default
+``HORDE_OAI_MAX_BODY_BYTES`` at once, which with their parsing cost about 0.3 GB of memory (bench/README.md, issue
+35), so a small machine serves them without swapping; many small bodies fit beside them."""
+
 PUBLIC_HORDE_URL = AI_HORDE_BASE_URL.rstrip("/")
 """The public Horde's API root, the default ``HORDE_URL``: a front started without configuration never talks to the
 development Horde by accident."""
@@ -142,6 +147,13 @@ class FrontSettings(BaseSettings):
     """``HORDE_OAI_MAX_BODY_BYTES``: the largest request body, in bytes; a larger one is refused with 413 before it is
     read (oaifront.guards). The default (:data:`DEFAULT_MAX_BODY_BYTES`) fits the largest legal request, an image data
     URL included."""
+
+    max_buffered_body_bytes: int = Field(default=DEFAULT_MAX_BUFFERED_BODY_BYTES, gt=0)
+    """``HORDE_OAI_MAX_BUFFERED_BODY_BYTES``: the most request-body bytes the process holds at once, all requests
+    together, counted as each body arrives and held until its request ends (oaifront.guards); a body that would pass
+    it is refused with 503 ``FrontAtCapacity``, ``Retry-After`` and ``x-should-retry: true`` (at once when its
+    ``Content-Length`` says so). Set it to at least ``HORDE_OAI_MAX_BODY_BYTES``, or the largest bodies are always
+    refused. Default: :data:`DEFAULT_MAX_BUFFERED_BODY_BYTES`."""
 
     body_timeout_seconds: float = Field(default=30.0, gt=0)
     """``HORDE_OAI_BODY_TIMEOUT_SECONDS``: how long a client may take to send its whole request body before 408

@@ -53,7 +53,7 @@ async def served_model_list() -> dict[str, Any]:
 def model_not_found(model: str) -> OpenAIError:
     """404 ``not_found_error`` ``model_not_found`` with param null, in OpenAI's wording (OpenAI's models retrieve)."""
     return errors.failure(
-        errors.MODEL_NOT_FOUND, f"The model `{model}` does not exist or you do not have access to it."
+        errors.MODEL_NOT_FOUND, f"The model `{errors.clip(model)}` does not exist or you do not have access to it."
     )
 
 

@@ -13,7 +13,11 @@ Reference: Refusal attributes (body size 413, body read timeout 408 ``RequestBod
    peer, or, behind a trusted proxy, the first entry of ``HORDE_OAI_CLIENT_ADDRESS_HEADER``.
 2. Body size: a ``Content-Length`` over ``HORDE_OAI_MAX_BODY_BYTES`` gets 413 at once, without reading the body; a
    body without one (chunked) gets 413 as soon as the bytes received pass the limit.
-3. Body time: a body not wholly received within ``HORDE_OAI_BODY_TIMEOUT_SECONDS`` of the request's start gets 408
+3. Body memory: the bodies being read and those of requests being served count against
+   ``HORDE_OAI_MAX_BUFFERED_BODY_BYTES`` for the whole process, byte by byte as they arrive, until their request
+   ends; a body that would pass it gets 503 ``FrontAtCapacity`` with ``Retry-After`` and ``x-should-retry: true``
+   (at once, unread, when its ``Content-Length`` already says so).
+4. Body time: a body not wholly received within ``HORDE_OAI_BODY_TIMEOUT_SECONDS`` of the request's start gets 408
    ``RequestBodyTimeout``.
 
 The front serves HTTP requests only: a WebSocket upgrade gets 400 ``BadRequest`` on any route (an HTTP request
@@ -74,6 +78,17 @@ def too_large_error(limit: int) -> OpenAIError:
     """413 ``RequestTooLarge``: the body is over ``limit`` bytes."""
     return errors.failure(
         errors.REQUEST_TOO_LARGE, f"The request body is larger than this front's limit of {limit} bytes."
+    )
+
+
+def bodies_full_error(retry_after: int) -> OpenAIError:
+    """503 ``FrontAtCapacity`` with ``Retry-After`` and ``x-should-retry: true``: the process's request-body memory
+    budget (``HORDE_OAI_MAX_BUFFERED_BODY_BYTES``) has no room for this body now.
+    """
+    return errors.failure(
+        errors.FRONT_AT_CAPACITY,
+        "The front is holding as many request bodies as its memory allows. Retry shortly.",
+        retry_after=retry_after,
     )
 
 
@@ -153,6 +168,9 @@ class AdmissionGuards:
         self.address_header = address_header_name(settings.client_address_header)
         self.retry_after = settings.capacity_retry_after_seconds
         self.max_body_bytes = settings.max_body_bytes
+        self.max_buffered_body_bytes = settings.max_buffered_body_bytes
+        self.buffered_body_bytes = 0
+        """Bytes of request bodies held now: read so far, or read whole and still held by their request."""
         self.body_timeout_seconds = settings.body_timeout_seconds
         self.in_flight = 0
         self.in_flight_by_client: Counter[str] = Counter()
@@ -161,6 +179,7 @@ class AdmissionGuards:
         self._at_capacity_in_total = Refusal.of(at_capacity_error(self.retry_after, per_client=False))
         self._too_large = Refusal.of(too_large_error(self.max_body_bytes))
         self._upgrade_refused = Refusal.of(upgrade_refused_error())
+        self._bodies_full = Refusal.of(bodies_full_error(self.retry_after))
 
     def refusal_for(self, scope: Scope, started: float) -> Refusal | None:
         """The refusal of an HTTP request on its head (path, client address, ``Content-Length``), in the order the
@@ -199,6 +218,8 @@ class AdmissionGuards:
         declared = content_length(scope)
         if declared is not None and declared > self.max_body_bytes:
             return self._too_large
+        if declared is not None and self.buffered_body_bytes + declared > self.max_buffered_body_bytes:
+            return self._bodies_full
         return None
 
     def _release(self, client: str) -> None:
@@ -243,21 +264,31 @@ class AdmissionGuards:
         return scope_client_address(scope, self.address_header)
 
     async def _admit_body(self, scope: Scope, receive: Receive, send: Send, started: float) -> None:
+        held = HeldBody(self)
         try:
-            async with asyncio.timeout(self.body_timeout_seconds):
-                body = await self._read_body(receive)
-        except TimeoutError:
-            await refuse(scope, send, body_timeout_error(self.body_timeout_seconds), started)
-            return
-        except BodyTooLarge:
-            await refuse(scope, send, too_large_error(self.max_body_bytes), started)
-            return
-        if body is None:  # the client left while sending its body
-            return
-        await self.app(scope, replay(body, receive), send)
+            try:
+                async with asyncio.timeout(self.body_timeout_seconds):
+                    body = await self._read_body(receive, held)
+            except TimeoutError:
+                await refuse(scope, send, body_timeout_error(self.body_timeout_seconds), started)
+                return
+            except BodyTooLarge:
+                await refuse(scope, send, too_large_error(self.max_body_bytes), started)
+                return
+            except BodiesFull:
+                held.release()
+                await refuse(scope, send, bodies_full_error(self.retry_after), started)
+                return
+            if body is None:  # the client left while sending its body
+                return
+            await self.app(scope, replay(body, receive), send)
+        finally:
+            held.release()
 
-    async def _read_body(self, receive: Receive) -> bytes | None:
-        """The whole body, None if the client disconnected; raises :class:`BodyTooLarge` past the limit."""
+    async def _read_body(self, receive: Receive, held: HeldBody) -> bytes | None:
+        """The whole body, None if the client disconnected; each chunk is counted on ``held`` as it arrives. Raises
+        :class:`BodyTooLarge` past the size limit, :class:`BodiesFull` past the process's body budget.
+        """
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -268,9 +299,39 @@ class AdmissionGuards:
             size += len(chunk)
             if size > self.max_body_bytes:
                 raise BodyTooLarge
+            held.take(len(chunk))
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)
+
+
+class HeldBody:
+    """One request's bytes counted on :attr:`AdmissionGuards.buffered_body_bytes`, given back once by
+    :meth:`release` (idempotent).
+    """
+
+    __slots__ = ("_guards", "size")
+
+    def __init__(self, guards: AdmissionGuards) -> None:
+        self._guards = guards
+        self.size = 0
+
+    def take(self, size: int) -> None:
+        """Count ``size`` more bytes; raises :class:`BodiesFull` (counting nothing) when the budget has no room."""
+        guards = self._guards
+        if guards.buffered_body_bytes + size > guards.max_buffered_body_bytes:
+            raise BodiesFull
+        guards.buffered_body_bytes += size
+        self.size += size
+
+    def release(self) -> None:
+        """Give every byte counted back."""
+        self._guards.buffered_body_bytes -= self.size
+        self.size = 0
+
+
+class BodiesFull(Exception):
+    """The process's request-body budget has no room for the next chunk."""
 
 
 class BodyTooLarge(Exception):

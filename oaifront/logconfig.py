@@ -6,8 +6,9 @@ holds the values of the reference's log lines. Records of the standard ``logging
 go to the same sink, except Django's bare request-refusal lines (``Bad Request: /v1/chat/completions``): the front's
 own finished-request and refused-parameter lines already describe those requests. A Django record that carries an
 exception (an unhandled error behind a 500) is kept, with its traceback. With ``HORDE_OAI_LOG_JSON``, uvicorn's own
-loggers (:data:`UVICORN_LOGGERS`: its start-up and shutdown lines, its access log when on) lose the plain-text handlers
-uvicorn gave them and go to the same sink, so every line the process writes once the application is loaded is JSON.
+loggers (:data:`UVICORN_LOGGERS`: its start-up and shutdown lines) lose the plain-text handlers uvicorn gave them and
+go to the same sink, so every line the process writes once the application is loaded is JSON. uvicorn's access log is
+off in either format (:data:`UVICORN_ACCESS_LOGGER`).
 """
 
 from __future__ import annotations
@@ -31,8 +32,13 @@ DISALLOWED_HOST_LOGGER: Final[str] = "django.security.DisallowedHost"
 """Django's logger of responses with a 4xx or 5xx status."""
 
 
-UVICORN_LOGGERS: Final[tuple[str, ...]] = ("uvicorn", "uvicorn.error", "uvicorn.access")
-"""The loggers uvicorn configures with handlers of its own (uvicorn.config.LOGGING_CONFIG)."""
+UVICORN_LOGGERS: Final[tuple[str, ...]] = ("uvicorn", "uvicorn.error")
+"""The loggers uvicorn configures with handlers of its own (uvicorn.config.LOGGING_CONFIG), but its access log."""
+
+UVICORN_ACCESS_LOGGER: Final[str] = "uvicorn.access"
+"""uvicorn's access log: a line per request with the client's address and the query string (where a client may put
+its key, ``?apikey=...``). Always off, whatever the log format and uvicorn's ``--access-log``: the logger loses its
+handlers and does not propagate, so uvicorn (which writes it only while the logger has a handler) writes nothing."""
 
 QUIET_LOGGERS: Final[tuple[str, ...]] = ("httpx", "httpcore")
 """Libraries whose INFO line per call (one per Horde status read) would drown the front's own lines."""
@@ -68,6 +74,9 @@ def configure_logging(settings: FrontSettings) -> None:
             uvicorn_logger = logging.getLogger(name)
             uvicorn_logger.handlers.clear()
             uvicorn_logger.propagate = True
+    access_log = logging.getLogger(UVICORN_ACCESS_LOGGER)
+    access_log.handlers.clear()
+    access_log.propagate = False
     for noisy in QUIET_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     disallowed_host = logging.getLogger(DISALLOWED_HOST_LOGGER)

@@ -524,10 +524,17 @@ def _span_details(method: str, path: str, root_path: str) -> tuple[str, str | No
     return (method, None) if route is None else (f"{method} {route}", route)
 
 
+UNMATCHED_PATH: Final[str] = "/{unmatched}"
+"""The path a server span shows for a request no route serves (the path itself is the client's text)."""
+
+
 class PrivateScopeTracing:
     """The OpenTelemetry ASGI middleware, shown a scope without the client's address, query string or headers (but
-    the trace context's), so neither the server spans nor the ``http.server.*`` metrics carry a client address, user
-    agent, ``Host`` value or other header: their labels stay bounded. The application behind it gets the request's
+    the trace context's), and with the route's template as its path (``/v1/responses/{response_id}``, never the
+    stored response's id, which is the only key to it for the anonymous key; :data:`UNMATCHED_PATH` when no route
+    serves it), so neither the server spans (``url.full``, ``http.target``, ``url.path``) nor the ``http.server.*``
+    metrics carry a client address, user agent, ``Host`` value, other header or path parameter: their labels stay
+    bounded. The application behind it gets the request's
     own scope back. :data:`UNTRACED_PATHS` skip the instrumentation.
     """
 
@@ -547,8 +554,13 @@ class PrivateScopeTracing:
             await self._app(scope, receive, send)
             return
         shown = {
-            key: value for key, value in scope.items() if key not in {"client", "headers", "query_string", "state"}
+            key: value
+            for key, value in scope.items()
+            if key not in {"client", "headers", "query_string", "state", "raw_path"}
         }
+        root_path = str(scope.get("root_path", ""))
+        route = _span_details(str(scope.get("method", "HTTP")), str(scope.get("path", "")), root_path)[1]
+        shown["path"] = root_path + (route or UNMATCHED_PATH)
         shown["headers"] = [(name, value) for name, value in scope.get("headers", ()) if name in self._kept_headers]
         shown["query_string"] = b""
         shown[_ORIGINAL_SCOPE] = scope

@@ -44,7 +44,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from chat.limits import MAX_CHAT_MODEL_COUNT
+from chat.limits import MAX_CHAT_MODEL_COUNT, MAX_MODEL_ID_LENGTH
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Validation vocabulary shared with chat.reading.screening (which turns pydantic errors into OpenAI's wording)
@@ -521,7 +521,7 @@ class HordeOptions(_Strict):
     slow_workers: bool | None = None
     """Allow slow workers."""
 
-    workers: list[str] | None = None
+    workers: list[WorkerId] | None = None
     """Worker ids to serve on (or to avoid with ``worker_blacklist``)."""
 
     worker_blacklist: bool | None = None
@@ -542,8 +542,11 @@ class HordeOptions(_Strict):
     front's own option."""
 
 
-ModelId = Annotated[str, StringConstraints(min_length=1)]
-"""A non-empty model id."""
+ModelId = Annotated[str, StringConstraints(min_length=1, max_length=MAX_MODEL_ID_LENGTH)]
+"""A model id: 1 to 255 characters (:data:`chat.limits.MAX_MODEL_ID_LENGTH`)."""
+
+WorkerId = Annotated[str, StringConstraints(min_length=1)]
+"""A worker id: not empty (the Horde's are UUIDs)."""
 
 MetadataKey = Annotated[str, StringConstraints(max_length=64)]
 MetadataValue = Annotated[str, StringConstraints(max_length=512)]

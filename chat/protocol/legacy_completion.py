@@ -12,7 +12,7 @@ from horde_sdk.generation_parameters.text.chat_limits import (
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from chat.protocol.chat_completion import HordeExtras, Usage
-from chat.protocol.chat_request import Stop, StreamOptions
+from chat.protocol.chat_request import ModelId, Stop, StreamOptions
 
 
 class CompletionRequest(BaseModel):
@@ -20,7 +20,7 @@ class CompletionRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
 
-    model: Annotated[str, StringConstraints(min_length=1)]
+    model: ModelId
     """A model served through the Horde's text generation API (``x_horde.api: "text"`` in ``GET /v1/models``)."""
 
     prompt: (

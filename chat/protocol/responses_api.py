@@ -34,6 +34,7 @@ from chat.protocol.chat_request import (
     ContextDiscriminator,
     HordeOptions,
     JsonSchemaObject,
+    ModelId,
     ToolChoiceMode,
     by_json_type,
     openai_value_list,
@@ -358,8 +359,9 @@ MetadataValue = Annotated[str, StringConstraints(max_length=512)]
 class ResponsesRequest(_Strict):
     """The body of ``POST /v1/responses`` (the conversation in ``input``, after a stored ``previous_response_id``)."""
 
-    model: str
-    """The model to use (see ``GET /v1/models``). A model the Horde does not know is 400 ``UnknownModel``."""
+    model: ModelId
+    """The model to use (see ``GET /v1/models``), 1 to 255 characters. A model the Horde does not know is 400
+    ``UnknownModel``."""
 
     input: Input
     """The conversation: a string (one user message), or an array of items: messages (``role`` and ``content``),

@@ -27,7 +27,7 @@ NOT_AN_OBJECT_MESSAGE: Final[str] = "The request body must be a JSON object, but
 name of its JSON type (:func:`json_type_name`), such as ``an array``."""
 
 
-SHOWN_VALUE_LENGTH: Final[int] = 64
+SHOWN_VALUE_LENGTH: Final[int] = errors.QUOTED_INPUT_CHARS
 """The most characters of a client's value quoted back in an error message."""
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -35,6 +35,12 @@ SHOWN_VALUE_LENGTH: Final[int] = 64
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE_BYTES = re.compile(rb"\xed[\xa0-\xbf]")
+r"""A UTF-16 surrogate written raw in UTF-8 (``\xed\xa0\x80`` is U+D800): invalid UTF-8 that :func:`json.loads`
+decodes with ``surrogatepass``, so it must be looked for like the escaped form."""
+_UTF_16_OR_32 = b"\x00"
+r"""A NUL in a body's first four bytes: :func:`json.loads` reads it as UTF-16 or UTF-32, where a lone surrogate has
+no byte pattern of its own, so such a body's strings are always checked."""
 
 
 def _refuse_constant(name: str) -> Any:
@@ -68,8 +74,9 @@ def _holds_lone_surrogate(value: object) -> bool:
 def parse_json_body(raw: bytes) -> dict[str, Any]:
     r"""Parse a body as a JSON object.
 
-    NaN, Infinity and -Infinity, a number that overflows a double (``1e400``) and an escaped lone UTF-16 surrogate
-    (``"\ud800"``, which no UTF-8 text can carry on to the Horde) are refused like any invalid JSON.
+    NaN, Infinity and -Infinity, a number that overflows a double (``1e400``) and a lone UTF-16 surrogate, escaped
+    (``"\ud800"``) or as raw bytes (``\xed\xa0\x80``, which is not UTF-8 either), anywhere in the body (a key or a
+    value: no UTF-8 text can carry it on to the Horde or a log) are refused like any invalid JSON.
 
     Raises:
         OpenAIError: 400 ``BadRequest``, param null: :data:`NOT_JSON_MESSAGE` for a body that is not JSON,
@@ -82,7 +89,12 @@ def parse_json_body(raw: bytes) -> dict[str, Any]:
     if not isinstance(body, dict):
         message = NOT_AN_OBJECT_MESSAGE.format(got=json_type_name(body))
         raise errors.failure(errors.BAD_REQUEST, message)
-    if _SURROGATE_ESCAPE.search(raw) and _holds_lone_surrogate(body):
+    may_hold_surrogate = (
+        _SURROGATE_ESCAPE.search(raw) is not None
+        or _SURROGATE_BYTES.search(raw) is not None
+        or _UTF_16_OR_32 in raw[:4]
+    )
+    if may_hold_surrogate and _holds_lone_surrogate(body):
         raise errors.failure(errors.BAD_REQUEST, NOT_JSON_MESSAGE)
     return body
 

@@ -54,7 +54,7 @@ def read_completion_request(raw: bytes) -> CompletionRequest:
     body = parse_json_body(raw)
     for key in body:
         if key not in CompletionRequest.model_fields and key not in DROPPED_DEFAULT_KEYS:
-            raise unsupported_chat_parameter(key, f"Unrecognized request argument supplied: {key}")
+            raise unsupported_chat_parameter(key, f"Unrecognized request argument supplied: {errors.clip(key)}")
     for key, default in (ONLY_DEFAULT_KEYS | DROPPED_DEFAULT_KEYS).items():
         value = body.get(key)
         if value is not None and (value != default or isinstance(value, bool) != isinstance(default, bool)):

@@ -99,7 +99,7 @@ def find_stateful_refusal(body: Mapping[str, Any]) -> OpenAIError | None:
     """
     for key in body:
         if key not in RESPONSES_REQUEST_KEYS and key not in STATEFUL_PARAMETERS and key != "include":
-            return unsupported_chat_parameter(key, f"Unrecognized request argument supplied: {key}")
+            return unsupported_chat_parameter(key, f"Unrecognized request argument supplied: {errors.clip(key)}")
     for key, reason in STATEFUL_PARAMETERS.items():
         if body.get(key) is not None:
             return unsupported_chat_parameter(

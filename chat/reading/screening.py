@@ -149,7 +149,9 @@ def find_refused_parameter(body: Mapping[str, Any]) -> RefusedParameter | None:
         if key not in CHAT_REQUEST_KEYS and (
             no_op is None or (no_op.unrecognized_otherwise and not is_default_no_op(key, value))
         ):
-            return RefusedParameter(path=key, param=key, message=f"Unrecognized request argument supplied: {key}")
+            return RefusedParameter(
+                path=key, param=key, message=f"Unrecognized request argument supplied: {errors.clip(key)}"
+            )
     for key, value in body.items():
         if key in DEFAULT_NO_OP_PARAMETERS and not is_default_no_op(key, value):
             default = show_value(DEFAULT_NO_OP_PARAMETERS[key].default)

@@ -187,7 +187,7 @@ def openai_error_from_validation(error: ErrorDetails, body: object = None) -> Op
             return unsupported_chat_parameter(ctx["param"], ctx["message"])
         return OpenAIError(status=400, message=ctx["message"], code=ctx["code"], param=ctx["param"])
     if kind == "extra_forbidden":
-        return unsupported_chat_parameter(path, f"Unrecognized request argument supplied: {path}")
+        return unsupported_chat_parameter(path, f"Unrecognized request argument supplied: {errors.clip(path)}")
     if kind == SCHEMA_NESTING_ERROR:
         return unsupported_chat_parameter(
             path,

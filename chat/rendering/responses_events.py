@@ -31,7 +31,9 @@ from chat.rendering.sse import typed_event
 
 
 def response_id(request_id: str) -> str:
-    """``resp_`` + the native request id."""
+    """``resp_`` + ``request_id``: the response's own random id (chat.views.responses.public_response_id), never the
+    native request id the log lines carry.
+    """
     return f"resp_{request_id}"
 
 

@@ -40,6 +40,10 @@ RESPONSE_KEY: Final[str] = "response:{owner}:{response_id}"
 ITEM_KEY: Final[str] = "response-item:{owner}:{item_id}"
 """The cache key of one output item of a stored response, for ``item_reference``."""
 
+MAX_STORED_ID_LENGTH: Final[int] = 128
+"""The longest response or item id looked up: the front's own are 53 characters (``resp_`` and 48 hex digits), so a
+longer one is no stored response's and is not sent to the cache (nor into its key-length warning, a log line)."""
+
 REPLAYED_ITEM_TYPES: Final[frozenset[str]] = frozenset({"message", "function_call", "function_call_output"})
 """Output item types a next turn replays as input. A ``reasoning`` item is not replayed: the Horde's workers take
 no reasoning history (chat completions drop it too)."""
@@ -149,6 +153,8 @@ class ResponseStore:
 
     async def get(self, apikey: str | None, response_id: str) -> StoredResponse | None:
         """The response stored under ``response_id`` by this key, or None (unknown, expired, deleted, another key's)."""
+        if len(response_id) > MAX_STORED_ID_LENGTH:
+            return None
         value = await self.cache.aget(RESPONSE_KEY.format(owner=owner_of(apikey), response_id=response_id))
         if not isinstance(value, dict) or not isinstance(value.get("response"), dict):
             return None
@@ -157,6 +163,8 @@ class ResponseStore:
 
     async def item(self, apikey: str | None, item_id: str) -> dict[str, Any] | None:
         """The stored output item ``item_id`` of one of this key's responses, as an input item, or None."""
+        if len(item_id) > MAX_STORED_ID_LENGTH:
+            return None
         value = await self.cache.aget(ITEM_KEY.format(owner=owner_of(apikey), item_id=item_id))
         return value if isinstance(value, dict) else None
 
@@ -193,7 +201,7 @@ def previous_response_not_found(response_id: str) -> OpenAIError:
     """400 ``previous_response_not_found`` at ``previous_response_id``, OpenAI's wording."""
     return errors.failure(
         errors.PREVIOUS_RESPONSE_NOT_FOUND,
-        PREVIOUS_RESPONSE_NOT_FOUND_MESSAGE.format(response_id=response_id),
+        PREVIOUS_RESPONSE_NOT_FOUND_MESSAGE.format(response_id=errors.clip(response_id)),
         param="previous_response_id",
     )
 
@@ -201,13 +209,15 @@ def previous_response_not_found(response_id: str) -> OpenAIError:
 def item_not_found(item_id: object, index: int) -> OpenAIError:
     """404 ``item_not_found`` at ``input[<index>]`` (:data:`ITEM_NOT_FOUND_MESSAGE`)."""
     return errors.failure(
-        errors.ITEM_NOT_FOUND, ITEM_NOT_FOUND_MESSAGE.format(item_id=item_id), param=f"input[{index}]"
+        errors.ITEM_NOT_FOUND, ITEM_NOT_FOUND_MESSAGE.format(item_id=errors.clip(str(item_id))), param=f"input[{index}]"
     )
 
 
 def response_not_found(response_id: str) -> OpenAIError:
     """404 ``response_not_found`` for ``GET`` / ``DELETE /v1/responses/{id}``."""
-    return errors.failure(errors.RESPONSE_NOT_FOUND, RESPONSE_NOT_FOUND_MESSAGE.format(response_id=response_id))
+    return errors.failure(
+        errors.RESPONSE_NOT_FOUND, RESPONSE_NOT_FOUND_MESSAGE.format(response_id=errors.clip(response_id))
+    )
 
 
 def _as_items(value: Any) -> list[Any]:

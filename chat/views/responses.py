@@ -11,8 +11,9 @@ error's ``param`` names the Responses request's path.
 
 from __future__ import annotations
 
+import secrets
 import time
-from typing import Any
+from typing import Any, Final
 
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
@@ -26,6 +27,16 @@ from chat.serving.request_record import record_refusal
 from chat.serving.service import Answered, Refused, serve_chat
 from chat.serving.stored_responses import resolve_stored_input, response_not_found, response_store
 from chat.views.prelude import arrive, event_stream_response, with_progress
+
+PUBLIC_ID_BYTES: Final[int] = 24
+"""Random bytes of a response's own id (``resp_`` + 48 hex digits, the ids of its output items alike)."""
+
+
+def public_response_id() -> str:
+    """A new response's id without its ``resp_`` prefix: random, unrelated to the native request id the log lines and
+    spans carry, since a stored response's id is the only key to it for the anonymous key (and so a capability).
+    """
+    return secrets.token_hex(PUBLIC_ID_BYTES)
 
 
 @csrf_exempt
@@ -54,11 +65,11 @@ async def responses(request: HttpRequest) -> HttpResponseBase:
         return with_progress(as_responses_error(outcome.error, sources).to_response(), outcome.progress)
     if isinstance(outcome, Answered):
         response = build_response(
-            responses_request, outcome.body, outcome.request_id, outcome.created, int(time.time())
+            responses_request, outcome.body, public_response_id(), outcome.created, int(time.time())
         )
         await keep(response)
         return with_progress(json_response(response), outcome.progress)
-    writer = ResponseEventWriter(responses_request, outcome.request_id, outcome.created, responses_request.model)
+    writer = ResponseEventWriter(responses_request, public_response_id(), outcome.created, responses_request.model)
     events = response_events(writer, outcome.events, sources, time.time, on_complete=keep)
     return event_stream_response(events, outcome.finish, outcome.progress)
 

@@ -293,6 +293,10 @@ SHOULD_RETRY_WORDING: Final[Mapping[str, tuple[str, str | None]]] = MappingProxy
 """How the ``x-should-retry`` description names each catalogue code that sends ``false``, in its order, and why a
 retry is pointless (None: no reason given); the codes are checked against the catalogue."""
 
+SHOULD_RETRY_TRUE_WORDING: Final[Mapping[str, str]] = MappingProxyType({errors.FRONT_AT_CAPACITY: "`FrontAtCapacity`"})
+"""How the ``x-should-retry`` description names each catalogue code that sends ``true`` (a busy moment of this
+front: a retry after ``Retry-After`` is served); checked against the catalogue."""
+
 
 def retry_after_description() -> str:
     """The ``Retry-After`` description: the catalogue's fixed values and computed codes, in catalogue order."""
@@ -314,10 +318,13 @@ def should_retry_description() -> str:
 
     Raises:
         ValueError: the catalogue's codes that send ``x-should-retry`` are not those the wording names, or one sends
-            ``true`` (the description says ``false``).
+            ``true`` but is not in :data:`SHOULD_RETRY_TRUE_WORDING`.
     """
     sending = {failure.code for failure in errors.FAILURES.values() if failure.sends_should_retry}
-    if sending != set(SHOULD_RETRY_WORDING) or any(failure.should_retry for failure in errors.FAILURES.values()):
+    sending_true = {failure.code for failure in errors.FAILURES.values() if failure.should_retry}
+    if sending != set(SHOULD_RETRY_WORDING) | set(SHOULD_RETRY_TRUE_WORDING) or sending_true != set(
+        SHOULD_RETRY_TRUE_WORDING
+    ):
         raise ValueError(f"x-should-retry: the catalogue's codes {sorted(sending)} are not the documented ones")
     reasoned = [(name, reason) for name, reason in SHOULD_RETRY_WORDING.values() if reason is not None]
     plain = [name for name, reason in SHOULD_RETRY_WORDING.values() if reason is None]
@@ -325,8 +332,9 @@ def should_retry_description() -> str:
     reasons = _enumerate([reason for _, reason in reasoned], ", or ")
     return (
         "Whether the official OpenAI SDKs should retry; when present it decides alone. `false` with "
-        f"{with_reasons}: a retry {reasons}; and with {_enumerate(plain)}. Absent otherwise, so the SDKs' defaults "
-        "apply."
+        f"{with_reasons}: a retry {reasons}; and with {_enumerate(plain)}. `true` with "
+        f"{_enumerate(list(SHOULD_RETRY_TRUE_WORDING.values()))}: the front is busy for a moment, and a retry after "
+        "`Retry-After` is served. Absent otherwise, so the SDKs' defaults apply."
     )
 
 

@@ -5,6 +5,7 @@ worker, the kudos cap's dry run, and the legacy ``POST /v1/completions`` with Ll
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -407,7 +408,7 @@ def test_responses_on_a_text_model_go_through_the_text_api(text_stack: LiveStack
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": f"Tides? [{mark}]"}]
     assert native["payload"]["prompt"] == render(LLAMA_3, template_messages(messages))
     assert native["payload"]["params"]["max_length"] == 40
-    assert response.id == f"resp_{native['id']}"
+    assert re.fullmatch(r"resp_[0-9a-f]{48}", response.id), response.id  # its own id, not the native one (issue 35)
     assert (response.object, response.model) == ("response", LLAMA)
     status = httpx.get(f"{text_stack.horde_url}/v2/generate/text/status/{native['id']}").json()
     assert response.output_text == status["generations"][0]["text"].lstrip()
@@ -420,7 +421,7 @@ def test_responses_on_a_text_model_go_through_the_text_api(text_stack: LiveStack
     assert kinds[:2] == ["response.created", "response.in_progress"]
     assert kinds[-1] == "response.completed"
     assert "response.output_text.delta" in kinds
-    assert final.id == f"resp_{streamed['id']}"
+    assert re.fullmatch(r"resp_[0-9a-f]{48}", final.id), final.id
     status = httpx.get(f"{text_stack.horde_url}/v2/generate/text/status/{streamed['id']}").json()
     assert final.output_text == status["generations"][0]["text"].lstrip()
 

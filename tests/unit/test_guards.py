@@ -219,6 +219,7 @@ async def test_every_capacity_refusal_sends_the_same_whole_answer() -> None:
     assert first.headers == {
         "content-type": "application/json",
         "retry-after": first.headers["retry-after"],
+        "x-should-retry": "true",
         **{name.lower(): value for name, value in CORS_HEADERS.items()},
         "content-length": str(len(body)),
         "connection": "close",

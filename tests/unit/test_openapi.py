@@ -676,8 +676,8 @@ BODY_ROUTE_RETRY_HEADERS = {
 ``ChatRequestFaulted`` (``prompt_overflow``), ``ChatRequestCancelled`` and ``no_eligible_worker``; ``Retry-After`` of
 the 503s and of the Horde's 429 / 503 (chat.horde.real_horde_answers.RETRY_LATER_STATUSES); none on a 400, 404 or
 413."""
-MODEL_ROUTE_RETRY_HEADERS = {"429": ["Retry-After"], "503": ["Retry-After"]}
-"""The model routes' 503s are ``MaintenanceMode`` and ``FrontAtCapacity``, neither with ``x-should-retry``; their
+MODEL_ROUTE_RETRY_HEADERS = {"429": ["Retry-After"], "503": ["Retry-After", "x-should-retry"]}
+"""The model routes' 503s are ``MaintenanceMode`` and ``FrontAtCapacity`` (``x-should-retry: true``, issue 35); their
 502 ``HordeUnavailable`` sends no retry header."""
 
 
@@ -687,8 +687,12 @@ MODEL_ROUTE_RETRY_HEADERS = {"429": ["Retry-After"], "503": ["Retry-After"]}
         (CHAT, "post", BODY_ROUTE_RETRY_HEADERS),
         (RESPONSES, "post", BODY_ROUTE_RETRY_HEADERS),
         ("/v1/completions", "post", BODY_ROUTE_RETRY_HEADERS),
-        (f"{RESPONSES}/{{response_id}}", "get", {"401": ["x-should-retry"], "503": ["Retry-After"]}),
-        (f"{RESPONSES}/{{response_id}}", "delete", {"401": ["x-should-retry"], "503": ["Retry-After"]}),
+        (f"{RESPONSES}/{{response_id}}", "get", {"401": ["x-should-retry"], "503": ["Retry-After", "x-should-retry"]}),
+        (
+            f"{RESPONSES}/{{response_id}}",
+            "delete",
+            {"401": ["x-should-retry"], "503": ["Retry-After", "x-should-retry"]},
+        ),
         (MODELS, "get", MODEL_ROUTE_RETRY_HEADERS),
         (MODEL, "get", MODEL_ROUTE_RETRY_HEADERS),
     ],
@@ -716,7 +720,8 @@ def test_retry_headers_where_the_catalogue_sends_them(
                 "Whether the official OpenAI SDKs should retry; when present it decides alone. `false` with every "
                 "`no_eligible_worker`, with `ChatRequestTimeout` and with a `ChatRequestFaulted` whose fault is "
                 "`prompt_overflow`: a retry within seconds meets the same workers, waits the whole budget again, or "
-                "overflows again; and with `InvalidAPIKey`, `KudosUpfront` and `ChatRequestCancelled`. Absent "
+                "overflows again; and with `InvalidAPIKey`, `KudosUpfront` and `ChatRequestCancelled`. `true` with "
+                "`FrontAtCapacity`: the front is busy for a moment, and a retry after `Retry-After` is served. Absent "
                 "otherwise, so the SDKs' defaults apply."
             )
 

@@ -1,0 +1,116 @@
+"""Hostile clients against the running front (issue 35): what a log reader or a trace reader must never learn.
+
+The front runs under uvicorn with JSON logs (``HORDE_OAI_LOG_JSON=true``), a proxy passkey, and telemetry exported
+over OTLP/HTTP to a receiver of this test's own (tests/integration/test_otlp_export.py). A client on its own loopback
+address (127.0.0.2) lists the models with a query string, asks a chat completion and stores a response with a key of
+its own, then reads the stored response back by its id. Everything the front wrote and exported is then searched.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import start_devhorde, start_front
+from tests.integration.test_otlp_export import Received, receiver
+
+pytestmark = pytest.mark.integration
+
+CLIENT_ADDRESS = "127.0.0.2"
+"""The client's own loopback address: the front binds 127.0.0.1, so this one appears only if the client's is shown."""
+
+
+@dataclass
+class Captured:
+    """What the front wrote (its log, JSON lines) and exported (every OTLP export, as protobuf text), and the values
+    that must appear in neither."""
+
+    log: str
+    exported: str
+    secrets: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory: pytest.TempPathFactory) -> Captured:
+    tmp: Path = tmp_path_factory.mktemp("hostile")
+    received = Received()
+    server = receiver(received)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    key = f"hostilekey{secrets.token_hex(8)}"
+    passkey = f"passkey{secrets.token_hex(8)}"
+    prompt = f"zebrafinch{secrets.token_hex(6)}"
+    query = f"querymark{secrets.token_hex(6)}"
+    devhorde, horde_url = start_devhorde(tmp, scenario="fast")
+    try:
+        env = {
+            "HORDE_OAI_LOG_JSON": "true",
+            "HORDE_OAI_PROXY_PASSKEY": passkey,
+            "HORDE_OAI_TELEMETRY_ENABLED": "true",
+            "HORDE_OAI_DELTA_PACING_MAX_WINDOW_SECONDS": "0",
+            "LOGFIRE_SEND_TO_LOGFIRE": "false",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            "OTEL_METRIC_EXPORT_INTERVAL": "500",
+            "OTEL_BSP_SCHEDULE_DELAY": "200",
+            "OTEL_BLRP_SCHEDULE_DELAY": "200",
+        }
+        front, base = start_front(tmp, horde_url, env=env)
+        try:
+            transport = httpx.HTTPTransport(local_address=CLIENT_ADDRESS)
+            headers = {"Authorization": f"Bearer {key}"}
+            with httpx.Client(base_url=base, transport=transport, headers=headers, timeout=30) as client:
+                models = client.get(f"/v1/models?apikey={query}")
+                assert models.status_code == 200, models.text
+                model = models.json()["data"][0]["id"]
+                message = {"role": "user", "content": f"Tell me about {prompt}."}
+                completion = client.post("/v1/chat/completions", json={"model": model, "messages": [message]})
+                assert completion.status_code == 200, completion.text
+                stored = client.post("/v1/responses", json={"model": model, "input": f"And {prompt}?"})
+                assert stored.status_code == 200, stored.text
+                response_id = stored.json()["id"]
+                read_back = client.get(f"/v1/responses/{response_id}?include={query}")
+                assert read_back.status_code == 200, read_back.text
+        finally:
+            front.stop()
+    finally:
+        devhorde.stop()
+        server.shutdown()
+    exported = "\n".join(str(message) for exports in received.exports.values() for message in exports)
+    return Captured(
+        log=front.log(),
+        exported=exported,
+        secrets={
+            "key": key,
+            "passkey": passkey,
+            "prompt": prompt,
+            "reply": completion.json()["choices"][0]["message"]["content"][:40],
+            "stored reply": stored.json()["output"][-1]["content"][0]["text"][:40],
+            "client address": CLIENT_ADDRESS,
+            "query string": query,
+            "response id": response_id.removeprefix("resp_"),
+        },
+    )
+
+
+def test_the_capture_holds_the_requests(captured: Captured) -> None:
+    """The search below reads real output: the JSON finished-request lines and the server spans are there."""
+    assert '"Chat request ' in captured.log
+    assert 'name: "POST /v1/responses"' in captured.exported
+    assert 'name: "GET /v1/responses/{response_id}"' in captured.exported
+    assert 'string_value: "/v1/responses/{response_id}"' in captured.exported  # http.route, and the path shown
+
+
+@pytest.mark.parametrize(
+    "what", ["key", "passkey", "prompt", "reply", "stored reply", "client address", "query string", "response id"]
+)
+def test_no_capability_or_personal_datum_in_the_logs_or_exports(captured: Captured, what: str) -> None:
+    """The key, the passkey, the prompt, the replies, the client's address, a query string and a stored response's
+    id appear in no log line (JSON; uvicorn's access log stays off) and no span, metric or log record exported."""
+    secret = captured.secrets[what]
+    assert secret not in captured.log
+    assert secret not in captured.exported

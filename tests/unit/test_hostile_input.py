@@ -1,0 +1,462 @@
+"""Hostile input, in process (issue 35): every finding of the audit with its exact input, answered with OpenAI's
+envelope and never a 500 (reference: Request keys, Value and contract validation).
+
+Driven through Django's test client, so the whole view runs: the body reader, the API's screening and the rules the
+Horde's own limits apply (where the raw surrogate bytes used to reach ``str.encode`` and a traceback).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, Final
+
+import pytest
+from django.test import Client
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from chat.settings import DEFAULT_MAX_BODY_BYTES, FrontSettings
+from oaifront.guards import AdmissionGuards
+
+NOT_JSON: Final[str] = (
+    "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library "
+    "correctly. This API expects a JSON object as the request body, but what was sent was not valid JSON. NaN, "
+    "Infinity, numbers too large for a double and lone UTF-16 surrogates are not accepted either.)"
+)
+"""Written out here so the test does not read it from the code under test."""
+
+RAW_SURROGATE: Final[bytes] = b"\xed\xa0\x80"
+"""U+D800 encoded as if it were a character: the audit's bytes."""
+
+MARK: Final[str] = "@@HOSTILE@@"
+"""Stands where the hostile bytes go in a body serialised as JSON; replaced in the bytes."""
+
+CHAT_BODY: Final[dict[str, Any]] = {
+    "model": "example/model-7b",
+    "messages": [
+        {"role": "system", "content": "Answer briefly.", "name": "rules"},
+        {"role": "user", "content": [{"type": "text", "text": "Weather?"}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+        {"role": "user", "content": "Thanks"},
+    ],
+    "tools": [{"type": "function", "function": {"name": "get", "description": "Weather", "parameters": {}}}],
+    "stop": ["\n\n"],
+    "max_tokens": 16,
+    "temperature": 0.5,
+    "user": "someone",
+    "horde": {"workers": ["6f1c2b1e-0d8a-4c3e-9a55-3e0f7d2c9b10"], "max_kudos": 10},
+}
+RESPONSES_BODY: Final[dict[str, Any]] = {
+    "model": "example/model-7b",
+    "instructions": "Answer briefly.",
+    "input": [
+        {"role": "user", "content": [{"type": "input_text", "text": "Weather?"}]},
+        {"type": "function_call", "call_id": "call_1", "name": "get", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
+    ],
+    "tools": [{"type": "function", "name": "get", "description": "Weather", "parameters": {}}],
+    "previous_response_id": "resp_0123456789abcdef",
+    "metadata": {"topic": "weather"},
+    "max_output_tokens": 16,
+    "store": True,
+}
+COMPLETIONS_BODY: Final[dict[str, Any]] = {
+    "model": "example/model-7b",
+    "prompt": ["Once", "upon"],
+    "stop": "\n",
+    "max_tokens": 16,
+    "suffix": "end",
+}
+ROUTE_BODIES: Final[dict[str, dict[str, Any]]] = {
+    "/v1/chat/completions": CHAT_BODY,
+    "/v1/responses": RESPONSES_BODY,
+    "/v1/completions": COMPLETIONS_BODY,
+}
+
+
+def positions(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], str]]:
+    """Every place a JSON body holds text or a value: ``(path, "key")`` for an object's key, ``(path, "value")`` for
+    a leaf (a string gets the bytes added, any other leaf is replaced by a string holding them)."""
+    found: list[tuple[tuple[Any, ...], str]] = []
+    if isinstance(value, dict):
+        for key, child in value.items():
+            found.append(((*path, key), "key"))
+            found.extend(positions(child, (*path, key)))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            found.extend(positions(child, (*path, index)))
+    else:
+        found.append((path, "value"))
+    return found
+
+
+def hostile_body(base: dict[str, Any], path: tuple[Any, ...], where: str, hostile: bytes) -> bytes:
+    """``base`` as JSON bytes with ``hostile`` written raw into the key or value at ``path``."""
+    body = json.loads(json.dumps(base))
+    parent: Any = body
+    for step in path[:-1]:
+        parent = parent[step]
+    last = path[-1]
+    if where == "key":
+        parent[f"{last}{MARK}"] = parent.pop(last)
+    else:
+        leaf = parent[last]
+        parent[last] = f"{leaf}{MARK}" if isinstance(leaf, str) else MARK
+    return json.dumps(body, ensure_ascii=False).encode().replace(MARK.encode(), hostile)
+
+
+def assert_not_json(response: Any) -> None:
+    assert response.status_code == 400, response.content[:300]
+    assert response.json() == {
+        "error": {"message": NOT_JSON, "type": "invalid_request_error", "param": None, "code": "BadRequest"}
+    }
+
+
+@pytest.mark.parametrize(
+    ("route", "path", "where"),
+    [
+        pytest.param("/v1/chat/completions", ("messages", 4, "content"), "value", id="chat-messages-content"),
+        pytest.param("/v1/chat/completions", ("stop", 0), "value", id="chat-stop"),
+        pytest.param("/v1/chat/completions", ("temperature",), "key", id="chat-unknown-key-name"),
+        pytest.param("/v1/chat/completions", ("tools", 0, "function", "description"), "value", id="chat-tool-desc"),
+        pytest.param("/v1/chat/completions", ("model",), "value", id="chat-model"),
+        pytest.param("/v1/responses", ("input", 0, "content", 0, "text"), "value", id="responses-input"),
+        pytest.param("/v1/responses", ("instructions",), "value", id="responses-instructions"),
+        pytest.param("/v1/responses", ("previous_response_id",), "value", id="responses-previous-response-id"),
+        pytest.param("/v1/responses", ("tools", 0, "description"), "value", id="responses-tool-description"),
+        pytest.param("/v1/completions", ("prompt", 0), "value", id="completions-prompt"),
+        pytest.param("/v1/completions", ("suffix",), "value", id="completions-suffix"),
+    ],
+)
+def test_raw_surrogate_bytes_in_a_field_are_the_not_json_400(route: str, path: tuple[Any, ...], where: str) -> None:
+    """The audit's bytes ``\\xed\\xa0\\x80`` (8 of these 11 fields answered 500 with a traceback): a lone surrogate
+    as raw bytes is invalid UTF-8, refused like its escaped form. ref: request-keys.3"""
+    raw = hostile_body(ROUTE_BODIES[route], path, where, RAW_SURROGATE)
+    assert RAW_SURROGATE in raw
+    assert_not_json(Client().post(route, raw, content_type="application/json"))
+
+
+lone_surrogates = st.integers(min_value=0xD800, max_value=0xDFFF).map(
+    lambda point: chr(point).encode("utf-8", "surrogatepass")
+)
+escaped_surrogates = st.integers(min_value=0xD800, max_value=0xDFFF).map(lambda point: f"\\u{point:04x}".encode())
+
+
+def is_invalid_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+invalid_utf8 = st.binary(min_size=1, max_size=8).filter(is_invalid_utf8)
+HOSTILE_SLOTS: Final[list[tuple[str, tuple[Any, ...], str]]] = [
+    (route, path, where) for route, body in ROUTE_BODIES.items() for path, where in positions(body)
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    slot=st.sampled_from(HOSTILE_SLOTS),
+    prefix=st.text(max_size=4).map(lambda text: json.dumps(text)[1:-1].encode()),
+    hostile=lone_surrogates | escaped_surrogates | invalid_utf8,
+)
+def test_invalid_utf8_or_a_lone_surrogate_anywhere_is_the_not_json_400(
+    slot: tuple[str, tuple[Any, ...], str], prefix: bytes, hostile: bytes
+) -> None:
+    """Raw invalid UTF-8, a lone surrogate as raw bytes and an escaped lone surrogate, at every key and value of every
+    route's body: always 400 ``BadRequest`` with the not-JSON message and param null. ref: request-keys.3"""
+    route, path, where = slot
+    raw = hostile_body(ROUTE_BODIES[route], path, where, prefix + hostile)
+    assert_not_json(Client().post(route, raw, content_type="application/json"))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Echoes without bounds (issue 35, finding 6)
+
+LONG: Final[str] = "x" * 1_000_000
+"""The audit's 1,000,000-character value."""
+
+
+def error_of(response: Any) -> dict[str, Any]:
+    error: dict[str, Any] = response.json()["error"]
+    return error
+
+
+@pytest.mark.parametrize(
+    ("route", "body"),
+    [
+        ("/v1/chat/completions", {"model": LONG, "messages": [{"role": "user", "content": "Hi"}]}),
+        ("/v1/responses", {"model": LONG, "input": "Hi"}),
+        ("/v1/completions", {"model": LONG, "prompt": "Once"}),
+    ],
+)
+def test_a_model_id_longer_than_the_hordes_is_refused_at_model(route: str, body: dict[str, Any]) -> None:
+    """A 1,000,000-character ``model`` was forwarded to the Horde and echoed whole (a 1 MB error body): now 400 at
+    ``model`` in OpenAI's string-length wording, before anything is sent. ref: request-keys.3"""
+    response = Client().post(route, json.dumps(body), content_type="application/json")
+    assert response.status_code == 400
+    assert error_of(response) == {
+        "message": (
+            "Invalid 'model': string too long. Expected a string with maximum length 255, but got a string with "
+            "length 1000000 instead."
+        ),
+        "type": "invalid_request_error",
+        "param": "model",
+        "code": "BadRequest",
+    }
+
+
+def test_a_model_id_of_255_characters_is_not_refused_for_its_length() -> None:
+    """The bound is the Horde's own (its model column holds 255 characters): such a name is read and goes on (to
+    the unreachable test Horde: 502, not a 400)."""
+    body = {"model": "m" * 255, "messages": [{"role": "user", "content": "Hi"}]}
+    response = Client().post("/v1/chat/completions", json.dumps(body), content_type="application/json")
+    assert response.status_code == 502, response.content[:300]
+
+
+@pytest.mark.parametrize(
+    ("route", "body"),
+    [
+        ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "Hi"}], LONG: 1}),
+        ("/v1/responses", {"model": "m", "input": "Hi", LONG: 1}),
+        ("/v1/completions", {"model": "m", "prompt": "Once", LONG: 1}),
+    ],
+)
+def test_an_unknown_key_is_quoted_cut_in_message_and_param(route: str, body: dict[str, Any]) -> None:
+    """A 1,000,000-character unknown key was echoed twice (message and param, 2 MB): the message quotes 64
+    characters, the param holds 256. ref: request-keys.3"""
+    response = Client().post(route, json.dumps(body), content_type="application/json")
+    assert response.status_code == 400
+    error = error_of(response)
+    assert error["message"] == f"Unrecognized request argument supplied: {'x' * 64}…"
+    assert error["param"] == "x" * 256 + "…"
+    assert len(response.content) < 1024
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        (
+            {"model": "m", "input": "Hi", "previous_response_id": LONG},
+            400,
+            f"Previous response with id '{'x' * 64}…' not found.",
+        ),
+        (
+            {"model": "m", "input": [{"type": "item_reference", "id": LONG}]},
+            404,
+            f"Item with id '{'x' * 64}…' not found. Items are kept only for responses stored with 'store' true (the "
+            "default), for a limited time, and only for the API key that created them; send the item itself in "
+            "'input' instead.",
+        ),
+    ],
+)
+def test_stored_ids_are_quoted_cut(body: dict[str, Any], status: int, message: str) -> None:
+    """An unknown ``previous_response_id`` or ``item_reference`` id is quoted to 64 characters, not whole."""
+    response = Client().post("/v1/responses", json.dumps(body), content_type="application/json")
+    assert response.status_code == status
+    assert error_of(response)["message"] == message
+
+
+def test_an_unknown_stored_response_path_is_quoted_cut() -> None:
+    response = Client().get("/v1/responses/" + "y" * 100_000)
+    assert response.status_code == 404
+    assert error_of(response)["message"] == f"Response with id '{'y' * 64}…' not found."
+
+
+@pytest.mark.parametrize(
+    ("route", "body"),
+    [
+        ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}),
+        ("/v1/responses", {"model": "m", "input": "Hi"}),
+    ],
+)
+def test_an_empty_worker_id_is_refused_at_its_path(route: str, body: dict[str, Any]) -> None:
+    """``horde.workers: [""]`` was sent on and waited 30 s into a 503: now 400 at ``horde.workers[0]``."""
+    response = Client().post(route, json.dumps({**body, "horde": {"workers": [""]}}), content_type="application/json")
+    assert response.status_code == 400
+    assert error_of(response) == {
+        "message": (
+            "Invalid 'horde.workers[0]': string too short. Expected a string with minimum length 1, but got an empty "
+            "string instead."
+        ),
+        "type": "invalid_request_error",
+        "param": "horde.workers[0]",
+        "code": "BadRequest",
+    }
+
+
+NOT_BEARER: Final[str] = (
+    "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth "
+    "(i.e. Authorization: Bearer YOUR_KEY). Send no Authorization header for the Horde's anonymous key."
+)
+
+
+@pytest.mark.parametrize("header", ["Basic dXNlcjpwYXNz", "0000000000", "Token abc", "Bearerabc"])
+@pytest.mark.parametrize(
+    ("method", "route", "body"),
+    [
+        ("post", "/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}),
+        ("post", "/v1/responses", {"model": "m", "input": "Hi"}),
+        ("post", "/v1/completions", {"model": "m", "prompt": "Once"}),
+        ("get", "/v1/responses/resp_abc", None),
+    ],
+)
+def test_an_authorization_header_that_is_not_bearer_is_401(
+    header: str, method: str, route: str, body: dict[str, Any] | None
+) -> None:
+    """A malformed ``Authorization`` header was served as the anonymous user; OpenAI answers 401, and so does the
+    front, with OpenAI's sentences."""
+    client = Client(headers={"Authorization": header})
+    if method == "post":
+        response = client.post(route, json.dumps(body), content_type="application/json")
+    else:
+        response = client.get(route)
+    assert response.status_code == 401
+    assert error_of(response) == {
+        "message": NOT_BEARER,
+        "type": "authentication_error",
+        "param": None,
+        "code": "InvalidAPIKey",
+    }
+    assert response["x-should-retry"] == "false"
+
+
+@pytest.mark.parametrize("header", ["", "Bearer ", "bearer  "])
+def test_no_key_or_an_empty_bearer_key_is_the_anonymous_key(header: str) -> None:
+    """An empty header or bearer key is still the anonymous key (the unreachable test Horde answers: 502)."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}
+    response = Client(headers={"Authorization": header}).post(
+        "/v1/chat/completions", json.dumps(body), content_type="application/json"
+    )
+    assert response.status_code == 502, response.content[:300]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Memory not bounded by the documented limits (issue 35, finding 2): the request-body budget of the process
+
+
+class HeldApp:
+    """An app that reads its body, then holds its request open until :attr:`done` is set (a request being served)."""
+
+    def __init__(self) -> None:
+        self.done = asyncio.Event()
+        self.entered = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        self.entered += 1
+        await self.done.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+
+class Chunks:
+    """An ASGI ``receive`` that yields ``total`` bytes in 64 KiB messages (no ``Content-Length``: chunked) and counts
+    the bytes pulled."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.pulled = 0
+
+    async def __call__(self) -> dict[str, Any]:
+        size = min(64 * 1024, self.total - self.pulled)
+        self.pulled += size
+        return {"type": "http.request", "body": b"x" * size, "more_body": self.pulled < self.total}
+
+
+class Sent:
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+
+    async def __call__(self, message: dict[str, Any]) -> None:
+        self.messages.append(message)
+
+    @property
+    def status(self) -> int:
+        return int(self.messages[0]["status"])
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {name.decode(): value.decode() for name, value in self.messages[0]["headers"]}
+
+
+def http_scope(client: str, headers: list[tuple[bytes, bytes]] | None = None) -> dict[str, Any]:
+    path = "/v1/chat/completions"
+    return {"type": "http", "method": "POST", "path": path, "client": (client, 5555), "headers": headers or []}
+
+
+BODIES_FULL: Final[dict[str, Any]] = {
+    "error": {
+        "message": "The front is holding as many request bodies as its memory allows. Retry shortly.",
+        "type": "api_error",
+        "param": None,
+        "code": "FrontAtCapacity",
+    }
+}
+MIB: Final[int] = 1024 * 1024
+
+
+def budget_guards(app: Any) -> AdmissionGuards:
+    """Guards of a 1 MiB body limit and a 1.5 MiB body budget (one body at the limit, and half another)."""
+    return AdmissionGuards(app, FrontSettings(max_body_bytes=MIB, max_buffered_body_bytes=MIB + MIB // 2))
+
+
+@pytest.mark.asyncio
+async def test_bodies_past_the_process_budget_are_refused_as_they_arrive() -> None:
+    """Each body under the size limit, from different clients (so no per-client cap applies), but together past the
+    body budget: the body that would pass it is 503 ``FrontAtCapacity`` with ``Retry-After`` and
+    ``x-should-retry: true`` while the first is held; once the first request ends its bytes are free again."""
+    app = HeldApp()
+    guards = budget_guards(app)
+    first = asyncio.create_task(guards(http_scope("10.0.0.1"), Chunks(MIB), Sent()))
+    while app.entered < 1:
+        await asyncio.sleep(0)
+    assert guards.buffered_body_bytes == MIB
+    refused, second_body = Sent(), Chunks(MIB)
+    await guards(http_scope("10.0.0.2"), second_body, refused)
+    assert refused.status == 503
+    assert refused.headers["retry-after"] == str(guards.retry_after)
+    assert refused.headers["x-should-retry"] == "true"
+    assert json.loads(refused.messages[1]["body"]) == BODIES_FULL
+    assert second_body.pulled <= MIB // 2 + 64 * 1024  # refused as its bytes came, not after the whole body
+    assert guards.buffered_body_bytes == MIB  # the refused body's bytes are given back
+    app.done.set()
+    await first
+    assert guards.buffered_body_bytes == 0
+    served = Sent()
+    third = asyncio.create_task(guards(http_scope("10.0.0.3"), Chunks(MIB), served))
+    while app.entered < 2:
+        await asyncio.sleep(0)
+    await third
+    assert served.status == 200
+    assert guards.buffered_body_bytes == 0
+
+
+@pytest.mark.asyncio
+async def test_a_declared_body_past_the_budget_is_refused_unread() -> None:
+    """A ``Content-Length`` that the budget has no room for is refused on the request's head: no byte is read."""
+    app = HeldApp()
+    guards = budget_guards(app)
+    first = asyncio.create_task(guards(http_scope("10.0.0.1"), Chunks(MIB), Sent()))
+    while app.entered < 1:
+        await asyncio.sleep(0)
+    refused, body = Sent(), Chunks(MIB)
+    await guards(http_scope("10.0.0.2", [(b"content-length", str(MIB).encode())]), body, refused)
+    assert (refused.status, body.pulled) == (503, 0)
+    assert json.loads(refused.messages[1]["body"]) == BODIES_FULL
+    app.done.set()
+    await first
+    assert guards.buffered_body_bytes == 0
+
+
+def test_the_default_budget_holds_two_bodies_at_the_default_limit() -> None:
+    """The documented default: two maximum bodies at once (about 0.3 GB with their parsing; bench/README.md)."""
+    assert FrontSettings().max_buffered_body_bytes == 2 * DEFAULT_MAX_BODY_BYTES == 68_537_686
