@@ -51,6 +51,7 @@ from horde_sdk.generic_api.consts import ANON_API_KEY
 from loguru import logger
 from redis.exceptions import RedisError
 
+from chat.horde.real_horde_answers import LIMITER_WINDOW_SECONDS
 from chat.settings import FrontSettings
 
 Clock = Callable[[], float]
@@ -314,13 +315,15 @@ class RedisPacer:
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float:
-    """A ``Retry-After`` in seconds (:data:`DEFAULT_RETRY_AFTER_SECONDS` when absent or not a number of seconds)."""
+    """A ``Retry-After`` in seconds (:data:`DEFAULT_RETRY_AFTER_SECONDS` when absent or not a number of seconds), at
+    least the limiter's one-second window (:data:`LIMITER_WINDOW_SECONDS`: its ``Retry-After: 0`` is not "at once").
+    """
     value = headers.get("retry-after")
     try:
         seconds = float(value) if value is not None else DEFAULT_RETRY_AFTER_SECONDS
     except ValueError:
         return DEFAULT_RETRY_AFTER_SECONDS
-    return max(0.0, seconds) if math.isfinite(seconds) else DEFAULT_RETRY_AFTER_SECONDS
+    return max(float(LIMITER_WINDOW_SECONDS), seconds) if math.isfinite(seconds) else DEFAULT_RETRY_AFTER_SECONDS
 
 
 def is_limiter_refusal(response: httpx.Response) -> bool:

@@ -590,6 +590,20 @@ async def test_a_429_is_retried_twice_at_most_then_reaches_the_client_as_rate_li
 
 
 @pytest.mark.asyncio
+async def test_a_retry_after_of_zero_is_waited_as_the_limiters_one_second_window_and_never_passed_on() -> None:
+    """flask-limiter writes ``int(reset - now)``: in the last second of a one-second window the real Horde says
+    ``Retry-After: 0``. A retry at once lands in the same window; the client is never told to retry in 0 s."""
+    time = VirtualTime()
+    horde = FakeHorde(time, lambda request: limiter_429("0"))
+    _, _, text = clients(horde, time)
+    with pytest.raises(HordeRefusal) as refused:
+        await time.run(text.submit(PAYLOAD, "key-a"))
+    assert horde.times == [0.0, 1.0, 2.0]
+    assert time.sleeps == [1.0, 1.0]
+    assert refusals.error_from_refusal(refused.value).to_response()["Retry-After"] == "1"
+
+
+@pytest.mark.asyncio
 async def test_the_retries_wait_five_seconds_in_all_at_most() -> None:
     time = VirtualTime()
     horde = FakeHorde(time, lambda request: limiter_429("3"))
