@@ -419,6 +419,49 @@ async def test_a_submit_that_would_wait_over_65_seconds_is_answered_429_at_once(
     )
 
 
+class FixedWindowHorde:
+    """The real Horde's submit limiter (flask-limiter, fixed windows that start at their first count, 2 a second per
+    key) behind a queue: a submit is counted ``delays[n]`` seconds after it arrives (the Horde's busy threads, a full
+    connection pool), then answered."""
+
+    def __init__(self, time: VirtualTime, delays: list[float]) -> None:
+        self.time = time
+        self.delays = delays
+        self.counted: list[float] = []
+        self.refused: list[float] = []
+        self._windows: dict[str, tuple[float, int]] = {}
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        delay = self.delays[len(self.counted) + len(self.refused)] if self.delays else 0.0
+        if delay:
+            await self.time.sleep(delay)
+        key = request.headers["apikey"]
+        start, count = self._windows.get(key, (-1.0, 0))
+        if self.time.now >= start + 1.0:
+            start, count = self.time.now, 0
+        self._windows[key] = (start, count + 1)
+        if count + 1 > PER_KEY.calls:
+            self.refused.append(self.time.now)
+            return httpx.Response(429, json={"message": "2 per 1 second"}, headers={"Retry-After": "0"})
+        self.counted.append(self.time.now)
+        return httpx.Response(202, json={"id": f"id-{len(self.counted)}", "kudos": 0.0})
+
+
+@pytest.mark.asyncio
+async def test_a_submit_holds_its_place_until_its_answer_so_a_slow_count_at_the_horde_meets_no_429() -> None:
+    """The first two submits of a key are counted half a second after they leave (the Horde's queue): the third,
+    sent 1.1 s after them, would be counted 0.6 s into their window and refused. Each holds its place until its
+    answer plus the window instead."""
+    time = VirtualTime()
+    horde = FixedWindowHorde(time, [0.5, 0.5, 0.0, 0.0, 0.0, 0.0])
+    budget = HordeBudget(PASSKEY, clock=time.clock, sleep=time.sleep)
+    text = TextHordeClient(BASE, "test:1:test", 30, transport=httpx.MockTransport(horde), budget=budget)
+    await submit_all(time, text, [(f"192.0.2.{index}", "shared-key") for index in range(4)])
+    assert horde.refused == []
+    assert horde.counted == pytest.approx([0.5, 0.5, 1.6, 1.6])
+    assert budget.rate_limit_retries == 0
+
+
 # --- pacing shared through Redis ----------------------------------------------------------------------------------
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -460,6 +503,35 @@ async def test_two_processes_share_one_log_through_redis() -> None:
 
 
 @pytest.mark.asyncio
+async def test_two_processes_share_the_held_places_through_redis() -> None:
+    """Two unanswered submits of one key (one per process) fill its two places: a third waits, and once one is
+    answered its place frees a window (1.1 s) after the answer, on Redis's clock."""
+    namespace = f"test-{wall_clock.time_ns()}"
+    first = RedisPacer(REDIS_URL, namespace, Pacer())
+    second = RedisPacer(REDIS_URL, namespace, Pacer())
+    turns = [(PER_KEY, "key-a")]
+    redis = Redis.from_url(REDIS_URL)
+    try:
+        assert await first.claim(turns, "one") == 0.0
+        assert await second.claim(turns, "two") == 0.0
+        unanswered = await first.claim(turns, "three")
+        assert 119.0 < unanswered <= 120.0  # behind two unanswered submits: their bound
+        await second.release(turns, "one")
+        freed = await second.claim(turns, "three")
+        assert 1.0 < freed <= 1.1
+        assert sorted(member.decode() for member in await redis.zrange(first.places_key(PER_KEY, "key-a"), 0, -1)) == [
+            "one",
+            "two",
+        ]
+        assert not first.fell_back and not second.fell_back
+    finally:
+        await redis.delete(first.places_key(PER_KEY, "key-a"))
+        await redis.aclose()
+        await first.aclose()
+        await second.aclose()
+
+
+@pytest.mark.asyncio
 async def test_without_an_answer_from_redis_the_process_paces_on_its_own() -> None:
     time = VirtualTime()
     local = Pacer(time.clock, time.sleep)
@@ -467,6 +539,9 @@ async def test_without_an_answer_from_redis_the_process_paces_on_its_own() -> No
     turns = [(PER_KEY, "key-a")]
     try:
         assert [await time.run(shared.take(turns, 65)) for _ in range(3)] == [0.0, 0.0, 1.1]
+        assert [await shared.claim(turns, ticket) for ticket in ("one", "two", "three")] == [0.0, 0.0, 120.0]
+        await shared.release(turns, "one")
+        assert await shared.claim(turns, "three") == 1.1
         assert shared.fell_back
     finally:
         await shared.aclose()
