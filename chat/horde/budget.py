@@ -28,7 +28,9 @@ one :class:`HordeBudget` (chat.serving.runtime), shared by the native and the te
   (429 ``rate_limit_exceeded``, chat.horde.refusals).
 - **Shared reads.** :func:`shared_read` keeps a read's result in Django's ``default`` cache (django-redis with
   ``HORDE_OAI_REDIS_URL``, shared by every worker process; local memory without), so reads every process would make
-  (the readiness heartbeat) are made once per interval for all of them.
+  (the readiness heartbeat) are made once per interval for all of them; the requests of one process that find the
+  cache empty together share one read (:func:`single_flight`, also used by the model list, the performance totals,
+  a key's kudos and the worker list), so a burst of requests makes one call, not one each.
 
 With ``HORDE_OAI_REDIS_URL`` the pacing and the read cap are shared by every process of the front
 (:class:`RedisPacer`, one Redis script per turn on Redis's clock); without it, or while Redis does not answer, each
@@ -604,6 +606,28 @@ class HordeBudget:
 # --- shared reads --------------------------------------------------------------------------------------------------
 
 
+_reads_under_way: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Task[Any]] = {}
+"""The single-flight reads under way, by event loop and cache key."""
+
+
+async def single_flight[T](key: str, read: Callable[[], Awaitable[T]]) -> T:
+    """``read()``'s result, shared by every caller of this event loop that asks for ``key`` while a read of it is
+    under way: one call to the Horde for a burst of requests that find a cache empty together. A caller that leaves
+    does not cancel the read the others wait for (shielded). Raises what ``read`` raises, to every waiting caller.
+    """
+    loop = asyncio.get_running_loop()
+    task = _reads_under_way.get((loop, key))
+    if task is None:
+
+        async def run() -> T:
+            return await read()
+
+        task = loop.create_task(run())
+        _reads_under_way[(loop, key)] = task
+        task.add_done_callback(lambda _: _reads_under_way.pop((loop, key), None))
+    return cast("T", await asyncio.shield(task))
+
+
 async def shared_read[T](key: str, seconds: float, read: Callable[[], Awaitable[T]]) -> T:
     """``read()``'s result, kept ``seconds`` in Django's ``default`` cache under ``key`` and reused by every process
     sharing that cache. A cache that cannot be reached is skipped (django-redis ``IGNORE_EXCEPTIONS``); 0 or fewer
@@ -614,6 +638,10 @@ async def shared_read[T](key: str, seconds: float, read: Callable[[], Awaitable[
     cached = await cache.aget(key)
     if cached is not None:
         return cast("T", cached)  # stored by this function under this key
-    fresh = await read()
-    await cache.aset(key, fresh, timeout=seconds)
-    return fresh
+
+    async def read_and_keep() -> T:
+        fresh = await read()
+        await cache.aset(key, fresh, timeout=seconds)
+        return fresh
+
+    return await single_flight(key, read_and_keep)
