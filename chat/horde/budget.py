@@ -26,6 +26,10 @@ one :class:`HordeBudget` (chat.serving.runtime), shared by the native and the te
 - **429 retry.** A 429 without ``rc`` (the limiter's) is retried after its ``Retry-After`` (1 s when absent), at
   most :data:`MAX_RATE_LIMIT_RETRIES` times and :data:`MAX_RATE_LIMIT_RETRY_SECONDS` in all; then the client sees it
   (429 ``rate_limit_exceeded``, chat.horde.refusals).
+- **The shared address budget.** Without a passkey every user's submits spend the front's one address budget: 2 a
+  second and 90 a minute for all of them (:data:`SHARED_ADDRESS_BUDGET`, said in the start log and in ``/readyz``
+  once the Horde shows it limits, :attr:`HordeBudget.horde_limits`); each submit refused 429 meanwhile, by the
+  front's pacing or by the Horde's limiter, counts in ``horde.oai.address_budget.refusals``.
 - **Shared reads.** :func:`shared_read` keeps a read's result in Django's ``default`` cache (django-redis with
   ``HORDE_OAI_REDIS_URL``, shared by every worker process; local memory without), so reads every process would make
   (the readiness heartbeat) are made once per interval for all of them; the requests of one process that find the
@@ -60,6 +64,7 @@ from loguru import logger
 from redis.exceptions import RedisError
 
 from chat.horde.real_horde_answers import LIMITER_WINDOW_SECONDS
+from chat.metrics import front_metrics
 from chat.settings import FrontSettings
 
 Clock = Callable[[], float]
@@ -114,6 +119,24 @@ PER_ADDRESS: Final[tuple[Rule, ...]] = (Rule(2, 1 + WINDOW_MARGIN_SECONDS), Rule
 
 STATUS_READS: Final[Rule] = Rule(1, STATUS_READ_SPACING_SECONDS)
 """Reads of one text status."""
+
+SHARED_ADDRESS_BUDGET: Final[str] = (
+    f"without HORDE_OAI_PROXY_PASSKEY every user shares the front's one address budget at the Horde: "
+    f"{PER_ADDRESS[0].calls} submits a second and {PER_ADDRESS[1].calls} a minute for all of them; beyond it a "
+    f"request waits its turn or is answered 429 rate_limit_exceeded (docs/public-horde.md)"
+)
+"""What the start log and ``/readyz`` say of a front without a passkey."""
+
+
+def describe_address_budget(settings: FrontSettings) -> str:
+    """The start log's line on whose address budget the Horde counts each user's submits."""
+    if settings.proxy_passkey is None:
+        return f"Horde budget: {SHARED_ADDRESS_BUDGET}"
+    return "Horde budget: HORDE_OAI_PROXY_PASSKEY set: the Horde counts each user's own address (Proxied-For)"
+
+
+RATE_LIMIT_HEADER: Final[str] = "X-RateLimit-Limit"
+"""The header the real Horde's limiter (flask-limiter ``headers_enabled``) sets on its answers: a Horde that limits."""
 
 FRONT_ADDRESS: Final[str] = ""
 """The address key of calls that spend the front's own address budget (no passkey, or no client known)."""
@@ -512,6 +535,8 @@ class HordeBudget:
         self.max_pacing_wait = max_pacing_wait
         self.rate_limit_retries = 0
         """429s retried so far."""
+        self.horde_limits = False
+        """Whether an answer of the Horde carried :data:`RATE_LIMIT_HEADER` (a Horde with rate limits)."""
 
     @classmethod
     def from_settings(cls, settings: FrontSettings) -> HordeBudget:
@@ -579,6 +604,15 @@ class HordeBudget:
         finally:
             await self.turns_taker.release(turns, ticket)
 
+    @property
+    def shares_address_budget(self) -> bool:
+        """Whether every user shares the front's one address budget at a Horde that limits (no passkey)."""
+        return not self.proxied and self.horde_limits
+
+    def _count_address_refusal(self, path: str, by: str) -> None:
+        if path == TEXT_SUBMIT_PATH and self.address_key() == FRONT_ADDRESS:
+            front_metrics().address_budget_refusals.add(1, {"by": by})
+
     async def send(self, method: str, path: str, apikey: str | None, attempt: Attempt) -> httpx.Response:
         """Make one call through the budget: wait its turn, add the proxy headers, retry the limiter's 429 (see the
         module docstring). Returns the last response; raises what ``attempt`` raises.
@@ -588,13 +622,17 @@ class HordeBudget:
         while True:
             turns = self.turns(method, path, apikey)
             if turns and await self.turns_taker.take(turns, self.max_pacing_wait) is None:
+                self._count_address_refusal(path, "front")
                 return pacing_refusal(self.max_pacing_wait)
             async with self.holding(turns if path == TEXT_SUBMIT_PATH else ()):
                 response = await attempt(self.proxy_headers())
-            if not is_limiter_refusal(response) or retries >= self.max_retries:
+            if RATE_LIMIT_HEADER in response.headers:
+                self.horde_limits = True
+            if not is_limiter_refusal(response):
                 return response
             delay = retry_after_seconds(response.headers)
-            if waited + delay > self.max_retry_seconds:
+            if retries >= self.max_retries or waited + delay > self.max_retry_seconds:
+                self._count_address_refusal(path, "horde")
                 return response
             retries += 1
             waited += delay

@@ -23,9 +23,12 @@ from django.core.cache import cache
 from django.test import override_settings
 from horde_sdk.generic_api.consts import ANON_API_KEY
 from loguru import logger
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from pydantic import ValidationError
 from redis.asyncio import Redis
 
+import chat.metrics
 from chat.asgi import with_front_lifespan
 from chat.horde import refusals
 from chat.horde.budget import (
@@ -36,12 +39,14 @@ from chat.horde.budget import (
     HordeBudget,
     Pacer,
     RedisPacer,
+    describe_address_budget,
     serving_client,
     shared_read,
 )
 from chat.horde.cancels import CancelQueue
 from chat.horde.native import HordeClient, HordeRefusal
 from chat.horde.text import TextHordeClient, TextRoutes
+from chat.metrics import configure_metrics
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.serving.runtime import close_runtime, get_runtime
 from chat.serving.text_route import prepare_chat_request
@@ -747,3 +752,55 @@ async def test_the_readiness_heartbeat_verdict_is_shared_through_the_cache() -> 
     finally:
         await cache.adelete(key)
         await close_runtime()
+
+
+# --- the shared address budget -------------------------------------------------------------------------------------
+
+
+def test_the_start_log_says_whose_address_budget_the_horde_counts() -> None:
+    assert describe_address_budget(FrontSettings()) == (
+        "Horde budget: without HORDE_OAI_PROXY_PASSKEY every user shares the front's one address budget at the Horde: "
+        "2 submits a second and 90 a minute for all of them; beyond it a request waits its turn or is answered 429 "
+        "rate_limit_exceeded (docs/public-horde.md)"
+    )
+    assert describe_address_budget(FrontSettings(proxy_passkey=PASSKEY)) == (
+        "Horde budget: HORDE_OAI_PROXY_PASSKEY set: the Horde counts each user's own address (Proxied-For)"
+    )
+
+
+@pytest.mark.asyncio
+async def test_submits_refused_for_the_shared_address_budget_are_counted() -> None:
+    """Without a passkey: one refused by the front's pacing (its turn beyond the bound), one by the Horde's limiter
+    after its retries; with a passkey neither counts."""
+    memory = InMemoryMetricReader()
+    configure_metrics(MeterProvider(metric_readers=[memory]))
+    try:
+        time = VirtualTime()
+        limited = {"X-RateLimit-Limit": "2"}
+        refused = httpx.Response(429, json={"message": "2 per 1 second"}, headers=limited)
+        horde = FakeHorde(time, lambda request: refused)
+        budget, _, text = clients(horde, time)
+        assert not budget.shares_address_budget
+        with pytest.raises(HordeRefusal):
+            await time.run(text.submit(PAYLOAD, "key-a"))  # three 429s: at 0 s, retried at 1 s and 2 s
+        assert budget.shares_address_budget
+        accepted = httpx.Response(202, json={"id": "x", "kudos": 0.0}, headers=limited)
+        _, _, paced_text = clients(FakeHorde(time, lambda request: accepted), time, max_pacing_wait=0.5)
+        with pytest.raises(HordeRefusal):  # the third's turn is 1.1 s away
+            await time.run(asyncio.gather(*(paced_text.submit(PAYLOAD, f"key-{index}") for index in range(3))))
+        proxied, _, proxied_text = clients(FakeHorde(time, lambda request: refused), time, PASSKEY)
+        with pytest.raises(HordeRefusal), serving_client(CLIENT):
+            await time.run(proxied_text.submit(PAYLOAD, "key-b"))
+        assert proxied.horde_limits and not proxied.shares_address_budget
+        data = memory.get_metrics_data()
+        counted = {
+            point.attributes["by"]: point.value
+            for resource in (data.resource_metrics if data else [])
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+            if metric.name == "horde.oai.address_budget.refusals"
+            for point in metric.data.data_points
+        }
+        assert counted == {"horde": 1, "front": 1}
+    finally:
+        chat.metrics._metrics = None
