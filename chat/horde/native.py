@@ -208,6 +208,8 @@ class HordeClient:
         async def attempt(budget_headers: Mapping[str, str]) -> httpx.Response:
             await loop_turns().take()  # a few calls start per loop iteration (chat.loop_turns); not the call's time
             started = time.monotonic()
+            if self._slots.locked():  # every connection busy: the call waits (HORDE_OAI_HORDE_CONNECTIONS)
+                front_metrics().horde_pool_full.add(1)
             try:
                 async with asyncio.timeout(self.timeout):  # the wait for a turn counts, like httpx's pool timeout did
                     await self._slots.acquire()

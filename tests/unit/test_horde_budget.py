@@ -804,3 +804,35 @@ async def test_submits_refused_for_the_shared_address_budget_are_counted() -> No
         assert counted == {"horde": 1, "front": 1}
     finally:
         chat.metrics._metrics = None
+
+
+@pytest.mark.asyncio
+async def test_a_call_that_finds_every_pooled_connection_busy_is_counted() -> None:
+    memory = InMemoryMetricReader()
+    configure_metrics(MeterProvider(metric_readers=[memory]))
+    release = asyncio.Event()
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        await release.wait()
+        return httpx.Response(200, json={})
+
+    client = HordeClient(BASE, "test:1:test", 30, transport=httpx.MockTransport(slow), connections=2)
+    try:
+        calls = [asyncio.ensure_future(client.heartbeat()) for _ in range(3)]
+        for _ in range(20):
+            await asyncio.sleep(0)
+        release.set()
+        await asyncio.gather(*calls)
+        data = memory.get_metrics_data()
+        counted = [
+            point.value
+            for resource in (data.resource_metrics if data else [])
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+            if metric.name == "horde.oai.horde.pool_full"
+            for point in metric.data.data_points
+        ]
+        assert counted == [1]  # the third of three calls on two connections waited
+    finally:
+        await client.aclose()
+        chat.metrics._metrics = None
