@@ -31,7 +31,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from loguru import logger
 
-from chat.horde.budget import address_header_name, scope_client_address, serving_client
+from chat.horde.budget import address_header_name, describe_address_budget, scope_client_address, serving_client
 from chat.settings import front_settings
 from chat.views.event_stream import REQUEST_END_HOOKS
 
@@ -116,6 +116,7 @@ async def serve_lifespan(receive: Receive, send: Send, at_shutdown: Sequence[Cal
         message = await receive()
         if message["type"] == "lifespan.startup":
             logger.info(front_settings().describe_redis())
+            logger.info(describe_address_budget(front_settings()))
             chain_shutdown_signals()
             get_runtime()
             keep_out_of_collections()

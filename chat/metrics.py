@@ -27,6 +27,8 @@ instrument                             kind       attributes
 ``horde.oai.stream.pieces_per_post``   histogram  (pieces one relayed delta was cut into)
 ``horde.oai.completion.reasoning_share`` histogram ``model`` (reasoning characters / all reply characters)
 ``horde.oai.horde.call.duration``      histogram  ``call``, ``status`` (seconds of one native call)
+``horde.oai.address_budget.refusals``  counter    ``by`` (``front``: its pacing; ``horde``: the Horde's limiter)
+``horde.oai.horde.pool_full``          counter    (Horde calls that found every pooled connection busy and waited)
 =====================================  =========  ======================================================================
 
 No client address, API key, prompt, client title or request id is ever an attribute (``metrics.7``).
@@ -213,6 +215,8 @@ class FrontMetrics:
     pieces_per_post: Histogram
     reasoning_share: Histogram
     horde_call_duration: Histogram
+    address_budget_refusals: Counter
+    horde_pool_full: Counter
 
     @classmethod
     def from_meter(cls, meter: Meter) -> FrontMetrics:
@@ -272,6 +276,16 @@ class FrontMetrics:
             ),
             horde_call_duration=meter.create_histogram(
                 "horde.oai.horde.call.duration", unit="s", description="Seconds of one native Horde call."
+            ),
+            address_budget_refusals=meter.create_counter(
+                "horde.oai.address_budget.refusals",
+                unit="{request}",
+                description="Submits answered 429 while every user shares the front's address budget (no passkey).",
+            ),
+            horde_pool_full=meter.create_counter(
+                "horde.oai.horde.pool_full",
+                unit="{call}",
+                description="Horde calls that found all HORDE_OAI_HORDE_CONNECTIONS busy and waited for one.",
             ),
         )
 

@@ -7,7 +7,9 @@ whole, waits ended by timer re-reads instead of wake-up signals), so readiness i
 ``HORDE_OAI_READINESS_STRICT=true`` Redis down is not ready (503) instead. The result is reused for
 ``HORDE_OAI_READINESS_CACHE_SECONDS``, so a probe every second costs little; the heartbeat's verdict is shared by
 every process through Django's cache for as long (:func:`check_horde`). The answer names each check and what
-failed, without the Horde's or Redis's address (a Redis URL may hold a password).
+failed, without the Horde's or Redis's address (a Redis URL may hold a password). A front without
+``HORDE_OAI_PROXY_PASSKEY`` at a Horde that limits (its answers carry ``X-RateLimit-Limit``) adds ``details``:
+``{"horde_budget": ...}``, every user sharing one address budget of 2 submits a second and 90 a minute.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Final
 from django.http import HttpRequest, JsonResponse
 from redis.asyncio import Redis
 
-from chat.horde.budget import shared_read
+from chat.horde.budget import SHARED_ADDRESS_BUDGET, shared_read
 from chat.horde.native import HordeRefusal, HordeUnreachable
 from chat.serving.runtime import get_runtime
 
@@ -50,6 +52,9 @@ class Readiness:
     checks: dict[str, str]
     checked_at: float
     strict: bool = False
+    details: dict[str, str] | None = None
+    """What an operator should know beyond the checks: ``horde_budget`` (chat.horde.budget.SHARED_ADDRESS_BUDGET)
+    when every user shares the front's address budget at a Horde that limits (no passkey)."""
     """Whether every check must pass (``HORDE_OAI_READINESS_STRICT``); else only those outside
     :data:`DEGRADABLE_CHECKS`."""
 
@@ -76,10 +81,11 @@ class Readiness:
     def body(self) -> dict[str, object]:
         """The ``/readyz`` answer (see :func:`readyz`)."""
         degraded = self.degraded
+        details: dict[str, object] = {"details": self.details} if self.details else {}
         if not degraded:
-            return {"status": "ready" if self.ready else "not_ready", "checks": self.checks}
+            return {"status": "ready" if self.ready else "not_ready", "checks": self.checks, **details}
         checks = {name: DEGRADED if name in degraded else result for name, result in self.checks.items()}
-        return {"status": DEGRADED, "checks": checks, "degraded": degraded}
+        return {"status": DEGRADED, "checks": checks, "degraded": degraded, **details}
 
 
 _cached: dict[asyncio.AbstractEventLoop, Readiness] = {}
@@ -137,7 +143,10 @@ async def readiness() -> Readiness:
         names.append("redis")
         checks.append(check_redis(runtime.settings.redis_url))
     results = await asyncio.gather(*checks)
-    fresh = Readiness(dict(zip(names, results, strict=True)), time.monotonic(), runtime.settings.readiness_strict)
+    details = {"horde_budget": SHARED_ADDRESS_BUDGET} if runtime.horde.budget.shares_address_budget else None
+    fresh = Readiness(
+        dict(zip(names, results, strict=True)), time.monotonic(), runtime.settings.readiness_strict, details
+    )
     _cached[loop] = fresh
     return fresh
 

@@ -13,7 +13,12 @@ one :class:`HordeBudget` (chat.serving.runtime), shared by the native and the te
 - **Submit pacing.** Submits and dry runs of the text API (``POST /v2/generate/text/async``) wait their turn so that
   no API key sends more than 2 a second (the anonymous key 60) and no address more than 2 a second and 90 a minute:
   the address is the proxied client's with a passkey, else the front's own (one budget for every user). The windows
-  carry a margin (:data:`WINDOW_MARGIN_SECONDS`) for the network's jitter. Twenty requests at once on one key are
+  carry a margin (:data:`WINDOW_MARGIN_SECONDS`) for the network's jitter. The Horde counts a submit when its
+  limiter sees it, anywhere between the moment it leaves and its answer (a full connection pool, a busy event loop or
+  the Horde's own queue delay it), and its windows are fixed ones that start at their first count: so a submit also
+  holds its place in each log until its answer plus the window (:meth:`HordeBudget.holding`), and no more than
+  ``calls`` submits of one key or address are ever unanswered or answered within the window. Twenty requests at once
+  on one key are
   submitted over about ten seconds instead of eighteen of them being refused. A submit that would wait more than
   :data:`MAX_PACING_WAIT_SECONDS` is answered 429 ``rate_limit_exceeded`` with ``Retry-After`` at once instead.
 - **Status read cap.** A text status (``GET /v2/generate/text/status/{id}``, 60 a minute per request at the Horde) is
@@ -21,9 +26,15 @@ one :class:`HordeBudget` (chat.serving.runtime), shared by the native and the te
 - **429 retry.** A 429 without ``rc`` (the limiter's) is retried after its ``Retry-After`` (1 s when absent), at
   most :data:`MAX_RATE_LIMIT_RETRIES` times and :data:`MAX_RATE_LIMIT_RETRY_SECONDS` in all; then the client sees it
   (429 ``rate_limit_exceeded``, chat.horde.refusals).
+- **The shared address budget.** Without a passkey every user's submits spend the front's one address budget: 2 a
+  second and 90 a minute for all of them (:data:`SHARED_ADDRESS_BUDGET`, said in the start log and in ``/readyz``
+  once the Horde shows it limits, :attr:`HordeBudget.horde_limits`); each submit refused 429 meanwhile, by the
+  front's pacing or by the Horde's limiter, counts in ``horde.oai.address_budget.refusals``.
 - **Shared reads.** :func:`shared_read` keeps a read's result in Django's ``default`` cache (django-redis with
   ``HORDE_OAI_REDIS_URL``, shared by every worker process; local memory without), so reads every process would make
-  (the readiness heartbeat) are made once per interval for all of them.
+  (the readiness heartbeat) are made once per interval for all of them; the requests of one process that find the
+  cache empty together share one read (:func:`single_flight`, also used by the model list, the performance totals,
+  a key's kudos and the worker list), so a burst of requests makes one call, not one each.
 
 With ``HORDE_OAI_REDIS_URL`` the pacing and the read cap are shared by every process of the front
 (:class:`RedisPacer`, one Redis script per turn on Redis's clock); without it, or while Redis does not answer, each
@@ -36,9 +47,10 @@ import asyncio
 import hashlib
 import math
 import time
+import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, cast
@@ -51,6 +63,8 @@ from horde_sdk.generic_api.consts import ANON_API_KEY
 from loguru import logger
 from redis.exceptions import RedisError
 
+from chat.horde.real_horde_answers import LIMITER_WINDOW_SECONDS
+from chat.metrics import front_metrics
 from chat.settings import FrontSettings
 
 Clock = Callable[[], float]
@@ -106,6 +120,24 @@ PER_ADDRESS: Final[tuple[Rule, ...]] = (Rule(2, 1 + WINDOW_MARGIN_SECONDS), Rule
 STATUS_READS: Final[Rule] = Rule(1, STATUS_READ_SPACING_SECONDS)
 """Reads of one text status."""
 
+SHARED_ADDRESS_BUDGET: Final[str] = (
+    f"without HORDE_OAI_PROXY_PASSKEY every user shares the front's one address budget at the Horde: "
+    f"{PER_ADDRESS[0].calls} submits a second and {PER_ADDRESS[1].calls} a minute for all of them; beyond it a "
+    f"request waits its turn or is answered 429 rate_limit_exceeded (docs/public-horde.md)"
+)
+"""What the start log and ``/readyz`` say of a front without a passkey."""
+
+
+def describe_address_budget(settings: FrontSettings) -> str:
+    """The start log's line on whose address budget the Horde counts each user's submits."""
+    if settings.proxy_passkey is None:
+        return f"Horde budget: {SHARED_ADDRESS_BUDGET}"
+    return "Horde budget: HORDE_OAI_PROXY_PASSKEY set: the Horde counts each user's own address (Proxied-For)"
+
+
+RATE_LIMIT_HEADER: Final[str] = "X-RateLimit-Limit"
+"""The header the real Horde's limiter (flask-limiter ``headers_enabled``) sets on its answers: a Horde that limits."""
+
 FRONT_ADDRESS: Final[str] = ""
 """The address key of calls that spend the front's own address budget (no passkey, or no client known)."""
 
@@ -113,6 +145,13 @@ MAX_PACING_WAIT_SECONDS: Final[float] = 65.0
 """The longest a submit waits its turn (long enough to wait out the minute window once); one that would wait longer
 is not queued but answered as the Horde's limiter would (429 ``rate_limit_exceeded`` with ``Retry-After``), so a
 flood on one key or address cannot queue without end (at 2 a second, about 120 submits wait at most)."""
+
+IN_FLIGHT_HOLD_SECONDS: Final[float] = 120.0
+"""How long an unanswered submit holds its place at most (a process that died while its submit was out frees it
+then); longer than any call's timeout."""
+
+HOLD_POLL_SECONDS: Final[float] = 0.05
+"""How often a submit waiting for its place behind unanswered submits looks again (their answer time is unknown)."""
 
 MAX_IDLE_LOGS: Final[int] = 4096
 """How many per-key logs the pacer keeps before it drops those no rule needs any more."""
@@ -170,6 +209,7 @@ class Pacer:
         self.clock = clock
         self._sleep = sleep
         self._logs: dict[tuple[Rule, str], deque[float]] = {}
+        self._holds: dict[tuple[Rule, str], dict[str, float]] = {}
 
     def earliest(self, turns: Sequence[tuple[Rule, str]]) -> float:
         """The earliest moment each ``(rule, key)`` in ``turns`` allows a call (on :attr:`clock`), reserving nothing."""
@@ -208,10 +248,41 @@ class Pacer:
             return None
         return await self.turn(turns)
 
+    async def claim(self, turns: Sequence[tuple[Rule, str]], ticket: str) -> float:
+        """Hold a place for the call ``ticket`` in each log of ``turns`` if each has fewer than ``rule.calls`` places
+        held (unanswered, or answered less than ``rule.seconds`` ago): 0.0 when held, else the seconds until a place
+        may be free (nothing held).
+        """
+        now = self.clock()
+        wait = 0.0
+        for rule, key in turns:
+            held = self._holds.get((rule, key), {})
+            for other, until in list(held.items()):
+                if until <= now:
+                    del held[other]
+            if len(held) >= rule.calls:
+                wait = max(wait, sorted(held.values())[len(held) - rule.calls] - now)
+        if wait > 0:
+            return wait
+        for rule, key in turns:
+            self._holds.setdefault((rule, key), {})[ticket] = now + IN_FLIGHT_HOLD_SECONDS
+        return 0.0
+
+    async def release(self, turns: Sequence[tuple[Rule, str]], ticket: str) -> None:
+        """The call ``ticket`` was answered: its places are held ``rule.seconds`` more, then free."""
+        now = self.clock()
+        for rule, key in turns:
+            held = self._holds.get((rule, key))
+            if held is not None and ticket in held:
+                held[ticket] = now + rule.seconds
+
     def _forget_idle(self, now: float) -> None:
         for (rule, key), log in list(self._logs.items()):
             if not log or log[-1] + rule.seconds <= now:
                 del self._logs[(rule, key)]
+        for place, held in list(self._holds.items()):
+            if all(until <= now for until in held.values()):
+                del self._holds[place]
 
 
 class TurnTaker(Protocol):
@@ -219,6 +290,14 @@ class TurnTaker(Protocol):
 
     async def take(self, turns: Sequence[tuple[Rule, str]], max_wait: float) -> float | None:
         """Wait for a turn, or None when it is more than ``max_wait`` seconds away (see :meth:`Pacer.take`)."""
+        ...
+
+    async def claim(self, turns: Sequence[tuple[Rule, str]], ticket: str) -> float:
+        """Hold a place until the answer, or the seconds until one may be free (see :meth:`Pacer.claim`)."""
+        ...
+
+    async def release(self, turns: Sequence[tuple[Rule, str]], ticket: str) -> None:
+        """The call was answered (see :meth:`Pacer.release`)."""
         ...
 
 
@@ -252,6 +331,42 @@ return at - now
 """:meth:`Pacer.take` as one Redis script on Redis's clock, in milliseconds: each log is a list of its last reserved
 moments, kept as long as a rule needs it. Returns the wait, or -1 when it is beyond the bound (nothing reserved)."""
 
+SHARED_CLAIM_SCRIPT: Final[str] = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local in_flight = tonumber(ARGV[2])
+local wait = 0
+for i, key in ipairs(KEYS) do
+  local calls = tonumber(ARGV[2 + i])
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+  local held = redis.call('ZCARD', key)
+  if held >= calls then
+    local first = redis.call('ZRANGE', key, held - calls, held - calls, 'WITHSCORES')
+    wait = math.max(wait, tonumber(first[2]) - now)
+  end
+end
+if wait > 0 then
+  return wait
+end
+for i, key in ipairs(KEYS) do
+  redis.call('ZADD', key, now + in_flight, ARGV[1])
+  redis.call('PEXPIRE', key, in_flight)
+end
+return 0
+"""
+""":meth:`Pacer.claim` as one Redis script on Redis's clock, in milliseconds: each log's places are a sorted set of
+call tickets scored by the moment they are free (ARGV: ticket, the in-flight bound, then each log's ``calls``)."""
+
+SHARED_RELEASE_SCRIPT: Final[str] = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+for i, key in ipairs(KEYS) do
+  redis.call('ZADD', key, 'XX', now + tonumber(ARGV[1 + i]), ARGV[1])
+end
+return 0
+"""
+""":meth:`Pacer.release` as one Redis script (ARGV: ticket, then each log's window in milliseconds)."""
+
 SHARED_PACING_TIMEOUT_SECONDS: Final[float] = 1.0
 """How long a shared turn may take to get from Redis before the process paces on its own."""
 
@@ -275,6 +390,8 @@ class RedisPacer:
             url, socket_timeout=SHARED_PACING_TIMEOUT_SECONDS, socket_connect_timeout=SHARED_PACING_TIMEOUT_SECONDS
         )
         self._script = self._redis.register_script(SHARED_TURN_SCRIPT)
+        self._claim_script = self._redis.register_script(SHARED_CLAIM_SCRIPT)
+        self._release_script = self._redis.register_script(SHARED_RELEASE_SCRIPT)
         self.namespace = namespace
         self.fallback = fallback
         self._sleep = sleep
@@ -286,6 +403,10 @@ class RedisPacer:
         digest = hashlib.sha256(f"{self.namespace}|{rule.calls}/{rule.seconds}|{key}".encode()).hexdigest()[:32]
         return f"horde-oai:pacing:{digest}"
 
+    def places_key(self, rule: Rule, key: str) -> str:
+        """The Redis key of one log's held places (:meth:`claim`)."""
+        return f"{self.log_key(rule, key)}:held"
+
     async def take(self, turns: Sequence[tuple[Rule, str]], max_wait: float) -> float | None:
         """:meth:`Pacer.take` across every process (see the class docstring)."""
         args: list[int] = [round(max_wait * 1000)]
@@ -295,15 +416,40 @@ class RedisPacer:
             async with asyncio.timeout(SHARED_PACING_TIMEOUT_SECONDS):
                 wait_ms = int(await self._script(keys=[self.log_key(rule, key) for rule, key in turns], args=args))
         except (RedisError, OSError, TimeoutError) as failure:
-            if not self.fell_back:
-                logger.warning("Shared pacing unavailable ({}): this process paces on its own", type(failure).__name__)
-                self.fell_back = True
+            self._fall_back(failure)
             return await self.fallback.take(turns, max_wait)
         if wait_ms < 0:
             return None
         if wait_ms > 0:
             await self._sleep(wait_ms / 1000)
         return wait_ms / 1000
+
+    async def claim(self, turns: Sequence[tuple[Rule, str]], ticket: str) -> float:
+        """:meth:`Pacer.claim` across every process (:data:`SHARED_CLAIM_SCRIPT`)."""
+        args: list[int | str] = [ticket, round(IN_FLIGHT_HOLD_SECONDS * 1000), *(rule.calls for rule, _ in turns)]
+        try:
+            async with asyncio.timeout(SHARED_PACING_TIMEOUT_SECONDS):
+                keys = [self.places_key(rule, key) for rule, key in turns]
+                wait_ms = int(await self._claim_script(keys=keys, args=args))
+        except (RedisError, OSError, TimeoutError) as failure:
+            self._fall_back(failure)
+            return await self.fallback.claim(turns, ticket)
+        return wait_ms / 1000
+
+    async def release(self, turns: Sequence[tuple[Rule, str]], ticket: str) -> None:
+        """:meth:`Pacer.release` across every process (:data:`SHARED_RELEASE_SCRIPT`)."""
+        args: list[int | str] = [ticket, *(round(rule.seconds * 1000) for rule, _ in turns)]
+        try:
+            async with asyncio.timeout(SHARED_PACING_TIMEOUT_SECONDS):
+                await self._release_script(keys=[self.places_key(rule, key) for rule, key in turns], args=args)
+        except (RedisError, OSError, TimeoutError) as failure:
+            self._fall_back(failure)
+        await self.fallback.release(turns, ticket)
+
+    def _fall_back(self, failure: BaseException) -> None:
+        if not self.fell_back:
+            logger.warning("Shared pacing unavailable ({}): this process paces on its own", type(failure).__name__)
+            self.fell_back = True
 
     async def aclose(self) -> None:
         """Close the Redis connections."""
@@ -314,13 +460,15 @@ class RedisPacer:
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float:
-    """A ``Retry-After`` in seconds (:data:`DEFAULT_RETRY_AFTER_SECONDS` when absent or not a number of seconds)."""
+    """A ``Retry-After`` in seconds (:data:`DEFAULT_RETRY_AFTER_SECONDS` when absent or not a number of seconds), at
+    least the limiter's one-second window (:data:`LIMITER_WINDOW_SECONDS`: its ``Retry-After: 0`` is not "at once").
+    """
     value = headers.get("retry-after")
     try:
         seconds = float(value) if value is not None else DEFAULT_RETRY_AFTER_SECONDS
     except ValueError:
         return DEFAULT_RETRY_AFTER_SECONDS
-    return max(0.0, seconds) if math.isfinite(seconds) else DEFAULT_RETRY_AFTER_SECONDS
+    return max(float(LIMITER_WINDOW_SECONDS), seconds) if math.isfinite(seconds) else DEFAULT_RETRY_AFTER_SECONDS
 
 
 def is_limiter_refusal(response: httpx.Response) -> bool:
@@ -387,6 +535,8 @@ class HordeBudget:
         self.max_pacing_wait = max_pacing_wait
         self.rate_limit_retries = 0
         """429s retried so far."""
+        self.horde_limits = False
+        """Whether an answer of the Horde carried :data:`RATE_LIMIT_HEADER` (a Horde with rate limits)."""
 
     @classmethod
     def from_settings(cls, settings: FrontSettings) -> HordeBudget:
@@ -438,6 +588,31 @@ class HordeBudget:
             return [(STATUS_READS, path)]
         return []
 
+    @asynccontextmanager
+    async def holding(self, turns: Sequence[tuple[Rule, str]]) -> AsyncIterator[None]:
+        """Within the block a submit holds a place in each log of ``turns`` (:meth:`Pacer.claim`), waited for first;
+        leaving the block is its answer (:meth:`Pacer.release`). Nothing is held for ``turns`` empty.
+        """
+        if not turns:
+            yield
+            return
+        ticket = uuid.uuid4().hex
+        while (wait := await self.turns_taker.claim(turns, ticket)) > 0:
+            await self._sleep(min(wait, HOLD_POLL_SECONDS) if wait > IN_FLIGHT_HOLD_SECONDS / 2 else wait)
+        try:
+            yield
+        finally:
+            await self.turns_taker.release(turns, ticket)
+
+    @property
+    def shares_address_budget(self) -> bool:
+        """Whether every user shares the front's one address budget at a Horde that limits (no passkey)."""
+        return not self.proxied and self.horde_limits
+
+    def _count_address_refusal(self, path: str, by: str) -> None:
+        if path == TEXT_SUBMIT_PATH and self.address_key() == FRONT_ADDRESS:
+            front_metrics().address_budget_refusals.add(1, {"by": by})
+
     async def send(self, method: str, path: str, apikey: str | None, attempt: Attempt) -> httpx.Response:
         """Make one call through the budget: wait its turn, add the proxy headers, retry the limiter's 429 (see the
         module docstring). Returns the last response; raises what ``attempt`` raises.
@@ -447,12 +622,17 @@ class HordeBudget:
         while True:
             turns = self.turns(method, path, apikey)
             if turns and await self.turns_taker.take(turns, self.max_pacing_wait) is None:
+                self._count_address_refusal(path, "front")
                 return pacing_refusal(self.max_pacing_wait)
-            response = await attempt(self.proxy_headers())
-            if not is_limiter_refusal(response) or retries >= self.max_retries:
+            async with self.holding(turns if path == TEXT_SUBMIT_PATH else ()):
+                response = await attempt(self.proxy_headers())
+            if RATE_LIMIT_HEADER in response.headers:
+                self.horde_limits = True
+            if not is_limiter_refusal(response):
                 return response
             delay = retry_after_seconds(response.headers)
-            if waited + delay > self.max_retry_seconds:
+            if retries >= self.max_retries or waited + delay > self.max_retry_seconds:
+                self._count_address_refusal(path, "horde")
                 return response
             retries += 1
             waited += delay
@@ -462,6 +642,28 @@ class HordeBudget:
 
 
 # --- shared reads --------------------------------------------------------------------------------------------------
+
+
+_reads_under_way: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Task[Any]] = {}
+"""The single-flight reads under way, by event loop and cache key."""
+
+
+async def single_flight[T](key: str, read: Callable[[], Awaitable[T]]) -> T:
+    """``read()``'s result, shared by every caller of this event loop that asks for ``key`` while a read of it is
+    under way: one call to the Horde for a burst of requests that find a cache empty together. A caller that leaves
+    does not cancel the read the others wait for (shielded). Raises what ``read`` raises, to every waiting caller.
+    """
+    loop = asyncio.get_running_loop()
+    task = _reads_under_way.get((loop, key))
+    if task is None:
+
+        async def run() -> T:
+            return await read()
+
+        task = loop.create_task(run())
+        _reads_under_way[(loop, key)] = task
+        task.add_done_callback(lambda _: _reads_under_way.pop((loop, key), None))
+    return cast("T", await asyncio.shield(task))
 
 
 async def shared_read[T](key: str, seconds: float, read: Callable[[], Awaitable[T]]) -> T:
@@ -474,6 +676,10 @@ async def shared_read[T](key: str, seconds: float, read: Callable[[], Awaitable[
     cached = await cache.aget(key)
     if cached is not None:
         return cast("T", cached)  # stored by this function under this key
-    fresh = await read()
-    await cache.aset(key, fresh, timeout=seconds)
-    return fresh
+
+    async def read_and_keep() -> T:
+        fresh = await read()
+        await cache.aset(key, fresh, timeout=seconds)
+        return fresh
+
+    return await single_flight(key, read_and_keep)

@@ -206,6 +206,8 @@ class HordeClient:
 
         async def attempt(budget_headers: Mapping[str, str]) -> httpx.Response:
             started = time.monotonic()
+            if self._slots.locked():  # every connection busy: the call waits (HORDE_OAI_HORDE_CONNECTIONS)
+                front_metrics().horde_pool_full.add(1)
             try:
                 async with asyncio.timeout(self.timeout):  # the wait for a turn counts, like httpx's pool timeout did
                     await self._slots.acquire()

@@ -43,13 +43,20 @@ from chat.errors import OpenAIError
 RETRY_LATER_STATUSES: Final[frozenset[int]] = frozenset({429, 503})
 """The statuses whose answer means "retry later": only they carry the Horde's ``Retry-After`` on to the client."""
 
+LIMITER_WINDOW_SECONDS: Final[int] = 1
+"""The Horde limiter's shortest window (``2 per 1 second``), the least a ``Retry-After`` from it means. flask-limiter
+writes ``int(reset - now)``, so within the last second of a one-second window it says ``Retry-After: 0``: a retry at
+once lands in the same window and is refused again."""
+
 
 def retry_after_seconds(headers: Mapping[str, str] | None) -> int | None:
-    """The whole seconds of a ``Retry-After`` header (any case), or None when absent or not a number."""
+    """The whole seconds of a ``Retry-After`` header (any case), at least :data:`LIMITER_WINDOW_SECONDS` (never 0);
+    None when absent or not a number.
+    """
     for name, value in (headers or {}).items():
         if name.lower() == "retry-after":
             try:
-                return max(0, int(float(value)))
+                return max(LIMITER_WINDOW_SECONDS, int(float(value)))
             except (ValueError, OverflowError):
                 return None
     return None

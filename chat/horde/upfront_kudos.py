@@ -14,7 +14,8 @@ The front reports that lowering (chat.serving.text_limits): for a request over t
 at the smallest multiplier the Horde applies to a model it does not know, 1), lowers ``max_length`` to the ceiling
 before submit. The performance read is shared for :data:`PERFORMANCE_CACHE_SECONDS`
 and each key's kudos for :data:`USER_KUDOS_CACHE_SECONDS` in Django's ``default`` cache, under a hash of the key
-(never the key itself). When either read fails, nothing is lowered.
+(never the key itself); the requests of a process that find either missing together share one read
+(chat.horde.budget.single_flight). When either read fails, nothing is lowered.
 
 That foresight can be wrong: the Horde counts its queue from totals it refreshes every 60 s
 (``horde/database/threads.py`` ``store_totals``), so a read cached here may be older than the totals it will apply,
@@ -39,6 +40,7 @@ from typing import Any, Final, Protocol
 from django.core.cache import cache
 from horde_sdk.ai_horde_api.consts import RC
 
+from chat.horde.budget import single_flight
 from chat.horde.native import ANONYMOUS_API_KEY, HordeRefusal, HordeUnreachable
 
 FREE_CEILING_BASE: Final[int] = 512
@@ -162,11 +164,16 @@ async def cached_ceiling(source: KudosSource, *, slow_workers: bool = True) -> i
     key = PERFORMANCE_CACHE_KEY.format(horde_url=source.base_url)
     performance = await cache.aget(key)
     if performance is None:
-        try:
-            performance = await source.performance()
-        except (HordeRefusal, HordeUnreachable):
-            performance = _UNKNOWN
-        await cache.aset(key, performance, timeout=PERFORMANCE_CACHE_SECONDS)
+
+        async def read() -> object:
+            try:
+                fresh: object = await source.performance()
+            except (HordeRefusal, HordeUnreachable):
+                fresh = _UNKNOWN
+            await cache.aset(key, fresh, timeout=PERFORMANCE_CACHE_SECONDS)
+            return fresh
+
+        performance = await single_flight(key, read)
     if not isinstance(performance, dict):
         return None
     return free_ceiling(performance, slow_workers=slow_workers)
@@ -179,13 +186,18 @@ async def cached_user_kudos(source: KudosSource, apikey: str | None) -> float | 
     key = USER_KUDOS_CACHE_KEY.format(horde_url=source.base_url, key_hash=key_hash(apikey))
     kudos = await cache.aget(key)
     if kudos is None:
-        try:
-            user = await source.find_user(apikey)
-        except (HordeRefusal, HordeUnreachable):
-            user = {}
-        value = user.get("kudos")
-        kudos = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else _UNKNOWN
-        await cache.aset(key, kudos, timeout=USER_KUDOS_CACHE_SECONDS)
+
+        async def read() -> float | str:
+            try:
+                user = await source.find_user(apikey)
+            except (HordeRefusal, HordeUnreachable):
+                user = {}
+            value = user.get("kudos")
+            fresh = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else _UNKNOWN
+            await cache.aset(key, fresh, timeout=USER_KUDOS_CACHE_SECONDS)
+            return fresh
+
+        kudos = await single_flight(key, read)
     return kudos if isinstance(kudos, float) else None
 
 

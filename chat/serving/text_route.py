@@ -59,6 +59,7 @@ from horde_sdk.generation_parameters.text.chat_policy import ChatConformance
 from chat import errors
 from chat.errors import OpenAIError
 from chat.horde import real_horde_answers
+from chat.horde.budget import single_flight
 from chat.horde.native import HordeRefusal, HordeUnreachable
 from chat.horde.native_payload import completion_limit, estimate_tokens
 from chat.horde.text import PreparedTextRequest, TextBounds
@@ -131,7 +132,7 @@ async def cached_text_models(runtime: Any) -> list[dict[str, Any]]:
     local memory (one per process) without Redis (oaifront.settings ``CACHES``). 0 reads the Horde every time. A
     cache that cannot be reached is skipped (django-redis ``IGNORE_EXCEPTIONS``): the list then comes from the Horde.
     ``GET /v1/models`` and the text API detection share it. Requests that find the cache empty at the same time
-    share one read of the Horde (:data:`_model_list_reads`): 256 requests admitted together read it once, not 256
+    share one read of the Horde (chat.horde.budget.single_flight): 256 requests admitted together read it once, not 256
     times, against the public Horde's 90 reads a minute per address. Raises what ``text_models`` raises.
     """
     seconds = runtime.settings.models_cache_seconds
@@ -142,25 +143,13 @@ async def cached_text_models(runtime: Any) -> list[dict[str, Any]]:
     cached = await cache.aget(key)
     if isinstance(cached, list):
         return cached
-    loop = asyncio.get_running_loop()
-    read = _model_list_reads.get((loop, key))
-    if read is None:
-        read = loop.create_task(_read_and_cache_model_list(runtime, key, seconds))
-        _model_list_reads[(loop, key)] = read
-        read.add_done_callback(lambda _: _model_list_reads.pop((loop, key), None))
-    # Shielded: a caller that leaves does not cancel the read the others wait for.
-    return await asyncio.shield(read)
 
+    async def read() -> list[dict[str, Any]]:
+        entries: list[dict[str, Any]] = await runtime.horde.text_models()
+        await cache.aset(key, entries, timeout=seconds)
+        return entries
 
-_model_list_reads: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Task[list[dict[str, Any]]]] = {}
-"""The model list reads under way, by loop and cache key; each is shared by every request that finds the cache empty
-while it runs."""
-
-
-async def _read_and_cache_model_list(runtime: Any, key: str, seconds: float) -> list[dict[str, Any]]:
-    entries: list[dict[str, Any]] = await runtime.horde.text_models()
-    await cache.aset(key, entries, timeout=seconds)
-    return entries
+    return await single_flight(key, read)
 
 
 def _count(value: object) -> int:

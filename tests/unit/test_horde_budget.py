@@ -23,9 +23,12 @@ from django.core.cache import cache
 from django.test import override_settings
 from horde_sdk.generic_api.consts import ANON_API_KEY
 from loguru import logger
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from pydantic import ValidationError
 from redis.asyncio import Redis
 
+import chat.metrics
 from chat.asgi import with_front_lifespan
 from chat.horde import refusals
 from chat.horde.budget import (
@@ -36,12 +39,14 @@ from chat.horde.budget import (
     HordeBudget,
     Pacer,
     RedisPacer,
+    describe_address_budget,
     serving_client,
     shared_read,
 )
 from chat.horde.cancels import CancelQueue
 from chat.horde.native import HordeClient, HordeRefusal
 from chat.horde.text import TextHordeClient, TextRoutes
+from chat.metrics import configure_metrics
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.serving.runtime import close_runtime, get_runtime
 from chat.serving.text_route import prepare_chat_request
@@ -419,6 +424,49 @@ async def test_a_submit_that_would_wait_over_65_seconds_is_answered_429_at_once(
     )
 
 
+class FixedWindowHorde:
+    """The real Horde's submit limiter (flask-limiter, fixed windows that start at their first count, 2 a second per
+    key) behind a queue: a submit is counted ``delays[n]`` seconds after it arrives (the Horde's busy threads, a full
+    connection pool), then answered."""
+
+    def __init__(self, time: VirtualTime, delays: list[float]) -> None:
+        self.time = time
+        self.delays = delays
+        self.counted: list[float] = []
+        self.refused: list[float] = []
+        self._windows: dict[str, tuple[float, int]] = {}
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        delay = self.delays[len(self.counted) + len(self.refused)] if self.delays else 0.0
+        if delay:
+            await self.time.sleep(delay)
+        key = request.headers["apikey"]
+        start, count = self._windows.get(key, (-1.0, 0))
+        if self.time.now >= start + 1.0:
+            start, count = self.time.now, 0
+        self._windows[key] = (start, count + 1)
+        if count + 1 > PER_KEY.calls:
+            self.refused.append(self.time.now)
+            return httpx.Response(429, json={"message": "2 per 1 second"}, headers={"Retry-After": "0"})
+        self.counted.append(self.time.now)
+        return httpx.Response(202, json={"id": f"id-{len(self.counted)}", "kudos": 0.0})
+
+
+@pytest.mark.asyncio
+async def test_a_submit_holds_its_place_until_its_answer_so_a_slow_count_at_the_horde_meets_no_429() -> None:
+    """The first two submits of a key are counted half a second after they leave (the Horde's queue): the third,
+    sent 1.1 s after them, would be counted 0.6 s into their window and refused. Each holds its place until its
+    answer plus the window instead."""
+    time = VirtualTime()
+    horde = FixedWindowHorde(time, [0.5, 0.5, 0.0, 0.0, 0.0, 0.0])
+    budget = HordeBudget(PASSKEY, clock=time.clock, sleep=time.sleep)
+    text = TextHordeClient(BASE, "test:1:test", 30, transport=httpx.MockTransport(horde), budget=budget)
+    await submit_all(time, text, [(f"192.0.2.{index}", "shared-key") for index in range(4)])
+    assert horde.refused == []
+    assert horde.counted == pytest.approx([0.5, 0.5, 1.6, 1.6])
+    assert budget.rate_limit_retries == 0
+
+
 # --- pacing shared through Redis ----------------------------------------------------------------------------------
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -460,6 +508,35 @@ async def test_two_processes_share_one_log_through_redis() -> None:
 
 
 @pytest.mark.asyncio
+async def test_two_processes_share_the_held_places_through_redis() -> None:
+    """Two unanswered submits of one key (one per process) fill its two places: a third waits, and once one is
+    answered its place frees a window (1.1 s) after the answer, on Redis's clock."""
+    namespace = f"test-{wall_clock.time_ns()}"
+    first = RedisPacer(REDIS_URL, namespace, Pacer())
+    second = RedisPacer(REDIS_URL, namespace, Pacer())
+    turns = [(PER_KEY, "key-a")]
+    redis = Redis.from_url(REDIS_URL)
+    try:
+        assert await first.claim(turns, "one") == 0.0
+        assert await second.claim(turns, "two") == 0.0
+        unanswered = await first.claim(turns, "three")
+        assert 119.0 < unanswered <= 120.0  # behind two unanswered submits: their bound
+        await second.release(turns, "one")
+        freed = await second.claim(turns, "three")
+        assert 1.0 < freed <= 1.1
+        assert sorted(member.decode() for member in await redis.zrange(first.places_key(PER_KEY, "key-a"), 0, -1)) == [
+            "one",
+            "two",
+        ]
+        assert not first.fell_back and not second.fell_back
+    finally:
+        await redis.delete(first.places_key(PER_KEY, "key-a"))
+        await redis.aclose()
+        await first.aclose()
+        await second.aclose()
+
+
+@pytest.mark.asyncio
 async def test_without_an_answer_from_redis_the_process_paces_on_its_own() -> None:
     time = VirtualTime()
     local = Pacer(time.clock, time.sleep)
@@ -467,6 +544,9 @@ async def test_without_an_answer_from_redis_the_process_paces_on_its_own() -> No
     turns = [(PER_KEY, "key-a")]
     try:
         assert [await time.run(shared.take(turns, 65)) for _ in range(3)] == [0.0, 0.0, 1.1]
+        assert [await shared.claim(turns, ticket) for ticket in ("one", "two", "three")] == [0.0, 0.0, 120.0]
+        await shared.release(turns, "one")
+        assert await shared.claim(turns, "three") == 1.1
         assert shared.fell_back
     finally:
         await shared.aclose()
@@ -590,6 +670,20 @@ async def test_a_429_is_retried_twice_at_most_then_reaches_the_client_as_rate_li
 
 
 @pytest.mark.asyncio
+async def test_a_retry_after_of_zero_is_waited_as_the_limiters_one_second_window_and_never_passed_on() -> None:
+    """flask-limiter writes ``int(reset - now)``: in the last second of a one-second window the real Horde says
+    ``Retry-After: 0``. A retry at once lands in the same window; the client is never told to retry in 0 s."""
+    time = VirtualTime()
+    horde = FakeHorde(time, lambda request: limiter_429("0"))
+    _, _, text = clients(horde, time)
+    with pytest.raises(HordeRefusal) as refused:
+        await time.run(text.submit(PAYLOAD, "key-a"))
+    assert horde.times == [0.0, 1.0, 2.0]
+    assert time.sleeps == [1.0, 1.0]
+    assert refusals.error_from_refusal(refused.value).to_response()["Retry-After"] == "1"
+
+
+@pytest.mark.asyncio
 async def test_the_retries_wait_five_seconds_in_all_at_most() -> None:
     time = VirtualTime()
     horde = FakeHorde(time, lambda request: limiter_429("3"))
@@ -658,3 +752,87 @@ async def test_the_readiness_heartbeat_verdict_is_shared_through_the_cache() -> 
     finally:
         await cache.adelete(key)
         await close_runtime()
+
+
+# --- the shared address budget -------------------------------------------------------------------------------------
+
+
+def test_the_start_log_says_whose_address_budget_the_horde_counts() -> None:
+    assert describe_address_budget(FrontSettings()) == (
+        "Horde budget: without HORDE_OAI_PROXY_PASSKEY every user shares the front's one address budget at the Horde: "
+        "2 submits a second and 90 a minute for all of them; beyond it a request waits its turn or is answered 429 "
+        "rate_limit_exceeded (docs/public-horde.md)"
+    )
+    assert describe_address_budget(FrontSettings(proxy_passkey=PASSKEY)) == (
+        "Horde budget: HORDE_OAI_PROXY_PASSKEY set: the Horde counts each user's own address (Proxied-For)"
+    )
+
+
+@pytest.mark.asyncio
+async def test_submits_refused_for_the_shared_address_budget_are_counted() -> None:
+    """Without a passkey: one refused by the front's pacing (its turn beyond the bound), one by the Horde's limiter
+    after its retries; with a passkey neither counts."""
+    memory = InMemoryMetricReader()
+    configure_metrics(MeterProvider(metric_readers=[memory]))
+    try:
+        time = VirtualTime()
+        limited = {"X-RateLimit-Limit": "2"}
+        refused = httpx.Response(429, json={"message": "2 per 1 second"}, headers=limited)
+        horde = FakeHorde(time, lambda request: refused)
+        budget, _, text = clients(horde, time)
+        assert not budget.shares_address_budget
+        with pytest.raises(HordeRefusal):
+            await time.run(text.submit(PAYLOAD, "key-a"))  # three 429s: at 0 s, retried at 1 s and 2 s
+        assert budget.shares_address_budget
+        accepted = httpx.Response(202, json={"id": "x", "kudos": 0.0}, headers=limited)
+        _, _, paced_text = clients(FakeHorde(time, lambda request: accepted), time, max_pacing_wait=0.5)
+        with pytest.raises(HordeRefusal):  # the third's turn is 1.1 s away
+            await time.run(asyncio.gather(*(paced_text.submit(PAYLOAD, f"key-{index}") for index in range(3))))
+        proxied, _, proxied_text = clients(FakeHorde(time, lambda request: refused), time, PASSKEY)
+        with pytest.raises(HordeRefusal), serving_client(CLIENT):
+            await time.run(proxied_text.submit(PAYLOAD, "key-b"))
+        assert proxied.horde_limits and not proxied.shares_address_budget
+        data = memory.get_metrics_data()
+        counted = {
+            point.attributes["by"]: point.value
+            for resource in (data.resource_metrics if data else [])
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+            if metric.name == "horde.oai.address_budget.refusals"
+            for point in metric.data.data_points
+        }
+        assert counted == {"horde": 1, "front": 1}
+    finally:
+        chat.metrics._metrics = None
+
+
+@pytest.mark.asyncio
+async def test_a_call_that_finds_every_pooled_connection_busy_is_counted() -> None:
+    memory = InMemoryMetricReader()
+    configure_metrics(MeterProvider(metric_readers=[memory]))
+    release = asyncio.Event()
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        await release.wait()
+        return httpx.Response(200, json={})
+
+    client = HordeClient(BASE, "test:1:test", 30, transport=httpx.MockTransport(slow), connections=2)
+    try:
+        calls = [asyncio.ensure_future(client.heartbeat()) for _ in range(3)]
+        for _ in range(20):
+            await asyncio.sleep(0)
+        release.set()
+        await asyncio.gather(*calls)
+        data = memory.get_metrics_data()
+        counted = [
+            point.value
+            for resource in (data.resource_metrics if data else [])
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+            if metric.name == "horde.oai.horde.pool_full"
+            for point in metric.data.data_points
+        ]
+        assert counted == [1]  # the third of three calls on two connections waited
+    finally:
+        await client.aclose()
+        chat.metrics._metrics = None

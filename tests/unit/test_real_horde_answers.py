@@ -69,7 +69,14 @@ def test_retry_after_is_copied_only_onto_retry_later_answers(
 
 @pytest.mark.parametrize(
     ("headers", "seconds"),
-    [({"retry-after": "7"}, 7), ({"Retry-After": "2.9"}, 2), ({"Retry-After": "soon"}, None), ({}, None)],
+    [
+        ({"retry-after": "7"}, 7),
+        ({"Retry-After": "2.9"}, 2),
+        ({"Retry-After": "0"}, 1),
+        ({"Retry-After": "0.4"}, 1),
+        ({"Retry-After": "soon"}, None),
+        ({}, None),
+    ],
 )
 def test_retry_after_seconds(headers: dict[str, str], seconds: int | None) -> None:
     assert real_horde_answers.retry_after_seconds(headers) == seconds

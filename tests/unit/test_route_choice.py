@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from django.test import AsyncClient
 
+from chat.horde.budget import HordeBudget
 from chat.horde.native import HordeApiRootWrong, HordeUnreachable
 from chat.serving import route_choice
 from chat.serving.request_record import RequestRecord
@@ -100,8 +101,29 @@ async def test_the_stage_of_the_refusal_is_submit() -> None:
 
 
 async def test_readyz_stays_ready_on_a_horde_without_chat_routes() -> None:
+    """Ready; and as the Horde's answers carry its limiter's headers and the front has no passkey, ``details`` says
+    that every user shares one address budget of 2 submits a second and 90 a minute."""
     horde = RealHorde()
     with installed(horde, readiness_cache_seconds=0):
+        response = await AsyncClient().get("/readyz")
+    assert (response.status_code, response.json()) == (
+        200,
+        {
+            "status": "ready",
+            "checks": {"horde": "ok"},
+            "details": {
+                "horde_budget": "without HORDE_OAI_PROXY_PASSKEY every user shares the front's one address budget at "
+                "the Horde: 2 submits a second and 90 a minute for all of them; beyond it a request waits its turn or "
+                "is answered 429 rate_limit_exceeded (docs/public-horde.md)"
+            },
+        },
+    )
+
+
+async def test_readyz_names_no_shared_address_budget_with_a_passkey() -> None:
+    horde = RealHorde()
+    with installed(horde, readiness_cache_seconds=0) as runtime:
+        runtime.horde.budget = HordeBudget("pk-test")
         response = await AsyncClient().get("/readyz")
     assert (response.status_code, response.json()) == (200, {"status": "ready", "checks": {"horde": "ok"}})
 
