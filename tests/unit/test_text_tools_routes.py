@@ -5,6 +5,7 @@ API serves function tools, and the finished-request line reports the repairs."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from dataclasses import dataclass, field
@@ -37,7 +38,8 @@ REPAIR_TEXT = (
 class ScriptedTextHorde(RealHorde):
     """Each text submit gets ``text-<n>``; the status of ``text-<n>`` finishes with ``replies[n - 1]``."""
 
-    replies: list[str] = field(default_factory=list)
+    replies: list[str | None] = field(default_factory=list)
+    """None: that request never finishes (a waiting status)."""
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path.removeprefix("/api")
@@ -47,8 +49,13 @@ class ScriptedTextHorde(RealHorde):
             return self.json(202, {"id": f"text-{len(self.submitted)}", "kudos": 1.0})
         if path.startswith("/v2/generate/text/status/"):
             self.calls.append((request.method, path))
-            index = int(path.rsplit("-", 1)[-1]) - 1
-            generation = {**DONE_STATUS["generations"][0], "text": self.replies[index]}
+            if request.method == "DELETE":
+                return self.json(200, {**DONE_STATUS, "generations": []})
+            text = self.replies[int(path.rsplit("-", 1)[-1]) - 1]
+            if text is None:
+                waiting = {"done": False, "finished": 0, "processing": 0, "waiting": 1, "queue_position": 1}
+                return self.json(200, {**DONE_STATUS, **waiting, "generations": []})
+            generation = {**DONE_STATUS["generations"][0], "text": text}
             return self.json(200, {**DONE_STATUS, "generations": [generation]})
         return super().handle(request)
 
@@ -185,3 +192,18 @@ async def test_function_call_output_input_renders_as_a_tool_response() -> None:
         '<|im_start|>assistant\n<tool_call>\n{"name":"get_weather","arguments":{"city":"Paris"}}\n</tool_call>'
         "<|im_end|>\n<|im_start|>user\n<tool_response>\n12C\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
     )
+
+
+@pytest.mark.asyncio
+async def test_a_request_left_during_its_repair_cancels_the_repair_at_the_horde() -> None:
+    horde = ScriptedTextHorde(replies=[MALFORMED, None])
+    with installed(horde, nonstream_timeout_seconds=1):
+        response = await AsyncClient().post(
+            "/v1/chat/completions", chat_body(tools=[WEATHER]), content_type="application/json"
+        )
+        for _ in range(200):
+            if ("DELETE", "/v2/generate/text/status/text-2") in horde.calls:
+                break
+            await asyncio.sleep(0.01)
+    assert (response.status_code, response.json()["error"]["code"]) == (408, "ChatRequestTimeout")
+    assert [call for call in horde.calls if call[0] == "DELETE"] == [("DELETE", "/v2/generate/text/status/text-2")]
