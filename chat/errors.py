@@ -37,6 +37,7 @@ The failure tree (who raises what; each leaf is a code of :data:`FAILURES`)::
     │   ├── ChatRequestFaulted ........ 502  the worker failed it
     │   ├── ChatRequestNoGeneration ... 502  done without a generation
     │   ├── ChatRequestCancelled ...... 502  the Horde cancelled or emptied it (text path: n = 0)
+    │   ├── ModelReplyInvalid ......... 502  (text path) no valid call or JSON after the repair attempts
     │   └── ChatStreamDiverged ........ 502  (mid-stream only) the final reply is not the relayed text
     └── the front and the Horde (chat.horde, oaifront.guards, chat.serving.runtime)
         ├── HordeUnavailable .......... 502  unreachable, a 5xx, or an answer outside the contract
@@ -73,6 +74,7 @@ rate_limit_exceeded            429     rate_limit_error        the Horde's   -
 ChatRequestFaulted             502     api_error               -            computed
 ChatRequestNoGeneration        502     api_error               -            -
 ChatRequestCancelled           502     api_error               -            false
+ModelReplyInvalid              502     api_error               -            -
 ChatStreamDiverged             502     api_error               -            -
 HordeUnavailable               502     api_error               -            -
 no_eligible_worker             503     api_error               30            false
@@ -135,6 +137,10 @@ INVALID_API_KEY: Final = "InvalidAPIKey"
 KUDOS_UPFRONT: Final = "KudosUpfront"
 """403 (the Horde's rc, ``horde/apis/v2/kobold.py:150-157``): the key does not hold the kudos a request over the
 Horde's free allowance needs upfront (chat.horde.real_horde_answers.kudos_upfront_error)."""
+MODEL_REPLY_INVALID: Final = "ModelReplyInvalid"
+"""502 on the text path: the model's reply holds no valid tool call or JSON where the request needs one, after
+``HORDE_OAI_TEXT_REPAIR_ATTEMPTS`` repairs (chat.horde.text.TextRoutes). No ``x-should-retry``: the SDKs retry a 502
+by default, and a retry samples the model again."""
 CHAT_REQUEST_CANCELLED: Final = "ChatRequestCancelled"
 """502: the Horde cancelled or emptied the request while the front waited for it (chat.horde.real_horde_answers)."""
 METHOD_NOT_ALLOWED: Final = "method_not_allowed"
@@ -270,6 +276,11 @@ FAILURES: Final[Mapping[str, Failure]] = {
             computed=frozenset({SHOULD_RETRY_HEADER}),
         ),
         Failure(CHAT_REQUEST_NO_GENERATION, 502, "the Horde ended the request without a reply"),
+        Failure(
+            MODEL_REPLY_INVALID,
+            502,
+            "text path: the reply holds no valid tool call or JSON where one is needed, after the repair attempts",
+        ),
         Failure(
             CHAT_REQUEST_CANCELLED,
             502,

@@ -128,6 +128,11 @@ class FrontSettings(BaseSettings):
     Horde's text generation API (chat.serving.text_route). ``auto``: when the Horde's model list has no ``chat`` entry
     at all (a Horde without the native chat routes, such as the public Horde today); ``on``: always; ``off``: never."""
 
+    text_repair_attempts: int = Field(default=1, ge=0)
+    """``HORDE_OAI_TEXT_REPAIR_ATTEMPTS``: on the text path, how many times a reply that must hold a valid tool call
+    or valid JSON and does not is asked again, with the model's reply and the error as the next turn (each attempt a
+    submit of its own); 0 answers the first invalid reply with 502 ``ModelReplyInvalid``."""
+
     log_level: Literal["TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL"] = "INFO"
     """``HORDE_OAI_LOG_LEVEL``: the lowest Loguru level written to standard error (``DEBUG`` shows the relay's and the
     waiter's detail lines)."""

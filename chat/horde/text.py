@@ -17,16 +17,21 @@ impossible when every worker of the models has stopped.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, Protocol
 
 from horde_sdk.ai_horde_api.endpoints import AI_HORDE_API_ENDPOINT_SUBPATH
 from pydantic import ValidationError
 
 from chat import errors
+from chat.errors import OpenAIError
 from chat.horde import real_horde_answers, refusals
+from chat.horde.cancels import CancelQueue
 from chat.horde.native import HordeClient, HordeRefusal, HordeUnreachable, NativeGeneration, NativeStatus, SubmitResult
 from chat.horde.native_payload import estimate_tokens
 from chat.horde.worker_limits import WorkerDirectory, apply_liveness
@@ -54,6 +59,33 @@ STATUS_KEYS: Final[tuple[str, ...]] = (
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ReadReply:
+    """A text reply read for tools or structured output (chat.serving.text_replies).
+
+    Attributes:
+        content: The message ``content`` (None when the reply is only calls).
+        tool_calls: OpenAI ``tool_calls`` entries (``{"id", "type": "function", "function": {"name", "arguments"}}``).
+        error: What the model returned wrong (for the repair turn and ``ModelReplyInvalid``), None when it is valid.
+    """
+
+    content: str | None
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    error: str | None = None
+
+
+class ReplyReader(Protocol):
+    """Reads a text reply into OpenAI's shape and writes the prompt that asks again (chat.serving.text_replies)."""
+
+    def read(self, reply: str, *, truncated: bool) -> ReadReply:
+        """The reply read; ``truncated``: the worker stopped at the completion limit."""
+        ...
+
+    def repair_prompt(self, reply: str, error: str) -> str | None:
+        """The prompt with the model's reply and the repair turn, or None when it cannot fit the context."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PreparedTextRequest:
     """A request ready for ``POST /v2/generate/text/async``.
 
@@ -76,6 +108,12 @@ class PreparedTextRequest:
     strip_leading_whitespace: bool
     x_horde: dict[str, Any] = field(default_factory=dict)
     context_adjustments: tuple[dict[str, Any], ...] = ()
+    reply_reader: ReplyReader | None = None
+    """Reads the finished reply for tools or structured output (:meth:`TextRoutes.status`); None for plain text."""
+    repair_attempts: int = 0
+    """How many times an invalid reply is asked again (``HORDE_OAI_TEXT_REPAIR_ATTEMPTS``)."""
+    max_kudos: float | None = None
+    """``horde.max_kudos``: the repairs' dry-run estimates count in it with the first submit's."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -204,6 +242,7 @@ class TextRoutes:
         workers: WorkerDirectory | None = None,
         *,
         resubmit: RefusalResubmit | None = None,
+        cancels: CancelQueue | None = None,
     ) -> None:
         self.client = client
         self.prepared = prepared
@@ -215,6 +254,14 @@ class TextRoutes:
         """The client left while the submit ran (:meth:`abandon`): a refusal is not followed by another submit."""
         self.emptied_reads = 0
         """Status reads in a row that found the request emptied (chat.horde.real_horde_answers.is_emptied)."""
+        self.cancels = cancels
+        """Where a repair submit made for a client that left is cancelled."""
+        self.repairs = 0
+        """Repair submits made (the first submit is not one)."""
+        self.kudos_estimate = 0.0
+        """The dry-run kudos estimates of the submits so far (set by the caller's ``horde.max_kudos`` check)."""
+        self.current_ids: dict[str, str] = {}
+        """The first submit's request id -> the request now answering for it (the last repair submit's)."""
 
     async def submit(self, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
         """Submit ``payload`` (:attr:`prepared`'s) to the text API. A refusal that :attr:`resubmit` turns into another
@@ -244,11 +291,15 @@ class TextRoutes:
         ``emptied_reads_to_end``). With the worker list, also the workers' liveness
         (chat.horde.worker_limits.apply_liveness).
         """
-        body = await self.client.status_body(request_id, apikey)
+        current = self.current_id(request_id)
+        body = await self.client.status_body(current, apikey)
         self.emptied_reads = self.emptied_reads + 1 if real_horde_answers.is_emptied(body) else 0
         if self.emptied_reads and self.emptied_reads >= real_horde_answers.emptied_reads_to_end(body):
-            raise real_horde_answers.cancelled_error(request_id)
+            raise real_horde_answers.cancelled_error(current)
         status = native_status(body, self.prepared)
+        read_again = self.prepared.reply_reader is not None and status.done
+        if read_again and await self.read_replies(request_id, status, apikey):
+            return await self.status(request_id, apikey)
         snapshot = await self.workers.snapshot() if self.workers is not None else None
         if snapshot is not None:
             apply_liveness(status, snapshot.for_models(self.prepared.payload.get("models") or []))
@@ -258,14 +309,105 @@ class TextRoutes:
         """Cancel at the text API."""
         return await self.client.cancel(request_id, apikey)
 
+    def current_id(self, request_id: str) -> str:
+        """The request now answering for the first submit's ``request_id`` (its last repair's, else itself)."""
+        return self.current_ids.get(request_id, request_id)
+
+    async def read_replies(self, request_id: str, status: NativeStatus, apikey: str | None) -> bool:
+        """Read each finished generation with :attr:`PreparedTextRequest.reply_reader`: a valid one becomes its
+        ``content`` and ``tool_calls`` (``finish_reason: "tool_calls"`` when it calls); an invalid one is asked
+        again (True: a repair was submitted) while ``repair_attempts`` remain, the repair prompt fits and its
+        dry-run estimate keeps the request within ``horde.max_kudos``.
+
+        Raises:
+            OpenAIError: 502 ``ModelReplyInvalid`` for an invalid reply that is not asked again.
+        """
+        reader = self.prepared.reply_reader
+        if reader is None:
+            return False
+        if self.repairs:
+            status.front_x_horde["repair_attempts"] = self.repairs
+        for generation in status.generations:
+            if generation.finish_reason == "content_filter":
+                continue
+            text = str(generation.message.get("content") or "")
+            read = reader.read(text, truncated=generation.finish_reason == "length")
+            if read.error is not None:
+                if await self.submit_repair(request_id, reader, text, read.error, apikey):
+                    return True
+                raise model_reply_invalid_error(read.error, self.repairs)
+            message: dict[str, Any] = {"content": read.content}
+            if read.tool_calls:
+                message["tool_calls"] = [dict(call) for call in read.tool_calls]
+                generation.finish_reason = "tool_calls"
+            generation.message = message
+        return False
+
+    async def submit_repair(
+        self, request_id: str, reader: ReplyReader, reply: str, error: str, apikey: str | None
+    ) -> bool:
+        """Submit the repair turn for ``reply`` (see :meth:`read_replies`); False when none is made. A repair
+        submit the client left during is cancelled once the Horde answers it.
+        """
+        if self.repairs >= self.prepared.repair_attempts or self.abandoned:
+            return False
+        prompt = reader.repair_prompt(reply, error)
+        if prompt is None:
+            return False
+        payload = {**self.prepared.payload, "prompt": prompt}
+        if self.prepared.max_kudos is not None:
+            try:
+                estimate = await self.client.dry_run_kudos(payload, apikey)
+            except (HordeRefusal, HordeUnreachable):
+                return False
+            if self.kudos_estimate + estimate > self.prepared.max_kudos:
+                return False
+            self.kudos_estimate += estimate
+        task = asyncio.ensure_future(self.client.submit(payload, apikey))
+        try:
+            submitted = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancels, submitted_at = self.cancels, time.time()
+            if cancels is not None:
+                task.add_done_callback(
+                    lambda done: (
+                        None
+                        if done.cancelled() or done.exception() is not None
+                        else cancels.cancel_soon(done.result().id, apikey, submitted_at)
+                    )
+                )
+            raise
+        except (HordeRefusal, HordeUnreachable):
+            return False
+        self.repairs += 1
+        self.current_ids[request_id] = submitted.id
+        self.prepared = dataclasses.replace(
+            self.prepared,
+            payload=payload,
+            estimated_prompt_tokens=estimate_tokens(prompt),
+            x_horde={**self.prepared.x_horde, "repair_attempts": self.repairs},
+        )
+        return True
+
     async def text_models(self) -> list[dict[str, Any]]:
         """The native model list."""
         return await self.client.text_models()
 
 
-async def check_max_kudos(client: TextHordeClient, payload: dict[str, Any], apikey: str | None, cap: float) -> None:
+def model_reply_invalid_error(error: str, repairs: int) -> OpenAIError:
+    """502 ``ModelReplyInvalid``: what the model returned wrong, after ``repairs`` repair turns."""
+    asked = f" after {repairs} repair attempt{'s' if repairs != 1 else ''}" if repairs else ""
+    return errors.failure(
+        errors.MODEL_REPLY_INVALID,
+        f"The model's reply is not valid{asked}: {error}. The model was asked for tool calls or JSON in its prompt "
+        "(the text generation API has no constrained output); send the request again, or use another model.",
+    )
+
+
+async def check_max_kudos(client: TextHordeClient, payload: dict[str, Any], apikey: str | None, cap: float) -> float:
     """Refuse a request whose dry-run kudos estimate exceeds ``horde.max_kudos`` (400 ``max_kudos_exceeded``, the
-    native path's error and wording). A dry run the Horde refuses is that refusal, mapped as at submit.
+    native path's error and wording), else return the estimate. A dry run the Horde refuses is that refusal, mapped
+    as at submit.
 
     Raises:
         OpenAIError: The refusal.
@@ -280,3 +422,4 @@ async def check_max_kudos(client: TextHordeClient, payload: dict[str, Any], apik
             f"The request's kudos estimate at current pricing is {format_kudos(estimate)}, above its horde.max_kudos "
             f"of {format_kudos(cap)}. The estimate assumes the full max_tokens is generated."
         )
+    return estimate

@@ -31,7 +31,7 @@ last message is dropped. Tokens are estimated at chat.rendering.completion's ``C
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -52,6 +52,9 @@ from chat.horde.native_payload import estimate_tokens
 
 SYSTEM_ROLES: Final[frozenset[str]] = frozenset({"system", "developer"})
 """Roles rendered as the template's ``system`` role."""
+
+PINNED_KEY: Final[str] = "pinned"
+"""A template message with this key set is never dropped to fit the context (it holds the tools)."""
 
 PART_SEPARATOR: Final[str] = "\n"
 """What joins the text parts of one message's content."""
@@ -111,12 +114,14 @@ MISTRAL: Final[TextPromptContract] = _contract(
     "{% set ns = namespace(system='') %}{% for m in messages %}"
     "{% if m.role == 'system' %}{% set ns.system = ns.system ~ m.content ~ '\n\n' %}"
     "{% elif m.role == 'user' %}[INST] {{ ns.system }}{{ m.content }} [/INST]{% set ns.system = '' %}"
+    "{% elif m.role == 'tool' %}[TOOL_RESULTS] {{ m.content }}[/TOOL_RESULTS]"
     "{% else %} {{ m.content }}</s>{% endif %}{% endfor %}",
     ["</s>", "[INST]"],
     {"user": "[INST] ", "assistant": " [/INST]"},
 )
-"""Mistral: ``[INST] ... [/INST] reply</s>``; Mistral has no system turn, so system text opens the next user turn.
-Stops ``</s>`` and ``[INST]``."""
+"""Mistral: ``[INST] ... [/INST] reply</s>``; Mistral has no system turn, so system text opens the next user turn; a
+``tool`` turn is ``[TOOL_RESULTS] ...[/TOOL_RESULTS]`` (chat.serving.tool_formats.MistralTools). Stops ``</s>`` and
+``[INST]``."""
 
 ALPACA: Final[TextPromptContract] = _contract(
     "alpaca",
@@ -249,13 +254,16 @@ def message_text(content: object) -> str:
 
 
 def template_messages(messages: Sequence[Mapping[str, object]]) -> list[dict[str, str]]:
-    """Messages as templates read them: ``{"role", "content"}`` with text content, ``developer`` as ``system``."""
+    """Messages as templates read them: ``{"role", "content"}`` with text content, ``developer`` as ``system``
+    (and :data:`PINNED_KEY` kept when set).
+    """
     rendered = []
     for message in messages:
         role = str(message.get("role"))
-        rendered.append(
-            {"role": "system" if role in SYSTEM_ROLES else role, "content": message_text(message.get("content"))}
-        )
+        item = {"role": "system" if role in SYSTEM_ROLES else role, "content": message_text(message.get("content"))}
+        if message.get(PINNED_KEY):
+            item[PINNED_KEY] = "1"
+        rendered.append(item)
     return rendered
 
 
@@ -275,10 +283,16 @@ def render(contract: TextPromptContract, messages: Sequence[Mapping[str, str]]) 
 
 
 def render_within_context(
-    contract: TextPromptContract, messages: Sequence[Mapping[str, object]], *, budget_tokens: int
+    contract: TextPromptContract,
+    messages: Sequence[Mapping[str, object]],
+    *,
+    budget_tokens: int,
+    after_render: Callable[[str], str] = str,
 ) -> RenderedPrompt:
     """Render ``messages`` so the prompt's estimated tokens fit ``budget_tokens`` (the context length less the
-    completion limit), dropping the oldest turns that are neither system messages nor the last message.
+    completion limit), dropping the oldest turns that are neither system messages, nor pinned (``PINNED_KEY`` set:
+    the turn that holds the tools, chat.serving.text_replies), nor the last message. ``after_render`` changes each
+    rendered prompt before it is measured (a tools block placed outside the turns, chat.serving.tool_formats).
 
     Raises:
         PromptTooLong: The prompt exceeds the budget with every droppable turn dropped.
@@ -287,7 +301,7 @@ def render_within_context(
     kept = template_messages(messages)
     dropped = 0
     while True:
-        prompt = render(contract, kept)
+        prompt = after_render(render(contract, kept))
         estimated = estimate_tokens(prompt)
         if estimated <= budget_tokens:
             return RenderedPrompt(
@@ -298,7 +312,11 @@ def render_within_context(
                 estimated_prompt_tokens=estimated,
             )
         droppable = next(
-            (index for index, item in enumerate(kept[:-1]) if item["role"] not in SYSTEM_ROLES),
+            (
+                index
+                for index, item in enumerate(kept[:-1])
+                if item["role"] not in SYSTEM_ROLES and not item.get(PINNED_KEY)
+            ),
             None,
         )
         if droppable is None:

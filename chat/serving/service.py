@@ -155,6 +155,7 @@ def _text_routes(runtime: FrontRuntime, prepared: PreparedTextRequest) -> TextRo
         prepared,
         directory_for(runtime.text_horde),
         resubmit=functools.partial(text_limits.resubmit_after_downgrade_refusal, runtime.text_horde),
+        cancels=runtime.text_cancels,
     )
 
 
@@ -200,15 +201,18 @@ async def serve_chat(chat_request: ChatCompletionRequest, apikey: str | None, *,
         # The model has text workers but no chat worker: the text generation API (chat.serving.text_route).
         try:
             bounds = await text_limits.chat_text_bounds(runtime.text_horde, chat_request, apikey)
-            prepared = text_route.prepare_chat_request(chat_request, bounds)
-            max_kudos = chat_request.horde.max_kudos if chat_request.horde is not None else None
-            if max_kudos is not None:
-                await check_max_kudos(runtime.text_horde, prepared.payload, apikey, max_kudos)
+            prepared = text_route.prepare_chat_request(
+                chat_request, bounds, repair_attempts=runtime.settings.text_repair_attempts
+            )
+            kudos_estimate = 0.0
+            if prepared.max_kudos is not None:
+                kudos_estimate = await check_max_kudos(runtime.text_horde, prepared.payload, apikey, prepared.max_kudos)
         except OpenAIError as error:
             return _refused(error, record)
         except HordeUnreachable as exc:
             return _refused(exc.to_error(), record)
         horde = _text_routes(runtime, prepared)
+        horde.kudos_estimate = kudos_estimate
         cancels = runtime.text_cancels
         stream_progress = False
         payload = prepared.payload
@@ -371,7 +375,10 @@ async def wait_for_outcome(runtime: FrontRuntime, submitted: Submitted) -> Outco
         finished = True
         waiter.close()
         if not waiter.terminal:
-            submitted.cancels.cancel_soon(request_id, submitted.apikey, submitted_at)
+            # a text request asked again (a repair) is now answered by the repair's request
+            routes = submitted.horde
+            current_id = routes.current_id(request_id) if isinstance(routes, TextRoutes) else request_id
+            submitted.cancels.cancel_soon(current_id, submitted.apikey, submitted_at)
             if record is not None and record.error is None:
                 record.disconnected = True
         elif record is not None and record.completion is None and record.error is None:

@@ -47,6 +47,8 @@ cancels and every availability rule are the native path's own.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
@@ -67,6 +69,8 @@ from chat.limits import DEFAULT_CHAT_MAX_TOKENS
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.protocol.legacy_completion import CompletionRequest
 from chat.serving.prompt_templates import PromptTooLong, render_within_context, template_for_model
+from chat.serving.text_replies import ReplyRules, conversation
+from chat.serving.tool_formats import ToolFormat, tool_format_for
 
 TextApiFallback = Literal["auto", "on", "off"]
 """The values of ``HORDE_OAI_TEXT_API_FALLBACK``."""
@@ -248,13 +252,7 @@ def text_api_refusal(request: ChatCompletionRequest) -> OpenAIError | None:
     at its parameter (see the module docstring), or a completion limit outside the text API's range as 400
     ``no_worker_supports_limit``; None when the text path can serve it.
     """
-    if request.tools:
-        return _gap(request, "tools", "tools")
-    if request.response_format is not None and request.response_format.type != "text":
-        return _gap(request, "response_format", f"response_format {request.response_format.type}")
     for index, message in enumerate(request.messages):
-        if message.role == "tool" or getattr(message, "tool_calls", None):
-            return _gap(request, f"messages.[{index}]", "tool calls in the conversation")
         content = message.content
         if isinstance(content, list):
             for part_index, part in enumerate(content):
@@ -350,9 +348,14 @@ def merged_stops(client_stop: str | Sequence[str] | None, template_stops: Sequen
     return tuple(merged)
 
 
-def prepare_chat_request(request: ChatCompletionRequest, bounds: TextBounds | None = None) -> PreparedTextRequest:
+def prepare_chat_request(
+    request: ChatCompletionRequest, bounds: TextBounds | None = None, *, repair_attempts: int = 0
+) -> PreparedTextRequest:
     """Render a validated chat request for the text API (see the module docstring), with ``max_length`` and
     ``max_context_length`` from ``bounds`` when given (chat.serving.text_limits, whose adjustments the statuses carry).
+    Tools and a JSON ``response_format`` are written into the prompt in the family's format and the reply is read
+    back (chat.serving.text_replies), asked again at most ``repair_attempts`` times
+    (``HORDE_OAI_TEXT_REPAIR_ATTEMPTS``).
 
     Raises:
         OpenAIError: :func:`text_api_refusal`'s refusal; 400 ``ChatRequestConflict`` at ``models`` when the listed
@@ -372,6 +375,7 @@ def prepare_chat_request(request: ChatCompletionRequest, bounds: TextBounds | No
             param="models",
         )
     template = templates[0]
+    tool_format = tool_format_for(template.profile_id)
     limit = completion_limit(request)
     max_length = limit if limit is not None else DEFAULT_CHAT_MAX_TOKENS
     horde = request.horde.model_dump(exclude_none=True) if request.horde is not None else {}
@@ -380,8 +384,11 @@ def prepare_chat_request(request: ChatCompletionRequest, bounds: TextBounds | No
         max_length, max_context_length = bounds.max_length, bounds.max_context_length
     messages = [message.model_dump(exclude_none=True) for message in request.messages]
     budget = max_context_length - max_length
+    rules = reply_rules(request, tool_format)
+    turns, placed_block = conversation(messages, rules)
+    after_render = functools.partial(tool_format.after_render, tools_block=placed_block)
     try:
-        rendered = render_within_context(template, messages, budget_tokens=budget)
+        rendered = render_within_context(template, turns, budget_tokens=budget, after_render=after_render)
     except PromptTooLong as too_long:
         raise context_length_error(max_context_length, too_long.estimated, max_length) from None
     except ValueError as failure:
@@ -404,6 +411,19 @@ def prepare_chat_request(request: ChatCompletionRequest, bounds: TextBounds | No
     }
     if rendered.dropped_messages:
         x_horde["dropped_messages"] = rendered.dropped_messages
+    reader: ReplyRules | None = None
+    if rules.checks_reply:
+        x_horde["prompted_output"] = "tools" if rules.offers_tools else "json"
+
+        def render_repair(repair_turns: Sequence[Mapping[str, str]]) -> str | None:
+            try:
+                return render_within_context(
+                    template, repair_turns, budget_tokens=budget, after_render=after_render
+                ).prompt
+            except (PromptTooLong, ValueError):
+                return None
+
+        reader = dataclasses.replace(rules, messages=tuple(turns), render=render_repair)
     return PreparedTextRequest(
         payload=payload,
         stop_sequences=stops,
@@ -412,6 +432,31 @@ def prepare_chat_request(request: ChatCompletionRequest, bounds: TextBounds | No
         strip_leading_whitespace=True,
         x_horde=x_horde,
         context_adjustments=bounds.adjustments if bounds is not None else (),
+        reply_reader=reader,
+        repair_attempts=repair_attempts,
+        max_kudos=horde.get("max_kudos"),
+    )
+
+
+def reply_rules(request: ChatCompletionRequest, tool_format: ToolFormat) -> ReplyRules:
+    """What the request asks of the reply (chat.serving.text_replies): its tools, ``tool_choice`` (``auto`` when
+    unset; a named choice as the function's name), ``parallel_tool_calls`` (true when unset) and a JSON
+    ``response_format``.
+    """
+    tools = tuple(tool.model_dump(exclude_none=True) for tool in request.tools or ())
+    choice = request.tool_choice
+    tool_choice = "auto" if choice is None else choice if isinstance(choice, str) else choice.function.name
+    response_format = request.response_format
+    return ReplyRules(
+        tool_format=tool_format,
+        tools=tools,
+        tool_choice=tool_choice,
+        parallel_tool_calls=request.parallel_tool_calls is not False,
+        response_format=(
+            response_format.model_dump(by_alias=True, exclude_none=True)
+            if response_format is not None and response_format.type != "text"
+            else None
+        ),
     )
 
 

@@ -175,6 +175,13 @@ _CHAT_COMPLETION_ERRORS: Final[tuple[DocumentedError, ...]] = (
         f"waiting, processing or finished). {fixed_headers(errors.CHAT_REQUEST_CANCELLED)}: send it again to start "
         "a new request.",
     ),
+    DocumentedError(
+        errors.MODEL_REPLY_INVALID,
+        "Text path only: the model's reply holds no valid tool call or JSON where the request needs one (a call "
+        "that does not parse, an undeclared function, arguments outside a strict schema, JSON that does not match "
+        "`response_format`), after `HORDE_OAI_TEXT_REPAIR_ATTEMPTS` repair turns; the message says what was wrong. "
+        "No `x-should-retry`: the SDKs retry a 502 by default, and a retry samples the model again.",
+    ),
     _HORDE_UNAVAILABLE,
     DocumentedError(
         errors.NO_ELIGIBLE_WORKER,

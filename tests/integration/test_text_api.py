@@ -122,14 +122,9 @@ def test_a_prompt_that_cannot_fit_is_context_length_exceeded(text_stack: LiveSta
     )
 
 
-TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}}}
-
-
 @pytest.mark.parametrize(
     ("extra", "param", "what"),
     [
-        ({"tools": [TOOL]}, "tools", "tools"),
-        ({"response_format": {"type": "json_object"}}, "response_format", "response_format json_object"),
         ({"seed": 7}, "seed", "seed"),
         ({"frequency_penalty": 0.5}, "frequency_penalty", "frequency_penalty"),
         (
@@ -429,11 +424,6 @@ def test_responses_on_a_text_model_go_through_the_text_api(text_stack: LiveStack
     ("extra", "param", "what"),
     [
         ({"reasoning": {"effort": "low"}}, "reasoning.effort", "reasoning_effort"),
-        (
-            {"tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]},
-            "tools",
-            "tools",
-        ),
     ],
 )
 def test_responses_refusals_on_the_text_path_name_the_responses_param(

@@ -587,7 +587,13 @@ CHAT_ERROR_CODES = {
     "408": ["ChatRequestTimeout", "RequestBodyTimeout"],
     "413": ["RequestTooLarge"],
     "429": ["rate_limit_exceeded", "TooManyPrompts"],
-    "502": ["ChatRequestFaulted", "ChatRequestNoGeneration", "ChatRequestCancelled", "HordeUnavailable"],
+    "502": [
+        "ChatRequestFaulted",
+        "ChatRequestNoGeneration",
+        "ChatRequestCancelled",
+        "ModelReplyInvalid",
+        "HordeUnavailable",
+    ],
     "503": ["no_eligible_worker", "queue_unavailable", "MaintenanceMode", "FrontShuttingDown", "FrontAtCapacity"],
 }
 MODEL_LIST_ERROR_CODES = {
