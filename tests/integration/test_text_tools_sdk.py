@@ -55,13 +55,6 @@ QWEN_WORKER = {
     "reply_words": 30,
 }
 
-UNTIL_H36_MERGED = pytest.mark.xfail(
-    raises=(openai.NotFoundError, AssertionError),
-    strict=True,
-    reason="the front still refuses tools and response_format on the text path (404 no_worker_supports_features) "
-    "until branch h36's prompt/parse core is merged; remove this mark then",
-)
-
 
 class City(BaseModel):
     name: str
@@ -110,7 +103,6 @@ def prompts(stack: LiveStack, mark: str) -> list[str]:
 # --- the OpenAI SDK -------------------------------------------------------------------------------------------------
 
 
-@UNTIL_H36_MERGED
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_tool_call_then_the_tool_result_turn(tools_stack: LiveStack, family: str) -> None:
     mark = marker()
@@ -139,7 +131,6 @@ def test_a_tool_call_then_the_tool_result_turn(tools_stack: LiveStack, family: s
     assert RESULT_MARKERS[family] in sent_second
 
 
-@UNTIL_H36_MERGED
 @pytest.mark.parametrize("family", FAMILIES)
 def test_parallel_calls_and_parallel_tool_calls_false(tools_stack: LiveStack, family: str) -> None:
     mark = marker()
@@ -160,7 +151,6 @@ def test_parallel_calls_and_parallel_tool_calls_false(tools_stack: LiveStack, fa
     assert [c.function.name for c in one.choices[0].message.tool_calls or []] == ["get_weather"]
 
 
-@UNTIL_H36_MERGED
 @pytest.mark.parametrize("family", FAMILIES)
 def test_chat_completions_parse_with_a_pydantic_model(tools_stack: LiveStack, family: str) -> None:
     mark = marker()
@@ -182,7 +172,6 @@ def test_chat_completions_parse_with_a_pydantic_model(tools_stack: LiveStack, fa
 # --- the OpenAI Agents SDK ------------------------------------------------------------------------------------------
 
 
-@UNTIL_H36_MERGED
 @pytest.mark.parametrize("family", FAMILIES)
 def test_the_agents_sdk_runs_a_function_tool_and_answers_with_its_result(tools_stack: LiveStack, family: str) -> None:
     set_tracing_disabled(True)  # the SDK would export traces to OpenAI's servers
@@ -212,7 +201,6 @@ def test_the_agents_sdk_runs_a_function_tool_and_answers_with_its_result(tools_s
 # --- LangChain ------------------------------------------------------------------------------------------------------
 
 
-@UNTIL_H36_MERGED
 @pytest.mark.parametrize("family", FAMILIES)
 def test_langchain_bind_tools_and_a_tool_message_turn(tools_stack: LiveStack, family: str) -> None:
     mark = marker()
@@ -236,7 +224,6 @@ def test_langchain_bind_tools_and_a_tool_message_turn(tools_stack: LiveStack, fa
     assert answer.response_metadata["finish_reason"] == "stop"
 
 
-@UNTIL_H36_MERGED
 @pytest.mark.parametrize("family", FAMILIES)
 def test_langchain_with_structured_output_a_pydantic_model(tools_stack: LiveStack, family: str) -> None:
     mark = marker()
@@ -256,7 +243,6 @@ def test_langchain_with_structured_output_a_pydantic_model(tools_stack: LiveStac
 # --- the Vercel AI SDK ----------------------------------------------------------------------------------------------
 
 
-@UNTIL_H36_MERGED
 @pytest.mark.parametrize("family", FAMILIES)
 def test_ai_sdk_openai_compatible_generate_text_with_a_tool(tools_stack: LiveStack, family: str) -> None:
     result = run_client(tools_stack, "compat-tools", TOOL_MODEL=MODELS[family])
@@ -271,7 +257,6 @@ def test_ai_sdk_openai_compatible_generate_text_with_a_tool(tools_stack: LiveSta
     assert 'The weather tool returned: {"city":"Paris","forecast":"sunny","celsius":21}' in result["text"]
 
 
-@UNTIL_H36_MERGED
 @pytest.mark.parametrize("family", FAMILIES)
 def test_ai_sdk_openai_compatible_generate_object(tools_stack: LiveStack, family: str) -> None:
     result = run_client(tools_stack, "compat-object", TOOL_MODEL=MODELS[family])
@@ -314,7 +299,6 @@ def test_ai_sdk_default_provider_generate_object(tools_stack: LiveStack, family:
 # --- the repair -----------------------------------------------------------------------------------------------------
 
 
-@UNTIL_H36_MERGED
 def test_a_malformed_first_reply_is_repaired_with_one_more_submit(malformed_stack: LiveStack) -> None:
     """The devhorde's first reply holds a ``<tool_call>`` whose JSON does not parse; the front asks again once, with
     the reply and the error as the next turns, and the client gets the good call."""

@@ -50,14 +50,6 @@ TOOLS_MARKERS = {
 RESULT_MARKERS = {"chatml": "<tool_response>\n", "llama-3": "<|start_header_id|>ipython", "mistral": "[TOOL_RESULTS] "}
 
 
-UNTIL_H36_MERGED = pytest.mark.xfail(
-    raises=openai.NotFoundError,
-    strict=True,
-    reason="the front still refuses tools and response_format on the text path (404 no_worker_supports_features) "
-    "until branch h36's prompt/parse core is merged; remove this mark then",
-)
-
-
 @dataclass
 class ToolWorker:
     worker: SimWorker
@@ -159,7 +151,6 @@ def test_the_lane_worker_answers_tools_with_a_call_and_a_tool_result_with_text(
     assert len(tool_worker.prompts(mark)) == 2
 
 
-@UNTIL_H36_MERGED
 @pytest.mark.submits(2)
 @pytest.mark.parametrize("family", sorted(FAMILY_SLUGS))
 @retry_a_foreign_429
@@ -203,7 +194,6 @@ class City(BaseModel):
     coastal: bool
 
 
-@UNTIL_H36_MERGED
 @pytest.mark.parametrize("family", sorted(FAMILY_SLUGS))
 @retry_a_foreign_429
 def test_chat_completions_parse_returns_the_pydantic_model(
