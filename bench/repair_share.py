@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 import uuid
 from typing import Any
 
@@ -99,9 +100,11 @@ def run_setting(front_url: str, control_url: str, conversations: int, *, malform
     sdk = openai.OpenAI(base_url=f"{front_url}/v1", api_key="0000000000", max_retries=0, timeout=60)
     errors: list[str] = []
     mark = "bench" + uuid.uuid4().hex[:8]
+    started = time.perf_counter()
     for model in FAMILY_MODELS.values():
         for _ in range(conversations):
             errors += conversation(sdk, model, mark)
+    wall = time.perf_counter() - started
     submits = [
         s
         for s in httpx.get(f"{control_url}/submits", timeout=30).json()
@@ -119,6 +122,7 @@ def run_setting(front_url: str, control_url: str, conversations: int, *, malform
         "dry_runs": len(submits) - len(generations),
         "repairs": len(repairs),
         "repair_share_pct": round(100 * len(repairs) / len(generations), 1) if generations else None,
+        "wall_seconds": round(wall, 1),
     }
 
 
@@ -147,13 +151,14 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result))
         return 0
     print(result["machine"])
-    print("| knob | client requests | failed | text submits | repairs | repairs' share of submits |")
-    print("|---|---|---|---|---|---|")
+    print("| knob | client requests | failed | text submits | repairs | repairs' share of submits | wall s |")
+    print("|---|---|---|---|---|---|---|")
     for row in result["runs"]:
         failed = f"{row['failed']} {' '.join(row['failure_codes'])}".strip()
         print(
             f"| malformed_first_replies: {str(row['malformed_first_replies']).lower()} | {row['client_requests']} | "
-            f"{failed} | {row['text_submits']} | {row['repairs']} | {row['repair_share_pct']} % |"
+            f"{failed} | {row['text_submits']} | {row['repairs']} | {row['repair_share_pct']} % | "
+            f"{row['wall_seconds']} |"
         )
     return 0
 
