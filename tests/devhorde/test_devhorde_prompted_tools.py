@@ -14,6 +14,7 @@ import pytest
 from devhorde_helpers import API, KEY, scenario, worker
 
 from devhorde.prompted import mistral_call_id, prompted_reply, read_prompt
+from devhorde.scenario import load_scenario
 from tests.tool_prompts import (
     JSON_LINES,
     REPAIR,
@@ -236,3 +237,17 @@ async def test_the_text_api_serves_prompted_replies_and_the_knob(make_client) ->
     repair = prompt + good[:-14] + "\n</tool_call><|im_end|>\n" + chatml(("user", REPAIR))
     assert await generate(client, repair, "koboldcpp/Qwen2.5-7B-Instruct") == good
     assert (await client.get("/_devhorde/scenario")).json()["malformed_first_replies"] is True
+
+
+@pytest.mark.asyncio
+async def test_the_aihorde_scenario_serves_prompted_replies_with_the_knob(make_client) -> None:
+    document = load_scenario("aihorde").model_dump(mode="json")
+    knob = scenario(*document["workers"], aihorde=document["aihorde"], malformed_first_replies=True)
+    client = await make_client(knob)
+    prompt = chatml(("system", JSON_LINES), ("user", "Extract: Ada is 36."))
+    broken = await generate(client, prompt, "koboldcpp/Qwen2.5-7B-Instruct")
+    assert broken.startswith("Sure! Here is the JSON you asked for:\n{")
+    assert broken.endswith(",}")
+    repair = prompt + broken + "<|im_end|>\n" + chatml(("user", REPAIR))
+    repaired = await generate(client, repair, "koboldcpp/Qwen2.5-7B-Instruct")
+    jsonschema.validate(json.loads(repaired), SCHEMA)

@@ -34,15 +34,19 @@ pytestmark = pytest.mark.integration
 QWEN = "koboldcpp/Qwen2.5-7B-Instruct"
 LLAMA = "koboldcpp/Meta-Llama-3-8B-Instruct"
 MISTRAL = "koboldcpp/Mistral-7B-Instruct-v0.3"
+TINY = "koboldcpp/tiny-story-1b"
 MODELS = {"chatml": QWEN, "llama-3": LLAMA, "mistral": MISTRAL}
 """One text model per family of the contract, by the front's ``x_horde.prompt_template``."""
 FAMILIES = sorted(MODELS)
 TOOLS_MARKERS = {
     "chatml": "<tools>\n",
+    "generic-instruct": "<tools>\n",
     "llama-3": "Given the following functions, please respond with a JSON for a function call",
     "mistral": "[AVAILABLE_TOOLS] ",
 }
-RESULT_MARKERS = {"chatml": "<tool_response>\n", "llama-3": "<|start_header_id|>ipython", "mistral": "[TOOL_RESULTS] "}
+RESULT_MARKERS = {
+    "generic-instruct": "<tool_response>\n",
+    "chatml": "<tool_response>\n", "llama-3": "<|start_header_id|>ipython", "mistral": "[TOOL_RESULTS] "}
 QWEN_WORKER = {
     "name": "qwen-text-1",
     "model": QWEN,
@@ -103,12 +107,14 @@ def prompts(stack: LiveStack, mark: str) -> list[str]:
 # --- the OpenAI SDK -------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", [*FAMILIES, "generic-instruct"])
 def test_a_tool_call_then_the_tool_result_turn(tools_stack: LiveStack, family: str) -> None:
+    """Each family, and the generic format of a model without one (``tiny-story-1b``)."""
+    model = {**MODELS, "generic-instruct": TINY}[family]
     mark = marker()
     sdk = client(tools_stack)
     messages: list[Any] = [{"role": "user", "content": f"What is the weather in Paris? [{mark}]"}]
-    first = sdk.chat.completions.create(model=MODELS[family], messages=messages, tools=[WEATHER], max_tokens=200)
+    first = sdk.chat.completions.create(model=model, messages=messages, tools=[WEATHER], max_tokens=200)
     choice = first.choices[0]
     assert choice.finish_reason == "tool_calls"
     assert choice.message.content is None
@@ -122,7 +128,7 @@ def test_a_tool_call_then_the_tool_result_turn(tools_stack: LiveStack, family: s
         choice.message.model_dump(exclude_none=True),
         {"role": "tool", "tool_call_id": call.id, "content": "sunny, 24 C"},
     ]
-    second = sdk.chat.completions.create(model=MODELS[family], messages=messages, tools=[WEATHER], max_tokens=200)
+    second = sdk.chat.completions.create(model=model, messages=messages, tools=[WEATHER], max_tokens=200)
     assert second.choices[0].finish_reason == "stop"
     assert second.choices[0].message.tool_calls is None
     assert "The get_weather tool returned: sunny, 24 C" in (second.choices[0].message.content or "")
