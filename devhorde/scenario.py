@@ -284,6 +284,10 @@ class Scenario(_Strict):
     """Scripted submit refusals; the first matching one applies."""
     submit_warnings: list[dict[str, str]] = Field(default_factory=list)
     """``warnings`` returned in every 202 (each ``{"code", "message"}``); empty: the key is omitted."""
+    malformed_first_replies: bool = False
+    """Text API: a prompt holding tools or the JSON instruction of the front's prompt contract, and not a repair turn
+    ("Your previous reply was not valid: "), gets a malformed reply (a tool call whose JSON is cut short, or JSON
+    after prose with a trailing comma); the repair turn gets the good reply (devhorde.prompted)."""
     aihorde: AiHordeSpec | None = None
     """Behave as the public AI Horde does (no chat routes, its limits, kudos and cancel); null: the native Horde of
     the contract."""

@@ -57,6 +57,7 @@ from devhorde.answers import (
     HordeReply,
     refusal,
 )
+from devhorde.prompted import prompted_reply
 from devhorde.replies import conversation_seed, count_tokens, cut_reply, reply_text
 from devhorde.scenario import AiHordeSpec, Scenario, WorkerSpec
 
@@ -397,7 +398,9 @@ class TextQueue:
         elif worker.reply_style == "fixed":
             content = worker.fixed_reply
         else:
-            content = reply_text(messages, words=worker.reply_words, seed=conversation_seed(request.prompt))
+            seed = conversation_seed(request.prompt)
+            prompted = prompted_reply(request.prompt, seed, malformed_first=self.horde.scenario.malformed_first_replies)
+            content = prompted if prompted is not None else reply_text(messages, words=worker.reply_words, seed=seed)
         plan = cut_reply(
             "",
             content,

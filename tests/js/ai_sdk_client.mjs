@@ -1,10 +1,12 @@
-// The Vercel AI SDK's default OpenAI provider, `openai(model)` (the Responses API), against a live front.
+// The Vercel AI SDK's default OpenAI provider, `openai(model)` (the Responses API), against a live front; the
+// "compat-" scenarios use the `openai-compatible` provider (Chat Completions) instead.
 //
 // Usage: node ai_sdk_client.mjs <scenario> ; environment: FRONT_BASE_URL (the front's /v1), TEXT_MODEL, TOOL_MODEL.
 // Prints one JSON object with what the scenario observed; tests/integration/test_ai_sdk.py asserts on it.
 
 import { createOpenAI } from "@ai-sdk/openai";
-import { generateText, stepCountIs, streamText, tool } from "ai";
+import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
+import { generateObject, generateText, stepCountIs, streamText, tool } from "ai";
 import { z } from "zod";
 
 // Every request body the provider sends, as it sends it (the conversation scenarios print them).
@@ -21,6 +23,16 @@ const openai = createOpenAI({
   apiKey: process.env.FRONT_API_KEY ?? "0000000000",
   fetch: recordingFetch,
 });
+
+const compatible = createOpenAICompatible({
+  name: "horde",
+  baseURL: process.env.FRONT_BASE_URL,
+  apiKey: process.env.FRONT_API_KEY ?? "0000000000",
+  supportsStructuredOutputs: true,
+  fetch: recordingFetch,
+});
+
+const city = z.object({ name: z.string(), population: z.number().int(), coastal: z.boolean() });
 
 const weather = tool({
   description: "The weather in a city",
@@ -62,14 +74,29 @@ async function main(scenario) {
       parts,
     };
   }
-  if (scenario === "tools" || scenario === "tools-stream") {
+  if (scenario === "object" || scenario === "compat-object") {
+    // generateObject with a zod schema: response_format json_schema (text.format on the Responses API)
+    const model =
+      scenario === "object" ? openai(process.env.TOOL_MODEL) : compatible.chatModel(process.env.TOOL_MODEL);
+    const result = await generateObject({
+      model,
+      schema: city,
+      prompt: "Describe the city of Lisbon.",
+      maxOutputTokens: 200,
+    });
+    return { object: result.object, finishReason: result.finishReason, bodies: sent.map((entry) => entry.body) };
+  }
+  if (scenario === "tools" || scenario === "tools-stream" || scenario === "compat-tools") {
     const options = {
-      model: openai(process.env.TOOL_MODEL),
+      model:
+        scenario === "compat-tools"
+          ? compatible.chatModel(process.env.TOOL_MODEL)
+          : openai(process.env.TOOL_MODEL),
       prompt: "What is the weather in Paris?",
       tools: { weather },
       stopWhen: stepCountIs(2),
     };
-    const result = scenario === "tools" ? await generateText(options) : streamText(options);
+    const result = scenario === "tools-stream" ? streamText(options) : await generateText(options);
     const steps = await result.steps;
     return {
       text: await result.text,

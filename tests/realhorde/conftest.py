@@ -196,7 +196,7 @@ class Fleet:
         return sorted(row[0] for row in rows)
 
 
-def _listed_models(horde_url: str) -> set[str]:
+def listed_models(horde_url: str) -> set[str]:
     body = httpx.get(f"{horde_url}/v2/status/models", params={"type": "text"}, timeout=10).json()
     return {m["name"] for m in body} if isinstance(body, list) else set()
 
@@ -240,7 +240,7 @@ def fleet(realhorde: RealHorde) -> Iterator[Fleet]:
             worker.wait_registered()
         wanted = {*pool_models, *(fleet.model(slug) for slug in specials)}
         deadline = time.monotonic() + 40
-        while not wanted <= (listed := _listed_models(url)):
+        while not wanted <= (listed := listed_models(url)):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the Horde did not list {sorted(wanted - listed)} within 40 s")
             time.sleep(2)

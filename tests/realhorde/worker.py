@@ -9,6 +9,10 @@ It runs in a thread of the test process (httpx), so a fixture starts one per tes
     ...
     worker.stop()
 
+A worker with ``prompted=True`` answers a prompt that holds the front's tools or JSON instruction the way the
+devhorde's text API does (``devhorde.prompted``: a call in the model family's own syntax, a text answer quoting the
+result once a tool result is in the prompt, JSON for the JSON instruction) and any other prompt with ``text``.
+
 Every popped job and every submit answer is kept (``jobs``, ``submits``). Stopping lets a job already popped finish
 (``stop(abandon=True)`` drops it, so the Horde sees a worker that took a job and vanished). Runnable alone as well:
 ``python -m tests.realhorde.worker --key KEY --name NAME --models M1,M2 --state censored``.
@@ -23,6 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+
+from devhorde.prompted import prompted_reply
+from devhorde.replies import conversation_seed
 
 BRIDGE_AGENT = "AI Horde Worker:24:https://github.com/Haidra-Org/AI-Horde-Worker"
 CLIENT_AGENT = "horde-oai-realhorde-lane-worker:1:local"
@@ -43,6 +50,7 @@ class SimWorker:
     delay: float = 0.2
     state: str = "ok"
     text: str = DEFAULT_TEXT
+    prompted: bool = False
     idle_sleep: float = 0.5
     bridge_agent: str = BRIDGE_AGENT
     jobs: list[dict[str, Any]] = field(default_factory=list)
@@ -112,6 +120,8 @@ class SimWorker:
                     return
                 prompt = str((job.get("payload") or {}).get("prompt", ""))
                 generation = self.text.replace("{prompt_tail}", prompt[-40:])
+                if self.prompted:
+                    generation = prompted_reply(prompt, conversation_seed(prompt)) or generation
                 body = {"id": job["id"], "generation": generation, "state": self.state, "seed": 0}
                 try:
                     submitted = http.post(f"{base}/submit", json=body)
