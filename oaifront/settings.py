@@ -72,6 +72,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "corsheaders",
     "chat",
+    "images",
     "models_list",
 ]
 

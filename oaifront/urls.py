@@ -33,6 +33,7 @@ async def metrics_endpoint(request: HttpRequest) -> HttpResponse:
 
 urlpatterns = [
     path("", include("chat.urls")),
+    path("", include("images.urls")),
     path("", include("models_list.urls")),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
