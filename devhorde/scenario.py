@@ -25,6 +25,7 @@ from horde_sdk.generation_parameters.text.chat_policy import (
 from horde_sdk.worker.chat_declaration import ChatFaultReason, ChatImageTransport, ChatWorkerDeclaration
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from devhorde.image_api import ImageApiSpec
 from devhorde.limits import HORDE_CHAT_REQUEST_EXPIRY_SECONDS
 
 SCENARIOS_DIR = Path(__file__).resolve().parent / "scenarios"
@@ -284,6 +285,9 @@ class Scenario(_Strict):
     """Scripted submit refusals; the first matching one applies."""
     submit_warnings: list[dict[str, str]] = Field(default_factory=list)
     """``warnings`` returned in every 202 (each ``{"code", "message"}``); empty: the key is omitted."""
+    images: ImageApiSpec | None = None
+    """The image API's workers and rules (devhorde.image_api); null: no image worker, and every image model
+    unknown."""
     aihorde: AiHordeSpec | None = None
     """Behave as the public AI Horde does (no chat routes, its limits, kudos and cancel); null: the native Horde of
     the contract."""
