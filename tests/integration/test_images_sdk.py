@@ -229,3 +229,21 @@ def test_bad_input_is_openais_envelope(stack: LiveStack) -> None:
         "param": "n",
         "code": "BadRequest",
     }
+
+
+def test_the_model_list_holds_the_served_image_models_and_their_aliases(stack: LiveStack) -> None:
+    """Image models with an online worker, and each alias of one, as cards that say ``text->image``; ``Deliberate``
+    (known, no online worker) is not listed."""
+    cards = {card.id: card.model_dump() for card in client(stack).models.list()}
+    assert {"stable_diffusion", "AlbedoBase XL (SDXL)", "dall-e-2", "dall-e-3", "gpt-image-1"} <= set(cards)
+    assert "Deliberate" not in cards
+    alias = cards["dall-e-3"]
+    assert (alias["name"], alias["canonical_slug"]) == (
+        "dall-e-3 (alias of AlbedoBase XL (SDXL))",
+        "AlbedoBase XL (SDXL)",
+    )
+    assert alias["architecture"]["modality"] == "text->image"
+    assert alias["architecture"]["output_modalities"] == ["image"]
+    assert (alias["x_horde"]["api"], alias["x_horde"]["routes"]) == ("image", ["/v1/images/generations"])
+    assert cards["stable_diffusion"]["x_horde"]["workers"] == 1
+    assert client(stack).models.retrieve("dall-e-2").name == "dall-e-2 (alias of stable_diffusion)"
