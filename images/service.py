@@ -21,7 +21,7 @@ from loguru import logger
 from chat import errors
 from chat.errors import OpenAIError
 from chat.horde.cancels import CancelQueue
-from chat.horde.native import HordeRefusal, HordeUnreachable, NativeStatus
+from chat.horde.native import HordeRefusal, HordeUnreachable, NativeStatus, SubmitResult
 from chat.horde.real_horde_answers import cancelled_error
 from chat.horde.refusals import error_from_refusal
 from chat.metrics import STAGE_GRACE, STAGE_SUBMIT, front_metrics, outcome_class_for
@@ -212,7 +212,7 @@ class ImageService:
         """
         try:
             await self.dry_run(plan, apikey)
-            submitted = await self.horde.submit(horde_payload(plan), apikey)
+            submitted = await self.submit_shielded(plan, apikey)
         except HordeRefusal as refusal:
             outcome.stage = STAGE_SUBMIT
             raise refusal_error(refusal) from refusal
@@ -231,6 +231,22 @@ class ImageService:
             self.cancels.cancel_soon(request_id, apikey, submitted_at)
             raise
         return self.answer(plan, status, request_id, outcome)
+
+    async def submit_shielded(self, plan: ImagePlan, apikey: str | None) -> SubmitResult:
+        """The submit, finished even when the client leaves while it is at the Horde: the request it creates is then
+        cancelled at once (nothing is left waiting for nobody).
+        """
+        submit = asyncio.ensure_future(self.horde.submit(horde_payload(plan), apikey))
+        try:
+            return await asyncio.shield(submit)
+        except asyncio.CancelledError:
+            submit.add_done_callback(lambda done: self.cancel_created(done, apikey))
+            raise
+
+    def cancel_created(self, submit: asyncio.Future[SubmitResult], apikey: str | None) -> None:
+        """Cancel the request a submit whose client left created (none when the submit failed)."""
+        if not submit.cancelled() and submit.exception() is None and submit.result().id:
+            self.cancels.cancel_soon(submit.result().id, apikey, self.clock())
 
     async def wait(
         self, request_id: str, apikey: str | None, submitted_at: float, outcome: ImageOutcome

@@ -414,3 +414,30 @@ def test_image_cards_list_served_models_and_the_aliases_of_served_ones() -> None
     assert [card["id"] for card in cards] == ["stable_diffusion", "dall-e-2"]
     assert cards[1]["name"] == "dall-e-2 (alias of stable_diffusion)"
     assert cards[0]["architecture"]["modality"] == "text->image"
+
+
+def test_a_client_that_leaves_during_the_submit_has_the_created_request_cancelled() -> None:
+    """The submit is finished at the Horde even when the client leaves while it is there; its request is cancelled."""
+    release = asyncio.Event()
+
+    class SlowSubmitHorde(ScriptedImageHorde):
+        async def submit(self, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
+            await release.wait()
+            return await super().submit(payload, apikey)
+
+    horde = SlowSubmitHorde([], {}, [])
+    made, cancels = service(horde)
+
+    async def leave_during_the_submit() -> None:
+        task = asyncio.ensure_future(made.generate(read({"prompt": "x"}), None, ImageOutcome()))
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert cancels.cancelled == []
+        release.set()
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+    asyncio.run(leave_during_the_submit())
+    assert (horde.calls, cancels.cancelled) == (["submit"], ["req-1"])
