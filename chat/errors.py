@@ -24,7 +24,8 @@ The failure tree (who raises what; each leaf is a code of :data:`FAILURES`)::
     ├── the route (chat.serving)
     │   ├── model_not_found ........... 404  no such model (GET /v1/models/{model})
     │   ├── context_length_exceeded ... 400  the prompt cannot fit (text path)
-    │   └── max_kudos_exceeded ........ 400  the kudos estimate is over horde.max_kudos
+    │   ├── max_kudos_exceeded ........ 400  the kudos estimate is over horde.max_kudos
+    │   └── content_policy_violation .. 400  (images) a worker's censor blanked an image
     ├── availability (chat.waiting, chat.horde.refusals, chat.serving.route_choice)
     │   ├── no_worker_supports_limit .. 400  no worker declares the limit, or over the real Horde's 4096
     │   ├── KudosUpfront .............. 403  the key lacks the kudos a large request needs upfront
@@ -38,6 +39,7 @@ The failure tree (who raises what; each leaf is a code of :data:`FAILURES`)::
     │   ├── ChatRequestNoGeneration ... 502  done without a generation
     │   ├── ChatRequestCancelled ...... 502  the Horde cancelled or emptied it (text path: n = 0)
     │   ├── ModelReplyInvalid ......... 502  (text path) no valid call or JSON after the repair attempts
+    │   ├── ImageRequestIncomplete .... 502  (images) done with fewer images than n (a faulted job)
     │   └── ChatStreamDiverged ........ 502  (mid-stream only) the final reply is not the relayed text
     └── the front and the Horde (chat.horde, oaifront.guards, chat.serving.runtime)
         ├── HordeUnavailable .......... 502  unreachable, a 5xx, or an answer outside the contract
@@ -58,6 +60,7 @@ UnsupportedChatParameter       400     invalid_request_error   -            -
 ChatRequestConflict            400     invalid_request_error   -            -
 context_length_exceeded        400     invalid_request_error   -            -
 max_kudos_exceeded             400     invalid_request_error   -            -
+content_policy_violation       400     invalid_request_error   -            -
 no_worker_supports_limit       400     invalid_request_error   -            -
 previous_response_not_found    400     invalid_request_error   -            -
 InvalidAPIKey                  401     authentication_error    -            false
@@ -76,6 +79,7 @@ ChatRequestNoGeneration        502     api_error               -            -
 ChatRequestCancelled           502     api_error               -            false
 ModelReplyInvalid              502     api_error               -            -
 ChatStreamDiverged             502     api_error               -            -
+ImageRequestIncomplete         502     api_error               -            -
 HordeUnavailable               502     api_error               -            -
 no_eligible_worker             503     api_error               30            false
 queue_unavailable              503     api_error               computed      -
@@ -145,6 +149,10 @@ by default, and a retry samples the model again."""
 CHAT_REQUEST_CANCELLED: Final = "ChatRequestCancelled"
 """502: the Horde cancelled or emptied the request while the front waited for it (chat.horde.real_horde_answers)."""
 METHOD_NOT_ALLOWED: Final = "method_not_allowed"
+CONTENT_POLICY_VIOLATION: Final = "content_policy_violation"
+"""OpenAI's 400 code of an image its safety system refused; here an image a worker's censor blanked (images)."""
+IMAGE_REQUEST_INCOMPLETE: Final = "ImageRequestIncomplete"
+"""502 of an image request the Horde ended with fewer images than ``n``: its jobs faulted (images)."""
 MODEL_NOT_FOUND: Final = "model_not_found"
 """OpenAI's 404 code for ``GET /v1/models/{model}`` of a model the model list does not hold."""
 PREVIOUS_RESPONSE_NOT_FOUND: Final = "previous_response_not_found"
@@ -232,6 +240,7 @@ FAILURES: Final[Mapping[str, Failure]] = {
         Failure(CHAT_REQUEST_CONFLICT, 400, "keys that contradict each other (tool_choice without tools, ...)"),
         Failure(CONTEXT_LENGTH_EXCEEDED, 400, "the rendered prompt cannot fit the context (text path)"),
         Failure(MAX_KUDOS_EXCEEDED, 400, "the kudos estimate is above horde.max_kudos"),
+        Failure(CONTENT_POLICY_VIOLATION, 400, "a worker's NSFW censor blanked an image (images)"),
         Failure(NO_WORKER_SUPPORTS_LIMIT, 400, "no online worker declares the completion limit or context length"),
         Failure(PREVIOUS_RESPONSE_NOT_FOUND, 400, "previous_response_id names no response stored for the key"),
         Failure(
@@ -290,6 +299,7 @@ FAILURES: Final[Mapping[str, Failure]] = {
             should_retry=False,
         ),
         Failure(CHAT_STREAM_DIVERGED, 502, "mid-stream: the final reply does not start with the relayed text"),
+        Failure(IMAGE_REQUEST_INCOMPLETE, 502, "the Horde ended an image request with fewer images than n (images)"),
         Failure(HORDE_UNAVAILABLE, 502, "the Horde could not be reached, or answered a 5xx or outside its contract"),
         Failure(
             NO_ELIGIBLE_WORKER,

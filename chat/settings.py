@@ -41,6 +41,28 @@ DEFAULT_MAX_BUFFERED_BODY_BYTES: Final[int] = 2 * DEFAULT_MAX_BODY_BYTES
 ``HORDE_OAI_MAX_BODY_BYTES`` at once, which with their parsing cost about 0.3 GB of memory (bench/README.md, issue
 35), so a small machine serves them without swapping; many small bodies fit beside them."""
 
+DEFAULT_IMAGE_MODEL_ALIASES: Final[str] = (
+    "dall-e-2=stable_diffusion,dall-e-3=AlbedoBase XL (SDXL),gpt-image-1=AlbedoBase XL (SDXL)"
+)
+"""The default ``HORDE_OAI_IMAGE_MODEL_ALIASES``: OpenAI's image model names on the Horde's most served SD 1.5 and
+SDXL models (docs/images.md)."""
+
+
+def image_model_aliases(value: str) -> dict[str, str]:
+    """``name=Horde model,...`` as ``{name: Horde model}`` (spaces around each part dropped; empty parts skipped)."""
+    pairs = [part.split("=", 1) for part in value.split(",") if part.strip()]
+    return {name.strip(): model.strip() for name, model in pairs}
+
+
+def alias_pairs_problem(value: str) -> str | None:
+    """What is wrong with a ``HORDE_OAI_IMAGE_MODEL_ALIASES`` value, or None."""
+    for part in (part for part in value.split(",") if part.strip()):
+        name, equals, model = part.partition("=")
+        if not equals or not name.strip() or not model.strip():
+            return f"expected name=Horde model pairs separated by commas, such as {DEFAULT_IMAGE_MODEL_ALIASES!r}"
+    return None
+
+
 PUBLIC_HORDE_URL = AI_HORDE_BASE_URL.rstrip("/")
 """The public Horde's API root, the default ``HORDE_URL``: a front started without configuration never talks to the
 development Horde by accident."""
@@ -198,6 +220,18 @@ class FrontSettings(BaseSettings):
 
     metrics_endpoint: bool = False
     """``HORDE_OAI_METRICS_ENDPOINT``: serve ``GET /metrics`` in Prometheus text format (off by default)."""
+
+    image_model_aliases: str = DEFAULT_IMAGE_MODEL_ALIASES
+    """``HORDE_OAI_IMAGE_MODEL_ALIASES``: the OpenAI image model names ``POST /v1/images/generations`` maps to Horde
+    image models, as ``name=Horde model`` pairs separated by commas (docs/images.md); empty: no alias."""
+
+    @field_validator("image_model_aliases")
+    @classmethod
+    def _alias_pairs(cls, value: str) -> str:
+        problem = alias_pairs_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @field_validator("horde_url")
     @classmethod

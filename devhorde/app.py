@@ -47,6 +47,7 @@ from starlette.routing import Mount, Route
 from devhorde.aihorde import FLASK_NOT_FOUND_HTML, RateLimiter, route_limits
 from devhorde.answers import HordeReply
 from devhorde.horde import DevHorde
+from devhorde.image_api import IMAGE_CONTROL_ROUTES, IMAGE_ROUTES, ImageSim
 from devhorde.options import redis_url_option, scenario_option, whole_number
 from devhorde.scenario import Scenario, load_scenario
 
@@ -192,6 +193,8 @@ async def models(request: Request) -> Response:
     """``GET /v2/status/models?type=text`` (contract: Models): a JSON list of model entries."""
     horde = _horde(request)
     await horde.start()
+    if request.query_params.get("type") == "image":
+        return JSONResponse(request.app.state.images.models_status())
     return JSONResponse(horde.models_status(request.query_params.get("type", "text")))
 
 
@@ -305,6 +308,7 @@ NATIVE_ROUTES = [
     Route("/v2/status/performance", public_horde(performance), methods=["GET"]),
     Route("/v2/find_user", public_horde(find_user), methods=["GET"]),
     Route("/v2/status/heartbeat", public_horde(heartbeat), methods=["GET"]),
+    *IMAGE_ROUTES,
 ]
 
 CONTROL_ROUTES = [
@@ -314,6 +318,7 @@ CONTROL_ROUTES = [
     Route("/requests", list_requests, methods=["GET"]),
     Route("/submits", list_submits, methods=["GET"]),
     Route("/reset", reset, methods=["POST"]),
+    *IMAGE_CONTROL_ROUTES,
 ]
 
 
@@ -354,6 +359,8 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.horde = horde
+    app.state.images = ImageSim(lambda: horde.scenario.images)
+    """The image API (devhorde.image_api), on the scenario's ``images`` section."""
     app.state.limiter = RateLimiter()
     """The ``aihorde`` scenario's rate limit windows (tests may set its ``clock``)."""
     return app

@@ -25,6 +25,7 @@ from horde_sdk.generation_parameters.text.chat_policy import (
 from horde_sdk.worker.chat_declaration import ChatFaultReason, ChatImageTransport, ChatWorkerDeclaration
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from devhorde.image_api import ImageApiSpec
 from devhorde.limits import HORDE_CHAT_REQUEST_EXPIRY_SECONDS
 
 SCENARIOS_DIR = Path(__file__).resolve().parent / "scenarios"
@@ -288,6 +289,9 @@ class Scenario(_Strict):
     """Text API: a prompt holding tools or the JSON instruction of the front's prompt contract, and not a repair turn
     ("Your previous reply was not valid: "), gets a malformed reply (a tool call whose JSON is cut short, or JSON
     after prose with a trailing comma); the repair turn gets the good reply (devhorde.prompted)."""
+    images: ImageApiSpec | None = None
+    """The image API's workers and rules (devhorde.image_api); null: no image worker, and every image model
+    unknown."""
     aihorde: AiHordeSpec | None = None
     """Behave as the public AI Horde does (no chat routes, its limits, kudos and cancel); null: the native Horde of
     the contract."""

@@ -21,13 +21,13 @@ class _Card(BaseModel):
 class ModelArchitecture(_Card):
     """What the model reads and writes (OpenRouter's ``architecture``)."""
 
-    modality: Literal["text->text", "text+image->text"]
+    modality: Literal["text->text", "text+image->text", "text->image"]
     """``text+image->text`` when an online worker serving the model declares vision, else ``text->text``."""
 
     input_modalities: list[Literal["text", "image"]]
     """``["text"]``, with ``image`` added for vision."""
 
-    output_modalities: list[Literal["text"]]
+    output_modalities: list[Literal["text", "image"]]
     """Always ``["text"]``."""
 
     tokenizer: str
@@ -96,11 +96,12 @@ class ModelHordeExtras(_Card):
     image_transports: list[str]
     """How the workers accept images (``url``, ``base64``, ``messages_url``)."""
 
-    api: Literal["chat", "text"]
+    api: Literal["chat", "text", "image"]
     """How the front reaches the model: ``chat``, the Horde's native chat route (online chat workers); ``text``, the
     Horde's text generation API (text workers, no chat worker; see ``HORDE_OAI_TEXT_API_FALLBACK``), where
     ``workers`` counts the online text workers, ``threads`` is null and only the parameters that mode supports are
-    listed."""
+    listed; ``image``, an image model (or an alias of one, ``HORDE_OAI_IMAGE_MODEL_ALIASES``) served by
+    ``POST /v1/images/generations`` (docs/images.md)."""
 
     routes: list[str]
     """The front's routes that serve the model: ``/v1/chat/completions``, ``/v1/responses`` and the legacy
@@ -168,7 +169,8 @@ class ModelCard(_Card):
 
 class ModelList(_Card):
     """The body of ``GET /v1/models``: every text model with at least one online chat worker, and each model served
-    through the text generation API (``x_horde.api: "text"``), sorted by id.
+    through the text generation API (``x_horde.api: "text"``), and each image model with an online worker and each
+    alias of one (``x_horde.api: "image"``), sorted by id.
     """
 
     object: Literal["list"]

@@ -14,6 +14,7 @@ from chat.horde.worker_limits import directory_for
 from chat.serving import text_route
 from chat.serving.runtime import get_runtime
 from models_list.cards import model_list
+from models_list.image_cards import served_image_cards
 
 MODELS_CACHE_KEY = text_route.MODELS_CACHE_KEY
 """The key of the native model list in Django's ``default`` cache (chat.serving.text_route's, shared with its
@@ -47,7 +48,9 @@ async def served_model_list() -> dict[str, Any]:
     if text_route.text_path_models(entries, mode):
         # The text API's list entries declare no limits: the worker list has them (chat.horde.worker_limits).
         workers = await directory_for(runtime.text_horde).snapshot()
-    return model_list(entries, mode, workers)
+    listed = model_list(entries, mode, workers)
+    listed["data"] = sorted([*listed["data"], *await served_image_cards(runtime)], key=lambda card: card["id"])
+    return listed
 
 
 def model_not_found(model: str) -> OpenAIError:

@@ -73,6 +73,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "corsheaders",
     "chat",
+    "images",
     "models_list",
 ]
 

@@ -8,6 +8,7 @@ from django.views.generic import RedirectView
 
 urlpatterns = [
     path("", include("chat.urls")),
+    path("", include("images.urls")),
     path("", include("models_list.urls")),
     path("", include("oaifront.operations_urls")),
     path("", RedirectView.as_view(pattern_name="swagger-ui", permanent=False), name="root"),

@@ -21,8 +21,10 @@ one :class:`HordeBudget` (chat.serving.runtime), shared by the native and the te
   on one key are
   submitted over about ten seconds instead of eighteen of them being refused. A submit that would wait more than
   :data:`MAX_PACING_WAIT_SECONDS` is answered 429 ``rate_limit_exceeded`` with ``Retry-After`` at once instead.
-- **Status read cap.** A text status (``GET /v2/generate/text/status/{id}``, 60 a minute per request at the Horde) is
-  read at most once per :data:`STATUS_READ_SPACING_SECONDS`, whatever the waiter's timer.
+- **Status read cap.** A text status (``GET /v2/generate/text/status/{id}``, 60 a minute per request at the Horde) and
+  an image check (``GET /v2/generate/check/{id}``) are read at most once per :data:`STATUS_READ_SPACING_SECONDS`,
+  whatever the waiter's timer; an image status (``GET`` or ``DELETE /v2/generate/status/{id}``, 10 a minute) at most
+  :data:`IMAGE_STATUS_READS` a minute. The image submit (``POST /v2/generate/async``) is paced as the text submit.
 - **429 retry.** A 429 without ``rc`` (the limiter's) is retried after its ``Retry-After`` (1 s when absent), at
   most :data:`MAX_RATE_LIMIT_RETRIES` times and :data:`MAX_RATE_LIMIT_RETRY_SECONDS` in all; then the client sees it
   (429 ``rate_limit_exceeded``, chat.horde.refusals).
@@ -83,6 +85,17 @@ TEXT_SUBMIT_PATH: Final[str] = AI_HORDE_API_ENDPOINT_SUBPATH.v2_generate_text_as
 TEXT_STATUS_PREFIX: Final[str] = AI_HORDE_API_ENDPOINT_SUBPATH.v2_generate_text_status.value.split("{", 1)[0]
 """The prefix of the capped reads: ``GET /v2/generate/text/status/{id}`` (60 a minute per request and address)."""
 
+IMAGE_SUBMIT_PATH: Final[str] = AI_HORDE_API_ENDPOINT_SUBPATH.v2_generate_async.value
+"""The image API's submit (``POST /v2/generate/async``), paced as the text submit: the same limits
+(``horde/apis/v2/stable.py:72-81``), dry runs included."""
+
+IMAGE_CHECK_PREFIX: Final[str] = AI_HORDE_API_ENDPOINT_SUBPATH.v2_generate_check.value.split("{", 1)[0]
+"""The prefix of an image request's check (10 a second per address and path, its answer cached 1 s at the Horde)."""
+
+IMAGE_STATUS_PREFIX: Final[str] = AI_HORDE_API_ENDPOINT_SUBPATH.v2_generate_status.value.split("{", 1)[0]
+"""The prefix of an image request's full status: **10 a minute** per address, method and request id
+(``horde/apis/v2/stable.py:472``); the front reads it once, at the end (images.horde)."""
+
 WINDOW_MARGIN_SECONDS: Final[float] = 0.1
 """Added to each one-second window (one second to the minute window): a call reaches the Horde a little after it
 leaves, so a window of the front's one second long could hold three arrivals of a Horde window."""
@@ -118,7 +131,10 @@ PER_ADDRESS: Final[tuple[Rule, ...]] = (Rule(2, 1 + WINDOW_MARGIN_SECONDS), Rule
 """Submits per client address: 2 a second and 90 a minute (``get_request_2sec_limit_per_ip``, ``..._90min_...``)."""
 
 STATUS_READS: Final[Rule] = Rule(1, STATUS_READ_SPACING_SECONDS)
-"""Reads of one text status."""
+"""Reads of one text status, and of one image check (cached 1 s at the Horde, so a closer read learns nothing)."""
+
+IMAGE_STATUS_READS: Final[Rule] = Rule(9, 61.0)
+"""Reads (or cancels, counted apart) of one image status: the Horde's 10 a minute, one kept in reserve."""
 
 SHARED_ADDRESS_BUDGET: Final[str] = (
     f"without HORDE_OAI_PROXY_PASSKEY every user shares the front's one address budget at the Horde: "
@@ -579,13 +595,15 @@ class HordeBudget:
 
     def turns(self, method: str, path: str, apikey: str | None) -> list[tuple[Rule, str]]:
         """The logs a call waits its turn in (none for calls the Horde does not limit per key or request)."""
-        if method == "POST" and path == TEXT_SUBMIT_PATH:
+        if method == "POST" and path in (TEXT_SUBMIT_PATH, IMAGE_SUBMIT_PATH):
             key = apikey or ANON_API_KEY
             address = self.address_key()
             key_rule = PER_ANONYMOUS_KEY if key == ANON_API_KEY else PER_KEY
             return [(key_rule, key), *((rule, address) for rule in PER_ADDRESS)]
-        if method == "GET" and path.startswith(TEXT_STATUS_PREFIX):
+        if method == "GET" and path.startswith((TEXT_STATUS_PREFIX, IMAGE_CHECK_PREFIX)):
             return [(STATUS_READS, path)]
+        if path.startswith(IMAGE_STATUS_PREFIX) and method in ("GET", "DELETE"):
+            return [(IMAGE_STATUS_READS, f"{method} {path}")]
         return []
 
     @asynccontextmanager

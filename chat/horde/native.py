@@ -252,6 +252,14 @@ class HordeClient:
             raise HordeUnreachable(f"HTTP {response.status_code} with a body that is not JSON", reached=True)
         return body
 
+    async def call(
+        self, method: str, path: str, apikey: str | None, *, payload: Any = None, params: dict[str, str] | None = None
+    ) -> Any:
+        """One call to any Horde route (the image API's, images.horde), paced, timed and refused like the chat
+        routes: returns the JSON body; raises HordeRefusal, HordeUnreachable or HordeApiRootWrong.
+        """
+        return await self._call(method, path, apikey, payload=payload, params=params)
+
     async def submit(self, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
         """``POST /v2/generate/chat/async``; returns the request id. Raises HordeRefusal or HordeUnreachable."""
         body = await self._call("POST", "/v2/generate/chat/async", apikey, payload=payload)
@@ -313,6 +321,10 @@ NATIVE_CALLS: Final[tuple[tuple[str, str, str], ...]] = (
     ("GET", "/v2/workers", "workers"),
     ("GET", "/v2/status/performance", "performance"),
     ("GET", "/v2/find_user", "find_user"),
+    ("POST", "/v2/generate/async", "image_submit"),
+    ("GET", "/v2/generate/check/", "image_check"),
+    ("GET", "/v2/generate/status/", "image_status"),
+    ("DELETE", "/v2/generate/status/", "image_cancel"),
 )
 """``(method, path prefix, horde.call)``: the bounded call type of each native route (never the request id)."""
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("chat", "models_list", "oaifront", "devhorde")
+APPS = ("chat", "images", "models_list", "oaifront", "devhorde")
 
 
 def module_files(root: Path, apps: Iterable[str]) -> dict[str, Path]:
@@ -134,14 +134,26 @@ VIEW_MODULES: tuple[str, ...] = ("chat.views.chat_completions", "chat.views.resp
 """One module per API; the shared adapter modules of ``chat.views`` (the prelude, the event stream) are not here."""
 
 
-def chat_layer(module: str) -> int:
-    """The index in :data:`CHAT_LAYERS` of a ``chat`` module (its longest listed prefix)."""
+IMAGE_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("protocol: wire models, no I/O", ("images", "images.protocol")),
+    ("reading: bytes -> a validated plan", ("images.reading",)),
+    ("horde: the image API calls, the conversion", ("images.horde", "images.convert")),
+    ("serving: the wait, the answer, the record", ("images.service",)),
+    ("views: the HTTP adapter", ("images.views",)),
+    ("the app: URLs", ("images.apps", "images.urls")),
+)
+"""The layers of ``images``, bottom first, as :data:`CHAT_LAYERS`: a module imports only its own layer and the ones
+below (and any ``chat`` module; ``chat`` imports no ``images`` module)."""
+
+
+def chat_layer(module: str, layers: tuple[tuple[str, tuple[str, ...]], ...] = CHAT_LAYERS) -> int:
+    """The index in ``layers`` (:data:`CHAT_LAYERS`) of a module of that app (its longest listed prefix)."""
     best: tuple[int, int] | None = None
-    for index, (_, prefixes) in enumerate(CHAT_LAYERS):
+    for index, (_, prefixes) in enumerate(layers):
         for prefix in prefixes:
             if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > best[0]):
                 best = (len(prefix), index)
-    assert best is not None, f"{module} is in no layer of CHAT_LAYERS"
+    assert best is not None, f"{module} is in no layer"
     return best[1]
 
 
@@ -167,6 +179,32 @@ def test_chat_imports_run_down_its_layers_only() -> None:
         if app_of(module) == app_of(target) == "chat" and chat_layer(target) > chat_layer(module)
     ]
     assert upward == []
+
+
+def test_images_imports_run_down_its_layers_only() -> None:
+    upward = [
+        f"{module} -> {target}"
+        for module, target in edges(import_graph(ROOT, APPS))
+        if app_of(module) == app_of(target) == "images"
+        and chat_layer(target, IMAGE_LAYERS) > chat_layer(module, IMAGE_LAYERS)
+    ]
+    assert upward == []
+
+
+def test_images_imports_only_chat_below_it() -> None:
+    """The images app reuses the chat app's pieces and no other app's; no app but the project and the model list
+    imports it."""
+    graph = import_graph(ROOT, APPS)
+    assert [
+        (module, target)
+        for module, target in edges(graph)
+        if app_of(module) == "images" and app_of(target) not in {"images", "chat"}
+    ] == []
+    assert {app_of(module) for module, target in edges(graph) if app_of(target) == "images"} <= {
+        "images",
+        "models_list",
+        "oaifront",
+    }
 
 
 def test_chat_imports_no_other_app() -> None:

@@ -59,11 +59,17 @@ class StubHorde:
         return self.answer
 
 
+async def no_image_cards(runtime: object) -> list[dict[str, object]]:
+    """The image cards of a Horde without image workers (models_list.image_cards, tested in test_image_cards.py)."""
+    return []
+
+
 @pytest.fixture
 def horde(monkeypatch: pytest.MonkeyPatch) -> StubHorde:
     stub = StubHorde(ENTRIES)
     runtime = SimpleNamespace(settings=SimpleNamespace(models_cache_seconds=0, text_api_fallback="auto"), horde=stub)
     monkeypatch.setattr(views, "get_runtime", lambda: runtime)
+    monkeypatch.setattr(views, "served_image_cards", no_image_cards)
     return stub
 
 

@@ -1,0 +1,443 @@
+"""The images app in process: OpenAI's validation wording at each param, the mapping onto the Horde's payload, the
+conversion of the Horde's WebP, the refusals (docs/images.md), the image cards, and the wait against a scripted Horde.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from chat import errors
+from chat.errors import OpenAIError
+from chat.horde.budget import IMAGE_STATUS_READS, STATUS_READS, HordeBudget
+from chat.horde.native import HordeRefusal, NativeStatus, SubmitResult
+from chat.settings import DEFAULT_IMAGE_MODEL_ALIASES, FrontSettings, alias_pairs_problem, image_model_aliases
+from chat.waiting.read_schedule import ReadBudget
+from images.convert import NotAnImage, convert_image
+from images.horde import ImageGeneration, ImageStatus, horde_payload
+from images.reading import ImagePlan, read_image_request
+from images.service import ImageOutcome, ImageService, refusal_error
+from models_list.image_cards import image_cards
+
+
+def read(body: dict[str, Any], aliases: str = DEFAULT_IMAGE_MODEL_ALIASES) -> ImagePlan:
+    return read_image_request(json.dumps(body).encode(), aliases)
+
+
+def refused(body: dict[str, Any]) -> dict[str, Any]:
+    with pytest.raises(OpenAIError) as raised:
+        read(body)
+    return {**raised.value.envelope()["error"], "status": raised.value.status}
+
+
+def webp(width: int, height: int, colour: tuple[int, int, int] = (200, 30, 40)) -> str:
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), colour).save(out, "WEBP", quality=95)
+    return base64.b64encode(out.getvalue()).decode()
+
+
+# --- reading ----------------------------------------------------------------------------------------------------
+
+
+def test_a_minimal_request_takes_openais_defaults_on_the_dall_e_2_alias() -> None:
+    plan = read({"prompt": "a lighthouse"})
+    assert (plan.model, plan.requested_model, plan.n, plan.size, plan.steps) == (
+        "stable_diffusion",
+        "dall-e-2",
+        1,
+        "1024x1024",
+        30,
+    )
+    assert (plan.response_format, plan.output_format, plan.output_compression, plan.transparent) == (
+        "b64_json",
+        "png",
+        100,
+        False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "message", "param", "code"),
+    [
+        ({}, "Missing required parameter: 'prompt'.", "prompt", "BadRequest"),
+        (
+            {"prompt": "x", "n": 11},
+            "Invalid 'n': integer above maximum value. Expected a value <= 10, but got 11 instead.",
+            "n",
+            "BadRequest",
+        ),
+        (
+            {"prompt": "x", "n": 0},
+            "Invalid 'n': integer below minimum value. Expected a value >= 1, but got 0 instead.",
+            "n",
+            "BadRequest",
+        ),
+        (
+            {"prompt": "x", "quality": "ultra"},
+            "Invalid value: 'ultra'. Supported values are: 'low', 'medium', 'high', 'xhigh', 'max', 'auto', "
+            "'standard', and 'hd'.",
+            "quality",
+            "BadRequest",
+        ),
+        (
+            {"prompt": "x", "size": "1000x1000"},
+            "Invalid 'size': '1000x1000'. The AI Horde makes images whose width and height are multiples of 64 from "
+            "64 to 3072 pixels.",
+            "size",
+            "BadRequest",
+        ),
+        (
+            {"prompt": "x", "size": "big"},
+            "Invalid value: 'big'. Supported values are: 'auto' and 'WIDTHxHEIGHT' sizes such as '1024x1024', "
+            "'1536x1024' and '512x512'.",
+            "size",
+            "BadRequest",
+        ),
+        ({"prompt": "x", "colour": "red"}, "Unrecognized request argument supplied: colour", "colour", None),
+        (
+            {"prompt": "x", "style": "natural"},
+            "The AI Horde's image models have no 'natural' style: describe the style in the prompt instead.",
+            "style",
+            None,
+        ),
+        (
+            {"prompt": "x", "output_format": "svg"},
+            "The AI Horde makes raster still images: 'output_format' 'svg' cannot be served. Use 'png', 'jpeg' or "
+            "'webp'.",
+            "output_format",
+            None,
+        ),
+        (
+            {"prompt": "x", "response_format": "url", "output_format": "png"},
+            "A 'url' image is the Horde's own WebP file: 'output_format' 'png' cannot apply to it. Ask "
+            "'response_format': 'b64_json' for another format.",
+            "output_format",
+            None,
+        ),
+        (
+            {"prompt": "x", "background": "transparent", "output_format": "jpeg"},
+            "Transparent background requires 'output_format' to be 'png' or 'webp', not 'jpeg'.",
+            "background",
+            "BadRequest",
+        ),
+        (
+            {"prompt": "x", "stream": True},
+            "Streamed image generation is not served yet: send 'stream': false.",
+            "stream",
+            None,
+        ),
+        (
+            {"prompt": "x", "horde": {"steps": 501}},
+            "Invalid 'horde.steps': integer above maximum value. Expected a value <= 500, but got 501 instead.",
+            "horde.steps",
+            "BadRequest",
+        ),
+        (
+            {"prompt": "x", "horde": {"sampler_name": "euler_cfg_pp"}},
+            "Invalid value: 'euler_cfg_pp'. Supported values are: 'k_lms', 'k_heun', 'k_euler', 'k_euler_a', "
+            "'k_dpm_2', 'k_dpm_2_a', 'k_dpm_fast', 'k_dpm_adaptive', 'k_dpmpp_2s_a', 'k_dpmpp_2m', 'dpmsolver', "
+            "'k_dpmpp_sde', 'DDIM', and 'lcm'.",
+            "horde.sampler_name",
+            "BadRequest",
+        ),
+        (
+            {"prompt": "x", "horde": {"cfg_scale": 101}},
+            "Invalid 'horde.cfg_scale': integer above maximum value. Expected a value <= 100, but got 101 instead.",
+            "horde.cfg_scale",
+            "BadRequest",
+        ),
+    ],
+)
+def test_bad_input_is_refused_at_its_param_in_openais_wording(
+    body: dict[str, Any], message: str, param: str, code: str | None
+) -> None:
+    error = refused(body)
+    assert (error["message"], error["param"], error["status"]) == (message, param, 400)
+    assert error["code"] == (code or errors.UNSUPPORTED_CHAT_PARAMETER)
+
+
+def test_the_moderation_low_is_refused_toward_the_hordes_own_options() -> None:
+    error = refused({"prompt": "x", "moderation": "low"})
+    assert (error["param"], error["code"]) == ("moderation", errors.UNSUPPORTED_CHAT_PARAMETER)
+    assert "'horde.nsfw' and 'horde.censor_nsfw'" in error["message"]
+
+
+def test_keys_without_a_horde_meaning_are_accepted_at_their_default() -> None:
+    plan = read(
+        {"prompt": "x", "style": "vivid", "moderation": "auto", "background": "auto", "user": "u1", "partial_images": 0}
+    )
+    assert (plan.transparent, plan.stream) == (False, False)
+
+
+def test_without_aliases_a_request_must_name_its_model() -> None:
+    with pytest.raises(OpenAIError) as raised:
+        read({"prompt": "x"}, aliases="")
+    assert (raised.value.message, raised.value.param) == ("Missing required parameter: 'model'.", "model")
+
+
+def test_aliases_are_pairs_and_a_bad_value_says_the_shape() -> None:
+    assert image_model_aliases(" a = Model One , b=m2,") == {"a": "Model One", "b": "m2"}
+    assert alias_pairs_problem("dall-e-2") is not None
+    with pytest.raises(ValueError, match="expected name=Horde model pairs"):
+        FrontSettings(image_model_aliases="dall-e-2")
+
+
+# --- the payload ------------------------------------------------------------------------------------------------
+
+
+def test_the_payload_maps_openais_keys_and_sends_nsfw_explicitly() -> None:
+    plan = read(
+        {
+            "model": "dall-e-3",
+            "prompt": "a kite",
+            "n": 2,
+            "size": "1536x1024",
+            "quality": "high",
+            "background": "transparent",
+            "output_format": "webp",
+            "horde": {"cfg_scale": 6, "sampler_name": "k_euler", "trusted_workers": True, "allow_downgrade": True},
+        }
+    )
+    assert horde_payload(plan) == {
+        "prompt": "a kite",
+        "models": ["AlbedoBase XL (SDXL)"],
+        "params": {
+            "width": 1536,
+            "height": 1024,
+            "steps": 40,
+            "n": 2,
+            "cfg_scale": 6.0,
+            "sampler_name": "k_euler",
+            "transparent": True,
+        },
+        "nsfw": False,
+        "censor_nsfw": True,
+        "r2": False,
+        "trusted_workers": True,
+        "allow_downgrade": True,
+    }
+    assert horde_payload(plan, dry_run=True)["dry_run"] is True
+
+
+def test_a_url_request_asks_the_hordes_link_and_reports_webp() -> None:
+    plan = read({"prompt": "x", "response_format": "url", "horde": {"steps": 12}})
+    payload = horde_payload(plan)
+    assert (payload["r2"], payload["params"]["steps"], plan.output_format) == (True, 12, "webp")
+
+
+# --- conversion -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("output_format", "pillow"), [("png", "PNG"), ("jpeg", "JPEG"), ("webp", "WEBP")])
+def test_the_hordes_webp_is_converted_to_the_format_asked(output_format: str, pillow: str) -> None:
+    converted = convert_image(webp(128, 64), output_format, 80)
+    with Image.open(io.BytesIO(converted)) as image:
+        assert (image.format, image.size) == (pillow, (128, 64))
+        assert image.convert("RGB").getpixel((5, 5)) == pytest.approx((200, 30, 40), abs=8)
+
+
+def test_something_not_an_image_is_not_an_image() -> None:
+    with pytest.raises(NotAnImage):
+        convert_image(base64.b64encode(b"not an image").decode(), "png", 100)
+    with pytest.raises(NotAnImage):
+        convert_image("%%%", "png", 100)
+
+
+# --- refusals and budgets ---------------------------------------------------------------------------------------
+
+
+def test_kudos_upfront_says_how_to_get_kudos_or_what_to_lower() -> None:
+    error = refusal_error(
+        HordeRefusal(403, "This request requires 117.16 kudos to fulfil.", "KudosUpfront", headers={"Retry-After": "1"})
+    )
+    assert (error.status, error.code, error.param, error.retry_after, error.should_retry) == (
+        403,
+        "KudosUpfront",
+        "size",
+        None,
+        False,
+    )
+    assert error.message.startswith("This request requires 117.16 kudos to fulfil. The API key sent must already hold")
+    assert error.message.endswith("or set 'horde.allow_downgrade': true.")
+
+
+def test_a_censored_generation_is_told_by_its_flag_or_its_metadata() -> None:
+    """real-horde.md: ``state`` stays ``ok`` for a censored image; ``censored`` and ``gen_metadata`` say it."""
+    assert ImageGeneration(img="", censored=True).is_censored
+    assert ImageGeneration(img="", gen_metadata=[{"type": "censorship", "value": "nsfw"}]).is_censored
+    assert not ImageGeneration(img="", state="ok").is_censored
+
+
+def test_image_submits_are_paced_and_image_statuses_capped() -> None:
+    budget = HordeBudget()
+    assert [rule for rule, _ in budget.turns("POST", "/v2/generate/async", "key")] == [
+        rule for rule, _ in budget.turns("POST", "/v2/generate/text/async", "key")
+    ]
+    assert budget.turns("GET", "/v2/generate/check/abc", None) == [(STATUS_READS, "/v2/generate/check/abc")]
+    assert budget.turns("GET", "/v2/generate/status/abc", None) == [(IMAGE_STATUS_READS, "GET /v2/generate/status/abc")]
+    assert budget.turns("DELETE", "/v2/generate/status/abc", None) == [
+        (IMAGE_STATUS_READS, "DELETE /v2/generate/status/abc")
+    ]
+    assert IMAGE_STATUS_READS.calls < 10  # the Horde's 10 a minute per request
+
+
+# --- the wait ---------------------------------------------------------------------------------------------------
+
+
+class ScriptedImageHorde:
+    """A Horde that answers the submit, then the scripted checks, then the status; records every call."""
+
+    def __init__(self, checks: list[dict[str, Any]], status: dict[str, Any], warnings: list[dict[str, Any]]) -> None:
+        self.checks = checks
+        self.final = status
+        self.warnings = warnings
+        self.calls: list[str] = []
+
+    async def submit(self, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
+        self.calls.append("dry_run" if payload.get("dry_run") else "submit")
+        return SubmitResult(id="req-1", kudos=6, warnings=self.warnings)
+
+    async def check(self, request_id: str, apikey: str | None) -> NativeStatus:
+        self.calls.append("check")
+        return NativeStatus.model_validate(self.checks.pop(0))
+
+    async def status(self, request_id: str, apikey: str | None) -> ImageStatus:
+        self.calls.append("status")
+        return ImageStatus.model_validate(self.final)
+
+
+class RecordedCancels:
+    def __init__(self) -> None:
+        self.cancelled: list[str] = []
+
+    def cancel_soon(self, request_id: str, apikey: str | None, submitted_at: float) -> None:
+        self.cancelled.append(request_id)
+
+
+def service(horde: ScriptedImageHorde) -> tuple[ImageService, RecordedCancels]:
+    settings = FrontSettings(signal_recheck_seconds=1.0, fail_fast_grace_seconds=2.0, nonstream_timeout_seconds=60)
+    runtime = SimpleNamespace(settings=settings, read_budget=ReadBudget(settings.signal_recheck_reads_per_second))
+    cancels = RecordedCancels()
+    clock = [0.0]
+
+    async def sleep(seconds: float) -> None:
+        clock[0] += seconds
+
+    images = SimpleNamespace(horde=horde, cancels=cancels)
+    made = ImageService(runtime, images, clock=lambda: clock[0], sleep=sleep)  # type: ignore[arg-type]
+    return made, cancels
+
+
+WAITING = {"done": False, "waiting": 1, "queue_position": 1, "wait_time": 3, "is_possible": True}
+DONE = {"done": True, "finished": 1, "is_possible": True}
+
+
+def test_the_check_is_read_until_done_and_the_status_once() -> None:
+    horde = ScriptedImageHorde([WAITING, WAITING, DONE], {"done": True, "generations": [{"img": webp(64, 64)}]}, [])
+    made, cancels = service(horde)
+    outcome = ImageOutcome()
+    body = asyncio.run(made.generate(read({"prompt": "x", "size": "64x64"}), None, outcome))
+    assert horde.calls == ["submit", "check", "check", "check", "status"]
+    assert (len(body["data"]), body["size"], outcome.checks, cancels.cancelled) == (1, "64x64", 3, [])
+
+
+@pytest.mark.parametrize(
+    ("generations", "code", "status"),
+    [
+        ([], errors.IMAGE_REQUEST_INCOMPLETE, 502),
+        ([{"img": "", "censored": True}], errors.CONTENT_POLICY_VIOLATION, 400),
+    ],
+)
+def test_a_done_request_without_every_clean_image_is_refused(
+    generations: list[dict[str, Any]], code: str, status: int
+) -> None:
+    horde = ScriptedImageHorde([DONE], {"done": True, "restarted": 2, "generations": generations}, [])
+    made, _ = service(horde)
+    with pytest.raises(OpenAIError) as raised:
+        asyncio.run(made.generate(read({"prompt": "x"}), None, ImageOutcome()))
+    assert (raised.value.code, raised.value.status) == (code, status)
+
+
+def test_a_request_no_worker_can_serve_is_refused_at_once_and_cancelled() -> None:
+    warning = {"code": "NoAvailableWorker", "message": "Warning: No available workers can fulfill this request."}
+    horde = ScriptedImageHorde([], {}, [warning])
+    made, cancels = service(horde)
+    with pytest.raises(OpenAIError) as raised:
+        asyncio.run(made.generate(read({"prompt": "x", "model": "nope"}), None, ImageOutcome()))
+    assert (raised.value.code, raised.value.retry_after, raised.value.should_retry) == ("no_eligible_worker", 30, False)
+    assert raised.value.message == (
+        "No online image worker of the Horde can serve this request for the model 'nope' at 1024x1024. "
+        "GET /v1/models lists the image models with online workers. The Horde said: Warning: No available workers "
+        "can fulfill this request."
+    )
+    assert (horde.calls, cancels.cancelled) == (["submit"], ["req-1"])
+
+
+def test_an_impossible_request_is_no_eligible_worker_after_the_grace_and_cancelled() -> None:
+    impossible = {"done": False, "waiting": 1, "is_possible": False}
+    horde = ScriptedImageHorde([impossible] * 5, {}, [])
+    made, cancels = service(horde)
+    with pytest.raises(OpenAIError) as raised:
+        asyncio.run(made.generate(read({"prompt": "x"}), None, ImageOutcome()))
+    assert raised.value.code == "no_eligible_worker"
+    assert cancels.cancelled == ["req-1"]
+
+
+def test_max_kudos_refuses_from_the_dry_run_without_a_submit() -> None:
+    horde = ScriptedImageHorde([], {}, [])
+    made, _ = service(horde)
+    with pytest.raises(OpenAIError) as raised:
+        asyncio.run(made.generate(read({"prompt": "x", "n": 2, "horde": {"max_kudos": 10}}), None, ImageOutcome()))
+    assert (raised.value.code, raised.value.param) == ("max_kudos_exceeded", "horde.max_kudos")
+    assert raised.value.message == (
+        "The request's kudos estimate at current pricing is 12, above its horde.max_kudos of 10."
+    )
+    assert horde.calls == ["dry_run"]
+
+
+# --- cards ------------------------------------------------------------------------------------------------------
+
+
+def test_image_cards_list_served_models_and_the_aliases_of_served_ones() -> None:
+    entries = [
+        {"name": "stable_diffusion", "count": 2, "queued": 0, "jobs": 0, "eta": 0, "performance": 1.0},
+        {"name": "Deliberate", "count": 0},
+    ]
+    cards = image_cards(entries, image_model_aliases(DEFAULT_IMAGE_MODEL_ALIASES))
+    assert [card["id"] for card in cards] == ["stable_diffusion", "dall-e-2"]
+    assert cards[1]["name"] == "dall-e-2 (alias of stable_diffusion)"
+    assert cards[0]["architecture"]["modality"] == "text->image"
+
+
+def test_a_client_that_leaves_during_the_submit_has_the_created_request_cancelled() -> None:
+    """The submit is finished at the Horde even when the client leaves while it is there; its request is cancelled."""
+    release = asyncio.Event()
+
+    class SlowSubmitHorde(ScriptedImageHorde):
+        async def submit(self, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
+            await release.wait()
+            return await super().submit(payload, apikey)
+
+    horde = SlowSubmitHorde([], {}, [])
+    made, cancels = service(horde)
+
+    async def leave_during_the_submit() -> None:
+        task = asyncio.ensure_future(made.generate(read({"prompt": "x"}), None, ImageOutcome()))
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert cancels.cancelled == []
+        release.set()
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+    asyncio.run(leave_during_the_submit())
+    assert (horde.calls, cancels.cancelled) == (["submit"], ["req-1"])
