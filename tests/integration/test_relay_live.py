@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,8 +37,9 @@ STRICT = "prompt_overflow_refused"
 PACE = {"time_to_first_token_seconds": 0.05, "tokens_per_second": 20, "post_interval_seconds": 0.1}
 """Two words per post, ten posts a second: a reply takes a second or two, long enough to watch it arrive."""
 
-PLAIN_ID = "00000000-0000-4000-8000-0000000000a1"
-ANON_ID = "00000000-0000-4000-8000-0000000000a2"
+# Worker ids of the scenario, new in each process: no two devhordes of a parallel run (pytest-xdist) share one.
+PLAIN_ID = str(uuid.uuid4())
+ANON_ID = str(uuid.uuid4())
 FIXED_REPLY = "This reply comes from another worker entirely."
 
 RELAY_SCENARIO: dict[str, Any] = {

@@ -14,6 +14,7 @@ import hashlib
 import math
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,9 +28,10 @@ from tests.conftest import LiveStack, Process, start_front
 
 pytestmark = pytest.mark.integration
 
-PLAIN_ID = "00000000-0000-4000-8000-000000000001"
-REASONER_ID = "00000000-0000-4000-8000-000000000002"
-THINKER_ID = "00000000-0000-4000-8000-000000000003"
+# Worker ids of the scenario, new in each process: no two devhordes of a parallel run (pytest-xdist) share one.
+PLAIN_ID = str(uuid.uuid4())
+REASONER_ID = str(uuid.uuid4())
+THINKER_ID = str(uuid.uuid4())
 FIXED_REPLY = "Tides rise and fall about twice a day."
 STRICT = "prompt_overflow_refused"
 TOOL_FEATURES = ["tools", "tool_choice_enforced", "single_tool_call_enforced", STRICT]
