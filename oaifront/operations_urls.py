@@ -15,7 +15,7 @@ from django.urls import path
 
 from chat.settings import front_settings
 from oaifront.openapi.assets import favicon, redoc_bundle
-from oaifront.openapi.guides import behaviour_guide, clients_guide, guide_stylesheet
+from oaifront.openapi.guides import behaviour_guide, clients_guide, guide_page, guide_stylesheet
 from oaifront.openapi.pages import FrontSchemaView, OfflineRedocView, OfflineSwaggerView
 from oaifront.readiness import readyz
 from oaifront.views import not_found
@@ -47,6 +47,7 @@ urlpatterns = [
     path("docs/clients", clients_guide, name="clients-guide"),
     path("docs/assets/redoc.standalone.js", redoc_bundle, name="redoc-bundle"),
     path("docs/assets/guide.css", guide_stylesheet, name="guide-stylesheet"),
+    path("docs/<slug:name>", guide_page, name="guide"),
     path("redoc", OfflineRedocView.as_view(url_name="schema"), name="redoc"),
     path("favicon.ico", favicon, name="favicon"),
 ]

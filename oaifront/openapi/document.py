@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
-from chat.errors import reason_phrase
+from chat.errors import FAILURES, error_type_for_status, reason_phrase
 from chat.protocol.chat_request import (
     ChatCompletionRequest,
     ChatCompletionResponse,
@@ -84,9 +84,24 @@ def error_response(
     if calls_the_horde:
         lines.append("- or the Horde's own `rc`, passed through with its message.")
     response: dict[str, Any] = {"description": "\n".join(lines), "content": copy.deepcopy(dict(ERROR_CONTENT))}
+    response["content"]["application/json"]["examples"] = error_examples(status, documented)
     if headers := retry_headers(status, documented):
         response["headers"] = copy.deepcopy(headers)
     return response
+
+
+def error_examples(status: int, documented: tuple[DocumentedError, ...]) -> dict[str, Any]:
+    """One example envelope per code of the failure catalogue a status carries, in place of Swagger UI's generated
+    ``"message": "string"``: its ``type`` and ``code`` as the front sends them, and as ``message`` when it is sent.
+    """
+    examples: dict[str, Any] = {}
+    for error in documented:
+        failure = FAILURES.get(error.code)
+        error_type = failure.type if failure is not None else error_type_for_status(status)
+        when = error.when.replace("`", "").rstrip(".")
+        envelope = {"message": when[:1].upper() + when[1:] + ".", "type": error_type, "param": None, "code": error.code}
+        examples[error.code] = {"summary": error.code, "value": {"error": envelope}}
+    return examples
 
 
 def route_responses(

@@ -20,7 +20,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Final
 
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.template import engines
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
@@ -49,7 +49,26 @@ GUIDE_CONTENT_SECURITY_POLICY: Final = "default-src 'none'; style-src 'self'; im
 """The guide pages load their stylesheet from this process and nothing else (no script at all)."""
 
 GUIDE_PAGES: Final = {"behaviour.md": "behaviour-guide", "clients.md": "clients-guide"}
-"""Each guide's file name and the URL name of its page, for the links between them."""
+"""The file name and URL name of the two guides ``/docs`` links by name; every other guide is served by
+:func:`guide_page` at ``/docs/<its file name without .md>``."""
+
+
+def guide_names() -> tuple[str, ...]:
+    """Every guide's name: the file names of ``docs/*.md`` without ``.md`` (``deployment`` for ``deployment.md``). A
+    new file there is a new page, with no code to change.
+    """
+    return tuple(sorted(path.stem for path in DOCS_DIRECTORY.glob("*.md")))
+
+
+def guide_url(file_name: str) -> str | None:
+    """The page of a guide's file (``configuration.md`` -> ``/docs/configuration``), or None for another file."""
+    if file_name in GUIDE_PAGES:
+        return reverse(GUIDE_PAGES[file_name])
+    stem, dot, suffix = file_name.rpartition(".")
+    if dot and suffix == "md" and stem in guide_names():
+        return reverse("guide", args=[stem])
+    return None
+
 
 _PAGE: Final = """<!DOCTYPE html>
 <html lang="en">
@@ -82,9 +101,9 @@ def _guide_links(state: StateCore) -> None:
             if child.type != "link_open":
                 continue
             target, hash_mark, fragment = str(child.attrGet("href") or "").partition("#")
-            name = GUIDE_PAGES.get(target.removeprefix("./").removeprefix("docs/"))
-            if name is not None:
-                child.attrSet("href", reverse(name) + hash_mark + fragment)
+            page = guide_url(target.removeprefix("./").removeprefix("docs/"))
+            if page is not None:
+                child.attrSet("href", page + hash_mark + fragment)
 
 
 @cache
@@ -156,6 +175,17 @@ async def behaviour_guide(request: HttpRequest) -> HttpResponse:
 async def clients_guide(request: HttpRequest) -> HttpResponse:
     """``/docs/clients``: the settings each chat UI and client library needs."""
     return await serve_guide(request, CLIENTS_GUIDE)
+
+
+async def guide_page(request: HttpRequest, name: str) -> HttpResponse:
+    """``/docs/<name>``: the guide ``docs/<name>.md`` (:func:`guide_names`).
+
+    Raises:
+        Http404: No guide has that name (the project's unknown-route answer).
+    """
+    if name not in guide_names():
+        raise Http404(name)
+    return await serve_guide(request, DOCS_DIRECTORY / f"{name}.md")
 
 
 async def guide_stylesheet(request: HttpRequest) -> HttpResponse:

@@ -88,3 +88,22 @@ def test_the_stylesheet_is_served_from_the_front() -> None:
     assert response["Content-Type"] == "text/css; charset=utf-8"
     assert response.content == (ROOT / "oaifront" / "openapi" / "guide.css").read_bytes()
     assert b"url(" not in response.content  # nothing remote, nothing else to load
+
+
+def test_every_guide_in_docs_is_served_at_its_name_and_links_between_them_resolve() -> None:
+    """A guide added to ``docs/`` is a page at ``/docs/<name>`` with no code to change; a link from one guide to
+    another's heading names a heading that exists; an unknown name is the unknown-route 404."""
+    from oaifront.openapi.guides import guide_names
+
+    names = guide_names()
+    assert {"api", "behaviour", "clients", "configuration", "deployment", "development", "host-project"} <= set(names)
+    client = Client()
+    pages = {f"/docs/{name}": client.get(f"/docs/{name}") for name in names}
+    assert {url: page.status_code for url, page in pages.items()} == dict.fromkeys(pages, 200)
+    texts = {url: page.content.decode() for url, page in pages.items()}
+    for url, page in texts.items():
+        markdown = client.get(url, {"format": "md"}).content.decode()
+        assert markdown == (ROOT / "docs" / f"{url.removeprefix('/docs/')}.md").read_text(encoding="utf-8")
+        for target, fragment in re.findall(r'href="(/docs/[a-z-]+)#([^"]+)"', page):
+            assert f'id="{fragment}"' in texts[target], (url, target, fragment)
+    assert client.get("/docs/no-such-guide").status_code == 404

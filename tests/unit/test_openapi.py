@@ -26,6 +26,7 @@ from openapi_spec_validator import OpenAPIV31SpecValidator, validate
 from pydantic import BaseModel, ConfigDict, model_serializer
 from pydantic.json_schema import GenerateJsonSchema
 
+import chat.errors
 import chat.protocol.chat_completion
 import chat.protocol.chat_request
 import chat.protocol.responses_api
@@ -635,9 +636,17 @@ def test_error_responses_by_status_with_their_codes(
     assert sorted(responses) == sorted(["200", *expected])
     for status, codes in expected.items():
         response = responses[status]
-        assert response["content"] == {
-            "application/json": {"schema": ref(chat.protocol.chat_request.OpenAIErrorEnvelope)}
-        }
+        assert list(response["content"]) == ["application/json"]
+        assert response["content"]["application/json"]["schema"] == ref(chat.protocol.chat_request.OpenAIErrorEnvelope)
+        # One real example per code (the catalogue's type and code), not Swagger UI's "message": "string".
+        examples = response["content"]["application/json"]["examples"]
+        assert list(examples) == codes, status
+        for code, example in examples.items():
+            error = example["value"]["error"]
+            failure = chat.errors.FAILURES.get(code)
+            assert (error["code"], error["param"]) == (code, None)
+            assert error["type"] == (failure.type if failure else chat.errors.error_type_for_status(int(status)))
+            assert error["message"] and error["message"] != "string" and not error["message"].endswith("..")
         listed = re.findall(r"^- `([^`]+)`: ", response["description"], flags=re.MULTILINE)
         assert listed == codes, status
         passed_through = response["description"].endswith("- or the Horde's own `rc`, passed through with its message.")

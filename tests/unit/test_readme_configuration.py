@@ -1,5 +1,5 @@
-"""The README's configuration table lists every environment variable the front and ``make run`` read, with the
-front's true defaults (brief: keep the README true, every environment variable with its default)."""
+"""The configuration guide's table (``docs/configuration.md``) lists every environment variable the front and
+``make run`` read, with the front's true defaults (every environment variable documented with its default)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ ROW = re.compile(r"^\| `([A-Z_]+)` \| (.*?) \| ")
 
 
 def table() -> dict[str, str]:
-    """The README's configuration rows: variable -> default cell."""
+    """The configuration guide's rows: variable -> default cell."""
     rows: dict[str, str] = {}
-    for line in (ROOT / "README.md").read_text().splitlines():
+    for line in (ROOT / "docs" / "configuration.md").read_text().splitlines():
         match = ROW.match(line)
         if match is not None:
             assert match.group(1) not in rows, f"{match.group(1)} is listed twice"
@@ -65,7 +65,9 @@ def test_the_devhorde_scenario_row_names_every_bundled_scenario() -> None:
 
     bundled = sorted(path.stem for path in SCENARIOS_DIR.glob("*.json"))
     (row,) = [
-        line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `DEVHORDE_SCENARIO`")
+        line
+        for line in (ROOT / "docs" / "configuration.md").read_text().splitlines()
+        if line.startswith("| `DEVHORDE_SCENARIO`")
     ]
     listed = re.search(r"a bundled name \(([^;]*);", row)
     assert listed is not None
