@@ -27,6 +27,7 @@ instrument                             kind       attributes
 ``horde.oai.stream.pieces_per_post``   histogram  (pieces one relayed delta was cut into)
 ``horde.oai.completion.reasoning_share`` histogram ``model`` (reasoning characters / all reply characters)
 ``horde.oai.horde.call.duration``      histogram  ``call``, ``status`` (seconds of one native call)
+``horde.oai.responses.not_stored``     counter    ``reason`` (``too_large``, ``over_quota``, ``failed``)
 =====================================  =========  ======================================================================
 
 No client address, API key, prompt, client title or request id is ever an attribute (``metrics.7``).
@@ -213,6 +214,7 @@ class FrontMetrics:
     pieces_per_post: Histogram
     reasoning_share: Histogram
     horde_call_duration: Histogram
+    responses_not_stored: Counter
 
     @classmethod
     def from_meter(cls, meter: Meter) -> FrontMetrics:
@@ -272,6 +274,12 @@ class FrontMetrics:
             ),
             horde_call_duration=meter.create_histogram(
                 "horde.oai.horde.call.duration", unit="s", description="Seconds of one native Horde call."
+            ),
+            responses_not_stored=meter.create_counter(
+                "horde.oai.responses.not_stored",
+                unit="{response}",
+                description="Responses asked to be stored (store true) that were not: too large, over the key's "
+                "quota, or the cache failed.",
             ),
         )
 
