@@ -32,6 +32,7 @@ instrument                             kind       attributes
 ``horde.oai.horde.call.duration``      histogram  ``call``, ``status`` (seconds of one native call)
 ``horde.oai.address_budget.refusals``  counter    ``by`` (``front``: its pacing; ``horde``: the Horde's limiter)
 ``horde.oai.horde.pool_full``          counter    (Horde calls that found every pooled connection busy and waited)
+``horde.oai.responses.not_stored``     counter    ``reason`` (``too_large``, ``over_quota``, ``failed``)
 =====================================  =========  ======================================================================
 
 No client address, API key, prompt, client title or request id is ever an attribute (``metrics.7``).
@@ -224,6 +225,7 @@ class FrontMetrics:
     horde_call_duration: Histogram
     address_budget_refusals: Counter
     horde_pool_full: Counter
+    responses_not_stored: Counter
 
     @classmethod
     def from_meter(cls, meter: Meter) -> FrontMetrics:
@@ -298,6 +300,12 @@ class FrontMetrics:
                 "horde.oai.horde.pool_full",
                 unit="{call}",
                 description="Horde calls that found all HORDE_OAI_HORDE_CONNECTIONS busy and waited for one.",
+            ),
+            responses_not_stored=meter.create_counter(
+                "horde.oai.responses.not_stored",
+                unit="{response}",
+                description="Responses asked to be stored (store true) that were not: too large, over the key's "
+                "quota, or the cache failed.",
             ),
         )
 

@@ -152,6 +152,16 @@ class FrontSettings(BaseSettings):
     """``HORDE_OAI_STORED_RESPONSE_MAX_BYTES``: the largest stored response, its conversation included, in bytes of
     JSON; a larger response is answered and not stored (a later ``previous_response_id`` to it is not found)."""
 
+    stored_responses_per_key: int = Field(default=1000, gt=0)
+    """``HORDE_OAI_STORED_RESPONSES_PER_KEY``: the most responses one API key keeps stored at once (every anonymous
+    client shares the anonymous key's); one more is answered and not stored, and says so (``store: false``,
+    ``x_horde.store``: ``over_quota``)."""
+
+    stored_response_bytes_per_key: int = Field(default=64 * 1024 * 1024, gt=0)
+    """``HORDE_OAI_STORED_RESPONSE_BYTES_PER_KEY``: the most bytes of JSON one API key keeps stored at once (each
+    response counted with its own items: a continuation stores only what it adds); past it a response is answered and
+    not stored, as above."""
+
     text_api_fallback: Literal["auto", "on", "off"] = "auto"
     """``HORDE_OAI_TEXT_API_FALLBACK``: when models with text workers but no chat worker are served through the
     Horde's text generation API (chat.serving.text_route). ``auto``: when the Horde's model list has no ``chat`` entry

@@ -25,7 +25,7 @@ from chat.reading.responses import as_responses_error, read_responses_body, scre
 from chat.rendering.responses_events import ResponseEventWriter, build_response, response_events
 from chat.serving.request_record import record_refusal
 from chat.serving.service import Answered, Refused, serve_chat
-from chat.serving.stored_responses import resolve_stored_input, response_not_found, response_store
+from chat.serving.stored_responses import STORED, resolve_stored_input, response_not_found, response_store
 from chat.views.prelude import arrive, event_stream_response, with_progress
 
 PUBLIC_ID_BYTES: Final[int] = 24
@@ -48,7 +48,7 @@ async def responses(request: HttpRequest) -> HttpResponseBase:
     body, apikey = arrival.request, arrival.apikey
     store = response_store()
     try:
-        resolved, input_items = await resolve_stored_input(store, body, apikey)
+        resolved, input_items, parent = await resolve_stored_input(store, body, apikey)
         if isinstance(body.get("previous_response_id"), str):
             resolved = {**resolved, "previous_response_id": body["previous_response_id"]}  # echoed on the response
         responses_request, chat_request, sources = read_responses_body(resolved)
@@ -58,7 +58,10 @@ async def responses(request: HttpRequest) -> HttpResponseBase:
 
     async def keep(response: dict[str, Any]) -> None:
         if responses_request.store is not False:
-            await store.save(apikey, response, input_items)
+            outcome = await store.save(apikey, response, input_items, parent)
+            if outcome != STORED:  # the response says so: store false, and why in x_horde.store
+                response["store"] = False
+                response["x_horde"] = {**(response.get("x_horde") or {}), "store": outcome}
 
     outcome = await serve_chat(chat_request, apikey, started=arrival.started)
     if isinstance(outcome, Refused):

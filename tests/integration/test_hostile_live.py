@@ -12,6 +12,7 @@ import secrets
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -33,6 +34,10 @@ class Captured:
     log: str
     exported: str
     secrets: dict[str, str]
+    stored: dict[str, Any]
+    """The first stored response."""
+    over_quota: dict[str, Any]
+    """The key's second response, past its quota of one (``HORDE_OAI_STORED_RESPONSES_PER_KEY=1``)."""
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +55,7 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> Captured:
         env = {
             "HORDE_OAI_LOG_JSON": "true",
             "HORDE_OAI_PROXY_PASSKEY": passkey,
+            "HORDE_OAI_STORED_RESPONSES_PER_KEY": "1",
             "HORDE_OAI_TELEMETRY_ENABLED": "true",
             "HORDE_OAI_DELTA_PACING_MAX_WINDOW_SECONDS": "0",
             "LOGFIRE_SEND_TO_LOGFIRE": "false",
@@ -75,6 +81,8 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> Captured:
                 response_id = stored.json()["id"]
                 read_back = client.get(f"/v1/responses/{response_id}?include={query}")
                 assert read_back.status_code == 200, read_back.text
+                over_quota = client.post("/v1/responses", json={"model": model, "input": "Once more?"})
+                assert over_quota.status_code == 200, over_quota.text
         finally:
             front.stop()
     finally:
@@ -84,6 +92,8 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> Captured:
     return Captured(
         log=front.log(),
         exported=exported,
+        stored=stored.json(),
+        over_quota=over_quota.json(),
         secrets={
             "key": key,
             "passkey": passkey,
@@ -114,3 +124,13 @@ def test_no_capability_or_personal_datum_in_the_logs_or_exports(captured: Captur
     secret = captured.secrets[what]
     assert secret not in captured.log
     assert secret not in captured.exported
+
+
+def test_a_response_past_the_keys_quota_is_answered_and_says_it_was_not_stored(captured: Captured) -> None:
+    """Issue 35, finding 3: a key's responses are bounded; past the bound the response is served and says ``store``
+    did not hold (``store: false``, ``x_horde.store: over_quota``), where the first says ``store: true``."""
+    assert captured.stored["store"] is True
+    assert "store" not in captured.stored.get("x_horde", {})
+    assert captured.over_quota["status"] == "completed"
+    assert captured.over_quota["store"] is False
+    assert captured.over_quota["x_horde"]["store"] == "over_quota"

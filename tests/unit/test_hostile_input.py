@@ -12,10 +12,13 @@ import json
 from typing import Any, Final
 
 import pytest
+from django.core.cache.backends.locmem import LocMemCache
 from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from loguru import logger
 
+from chat.serving.stored_responses import RESPONSE_KEY, ResponseStore, owner_of, resolve_stored_input
 from chat.settings import DEFAULT_MAX_BODY_BYTES, FrontSettings
 from oaifront.guards import AdmissionGuards
 
@@ -460,3 +463,104 @@ async def test_a_declared_body_past_the_budget_is_refused_unread() -> None:
 def test_the_default_budget_holds_two_bodies_at_the_default_limit() -> None:
     """The documented default: two maximum bodies at once (about 0.3 GB with their parsing; bench/README.md)."""
     assert FrontSettings().max_buffered_body_bytes == 2 * DEFAULT_MAX_BODY_BYTES == 68_537_686
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Stored responses without a per-key bound (issue 35, finding 3)
+
+
+def turn(index: int) -> dict[str, Any]:
+    """The response of turn ``index``: one assistant message."""
+    return {
+        "id": f"resp_{index}",
+        "object": "response",
+        "output": [
+            {
+                "id": f"msg_{index}",
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": f"Answer {index}."}],
+            }
+        ],
+    }
+
+
+def responses_store(**bounds: Any) -> ResponseStore:
+    cache = LocMemCache(f"hostile-{id(bounds)}", {"OPTIONS": {"MAX_ENTRIES": 100_000}})
+    return ResponseStore(ttl_seconds=60, max_bytes=1_000_000, cache=cache, **bounds)
+
+
+async def continue_chain(store: ResponseStore, turns: int, apikey: str = "key-a") -> list[str]:
+    """``turns`` responses, each continuing the one before (``previous_response_id``) with a few words; what each
+    save answered."""
+    outcomes = []
+    for index in range(turns):
+        body: dict[str, Any] = {"model": "m", "input": f"And then {index}?"}
+        if index:
+            body["previous_response_id"] = f"resp_{index - 1}"
+        _, items, parent = await resolve_stored_input(store, body, apikey)
+        outcomes.append(await store.save(apikey, turn(index), items, parent))
+    return outcomes
+
+
+@pytest.mark.asyncio
+async def test_a_continuation_stores_its_own_items_and_its_parent_not_the_chain() -> None:
+    """200 continuations on one key stored the whole chain each time (Redis grew to 135 MB): now each stores what it
+    adds and its parent's id, and the chain reads back whole."""
+    store = responses_store()
+    assert await continue_chain(store, 200) == ["stored"] * 200
+    last = await store.cache.aget(RESPONSE_KEY.format(owner=owner_of("key-a"), response_id="resp_199"))
+    assert last["ancestors"] == [f"resp_{index}" for index in range(199)]
+    assert last["items"] == [
+        {"type": "message", "role": "user", "content": "And then 199?"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Answer 199."}]},
+    ]
+    stored = await store.get("key-a", "resp_199")
+    assert stored is not None
+    assert len(stored.conversation) == 400
+    assert stored.conversation[:2] == [
+        {"type": "message", "role": "user", "content": "And then 0?"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Answer 0."}]},
+    ]
+    assert stored.chain == tuple(f"resp_{index}" for index in range(200))
+
+
+@pytest.mark.asyncio
+async def test_a_key_over_its_quota_of_responses_stores_no_more_and_another_key_is_untouched() -> None:
+    store = responses_store(max_per_key=3)
+    assert await continue_chain(store, 4) == ["stored", "stored", "stored", "over_quota"]
+    assert await store.get("key-a", "resp_3") is None
+    assert await continue_chain(store, 2, apikey="key-b") == ["stored", "stored"]
+    assert await store.delete("key-a", "resp_2")
+    assert await store.save("key-a", turn(9), []) == "stored"  # a deleted response frees its place
+
+
+@pytest.mark.asyncio
+async def test_a_key_over_its_quota_of_bytes_stores_no_more() -> None:
+    """Each response counts its JSON (its own items and parent reference): 3.5 responses' worth holds three."""
+    replayed = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Answer 0."}]}
+    one = len(json.dumps({"response": turn(0), "ancestors": [], "items": [replayed]}, separators=(",", ":")))
+    store = responses_store(max_bytes_per_key=one * 7 // 2)
+    outcomes = [await store.save("key-a", turn(index), []) for index in range(5)]
+    assert outcomes == ["stored", "stored", "stored", "over_quota", "over_quota"]
+
+
+class DeafCache(LocMemCache):
+    """A cache that takes writes and keeps nothing: django-redis with ``IGNORE_EXCEPTIONS`` when Redis is paused."""
+
+    async def aset_many(self, data: Any, timeout: Any = None, version: Any = None) -> list[str]:
+        return []
+
+
+@pytest.mark.asyncio
+async def test_a_store_the_cache_did_not_hold_is_never_silent() -> None:
+    """A store that failed (Redis paused) answered ``store: true`` and logged nothing: now the save says so, with a
+    warning line that names no id."""
+    store = ResponseStore(ttl_seconds=60, max_bytes=1_000_000, cache=DeafCache("hostile-deaf", {}))
+    lines: list[str] = []
+    handler = logger.add(lines.append, level="WARNING", format="{message}")
+    try:
+        assert await store.save("key-a", turn(0), []) == "failed"
+    finally:
+        logger.remove(handler)
+    assert lines == ["A stored response was not kept: the cache did not hold it (Redis down or paused?)\n"]

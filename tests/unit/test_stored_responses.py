@@ -57,7 +57,7 @@ def test_output_items_become_input_items_and_reasoning_is_not_replayed() -> None
 @pytest.mark.asyncio
 async def test_a_stored_response_reads_back_only_under_its_key() -> None:
     responses = store()
-    assert await responses.save("key-a", RESPONSE, FIRST_INPUT) is True
+    assert await responses.save("key-a", RESPONSE, FIRST_INPUT) == "stored"
     stored = await responses.get("key-a", "resp_1")
     assert stored is not None
     assert stored.response == RESPONSE
@@ -71,7 +71,7 @@ async def test_a_stored_response_reads_back_only_under_its_key() -> None:
 @pytest.mark.asyncio
 async def test_a_response_over_the_size_bound_is_not_stored() -> None:
     responses = store(max_bytes=200)
-    assert await responses.save("key-a", RESPONSE, FIRST_INPUT) is False
+    assert await responses.save("key-a", RESPONSE, FIRST_INPUT) == "too_large"
     assert await responses.get("key-a", "resp_1") is None
 
 
@@ -91,7 +91,7 @@ async def test_previous_response_id_puts_the_stored_conversation_first() -> None
     responses = store()
     await responses.save("key-a", RESPONSE, FIRST_INPUT)
     body = {"model": "m", "previous_response_id": "resp_1", "input": "And the sun?", "store": True}
-    resolved, items = await resolve_stored_input(responses, body, "key-a")
+    resolved, items, _ = await resolve_stored_input(responses, body, "key-a")
     follow_up = {"type": "message", "role": "user", "content": "And the sun?"}
     assert items == [*FIRST_INPUT, ASSISTANT_TURN, CALL_TURN, follow_up]
     assert resolved == {"model": "m", "input": items, "store": True}
@@ -102,7 +102,7 @@ async def test_an_item_reference_becomes_the_stored_item() -> None:
     responses = store()
     await responses.save("key-a", RESPONSE, FIRST_INPUT)
     second_turn = [*FIRST_INPUT, {"type": "item_reference", "id": "msg_1"}, {"role": "user", "content": "More."}]
-    resolved, items = await resolve_stored_input(responses, {"model": "m", "input": second_turn}, "key-a")
+    resolved, items, _ = await resolve_stored_input(responses, {"model": "m", "input": second_turn}, "key-a")
     assert items == [*FIRST_INPUT, ASSISTANT_TURN, {"role": "user", "content": "More."}]
     assert resolved["input"] == items
 
@@ -110,7 +110,7 @@ async def test_an_item_reference_becomes_the_stored_item() -> None:
 @pytest.mark.asyncio
 async def test_a_body_without_stored_state_is_unchanged() -> None:
     body = {"model": "m", "input": "Hi"}
-    resolved, items = await resolve_stored_input(store(), body, "key-a")
+    resolved, items, _ = await resolve_stored_input(store(), body, "key-a")
     assert resolved is body
     assert items == [{"type": "message", "role": "user", "content": "Hi"}]
 
@@ -145,7 +145,7 @@ async def test_a_reference_to_a_reasoning_item_resolves_to_a_reasoning_item() ->
     responses = store()
     await responses.save("key-a", RESPONSE, FIRST_INPUT)
     second_turn = [*FIRST_INPUT, {"type": "item_reference", "id": "rs_1"}, {"type": "item_reference", "id": "msg_1"}]
-    _, items = await resolve_stored_input(responses, {"model": "m", "input": second_turn}, "key-a")
+    _, items, _ = await resolve_stored_input(responses, {"model": "m", "input": second_turn}, "key-a")
     assert items == [*FIRST_INPUT, {"type": "reasoning"}, ASSISTANT_TURN]
 
 
@@ -156,8 +156,8 @@ async def test_input_orjson_cannot_write_is_measured_and_stored_all_the_same() -
     then, and the response is stored, not a 500 (found by the schema-driven test)."""
     odd_input = [{"type": "message", "role": "user", "content": "Hi.", "x": 14262704999762042552320, "y": "\ud8a1"}]
     responses = store()
-    assert await responses.save("key-a", RESPONSE, odd_input) is True
+    assert await responses.save("key-a", RESPONSE, odd_input) == "stored"
     stored = await responses.get("key-a", "resp_1")
     assert stored is not None
     assert stored.conversation[0] == odd_input[0]
-    assert await store(max_bytes=100).save("key-a", RESPONSE, odd_input) is False
+    assert await store(max_bytes=100).save("key-a", RESPONSE, odd_input) == "too_large"
