@@ -158,11 +158,16 @@ def load_keys(path: Path) -> dict[str, str]:
 
 
 def start_fleet(api: str, keys: dict[str, str], size: int, delays: tuple[float, float], work: Path) -> list[Any]:
+    """``size`` workers named ``bench-worker-<n>`` (the same names every run: the Horde keeps every worker it saw).
+    The Horde lets an untrusted user have 3 workers, so the worker account is made trusted first (``ADMIN_KEY``)."""
+    if size > 3:
+        user = f"{keys['HORDE_URL']}/v2/users/{keys['WORKER_ID']}"
+        httpx.put(user, json={"trusted": True}, headers={"apikey": keys["ADMIN_KEY"]}, timeout=30).raise_for_status()
     fleet = []
     for index in range(size):
         delay = delays[0] + (delays[1] - delays[0]) * (index / max(1, size - 1))
         args = [sys.executable, "-u", str(REALHORDE / "worker.py"), "--horde-url", api, "--key", keys["WORKER_KEY"]]
-        args += ["--name", f"bench-{os.getpid()}-{index}", "--models", MODEL, "--delay", f"{delay:.1f}"]
+        args += ["--name", f"bench-worker-{index}", "--models", MODEL, "--delay", f"{delay:.1f}"]
         args += ["--idle-sleep", "0.5", "--stop-file", str(work / "stop"), "--jobs-log", str(work / "jobs.jsonl")]
         args += ["--text", " Fine, thanks. {prompt_tail}"]
         log = (work / f"worker-{index}.log").open("wb")
@@ -287,7 +292,11 @@ async def run(options: argparse.Namespace, keys: dict[str, str], work: Path) -> 
         front.terminate()
         front.wait(60)
         for worker in fleet:
-            worker.wait(30)
+            try:
+                worker.wait(10)  # it stops at its next pop
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait()
         server.close()
         await proxy.aclose()
     return summarize(options, proxy, results, cpu_after - cpu_before, rss, wall)
