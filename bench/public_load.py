@@ -48,7 +48,8 @@ from devhorde.launch import free_port, wait_http
 from oaifront.serve import UVICORN_OPTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
-REALHORDE = Path(os.environ.get("REALHORDE_DIR", ROOT.parent.parent / "shared" / "realhorde"))
+REALHORDE = Path(os.environ.get("REALHORDE_DIR", ROOT.parent / "shared" / "realhorde"))
+"""The harness beside the checkout (``../shared/realhorde``), or ``REALHORDE_DIR``."""
 MODEL = "koboldcpp/Qwen2.5-7B-Instruct"
 MARKER = re.compile(r"\[m:(u\d+t\d+)\]")
 STATUS_PATH = re.compile(r"^/api/v2/generate/text/status/[^/]+$")
