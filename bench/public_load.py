@@ -1,9 +1,10 @@
 """``python -m bench.public_load``: the front as a public deployment in front of the REAL AI Horde (issue 37's load
 test, at a size of your choosing).
 
-Needs a harness of /work/shared/realhorde (``--keys-env``, default ``$RH_KEYS_ENV`` or ``/tmp/realhorde/keys.env``:
-``HORDE_URL``, ``CLIENT_KEY``, ``ADMIN_KEY``, ``WORKER_KEY``, ``PROXY_PASSKEY``); without one answering it prints
-why and exits 0 (``make bench`` skips it). Run it against a harness of your own on a shared machine (README there).
+Needs a harness of ../shared/realhorde of your own (``--keys-env``, default ``$RH_KEYS_ENV``: ``HORDE_URL``,
+``CLIENT_KEY``, ``ADMIN_KEY``, ``WORKER_KEY``, ``PROXY_PASSKEY``), never the shared one, whose other users its
+workers and its load would disturb; without one answering it prints why and exits 0 (``make bench`` skips it
+without ``RH_KEYS_ENV``).
 
 What runs, all on loopback:
 
@@ -352,8 +353,8 @@ def summarize(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    default_keys = os.environ.get("RH_KEYS_ENV", "/tmp/realhorde/keys.env")
-    parser.add_argument("--keys-env", type=Path, default=Path(default_keys))
+    default_keys = os.environ.get("RH_KEYS_ENV")
+    parser.add_argument("--keys-env", type=Path, default=Path(default_keys) if default_keys else None)
     parser.add_argument("--users", type=int, default=30)
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--arrival", type=float, default=20.0, help="seconds over which the users arrive")
@@ -366,6 +367,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=float, default=8.0)
     parser.add_argument("--front-root", type=Path, default=ROOT, help="the checkout whose front runs (a before run)")
     options = parser.parse_args(argv)
+    if options.keys_env is None:
+        print("public_load: skipped (RH_KEYS_ENV unset: name the keys.env of a real-Horde harness of your own)")
+        return
     if not options.keys_env.exists() or not (REALHORDE / "worker.py").exists():
         print(f"public_load: skipped (no real-Horde harness: {options.keys_env}, {REALHORDE / 'worker.py'})")
         return
