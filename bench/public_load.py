@@ -1,9 +1,10 @@
 """``python -m bench.public_load``: the front as a public deployment in front of the REAL AI Horde (issue 37's load
 test, at a size of your choosing).
 
-Needs a harness of /work/shared/realhorde (``--keys-env``, default ``$RH_KEYS_ENV`` or ``/tmp/realhorde/keys.env``:
-``HORDE_URL``, ``CLIENT_KEY``, ``ADMIN_KEY``, ``WORKER_KEY``, ``PROXY_PASSKEY``); without one answering it prints
-why and exits 0 (``make bench`` skips it). Run it against a harness of your own on a shared machine (README there).
+Needs a harness of ../shared/realhorde of your own (``--keys-env``, default ``$RH_KEYS_ENV``: ``HORDE_URL``,
+``CLIENT_KEY``, ``ADMIN_KEY``, ``WORKER_KEY``, ``PROXY_PASSKEY``), never the shared one, whose other users its
+workers and its load would disturb; without one answering it prints why and exits 0 (``make bench`` skips it
+without ``RH_KEYS_ENV``).
 
 What runs, all on loopback:
 
@@ -48,7 +49,8 @@ from devhorde.launch import free_port, wait_http
 from oaifront.serve import UVICORN_OPTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
-REALHORDE = Path(os.environ.get("REALHORDE_DIR", ROOT.parent.parent / "shared" / "realhorde"))
+REALHORDE = Path(os.environ.get("REALHORDE_DIR", ROOT.parent / "shared" / "realhorde"))
+"""The harness beside the checkout (``../shared/realhorde``), or ``REALHORDE_DIR``."""
 MODEL = "koboldcpp/Qwen2.5-7B-Instruct"
 MARKER = re.compile(r"\[m:(u\d+t\d+)\]")
 STATUS_PATH = re.compile(r"^/api/v2/generate/text/status/[^/]+$")
@@ -158,11 +160,16 @@ def load_keys(path: Path) -> dict[str, str]:
 
 
 def start_fleet(api: str, keys: dict[str, str], size: int, delays: tuple[float, float], work: Path) -> list[Any]:
+    """``size`` workers named ``bench-worker-<n>`` (the same names every run: the Horde keeps every worker it saw).
+    The Horde lets an untrusted user have 3 workers, so the worker account is made trusted first (``ADMIN_KEY``)."""
+    if size > 3:
+        user = f"{keys['HORDE_URL']}/v2/users/{keys['WORKER_ID']}"
+        httpx.put(user, json={"trusted": True}, headers={"apikey": keys["ADMIN_KEY"]}, timeout=30).raise_for_status()
     fleet = []
     for index in range(size):
         delay = delays[0] + (delays[1] - delays[0]) * (index / max(1, size - 1))
         args = [sys.executable, "-u", str(REALHORDE / "worker.py"), "--horde-url", api, "--key", keys["WORKER_KEY"]]
-        args += ["--name", f"bench-{os.getpid()}-{index}", "--models", MODEL, "--delay", f"{delay:.1f}"]
+        args += ["--name", f"bench-worker-{index}", "--models", MODEL, "--delay", f"{delay:.1f}"]
         args += ["--idle-sleep", "0.5", "--stop-file", str(work / "stop"), "--jobs-log", str(work / "jobs.jsonl")]
         args += ["--text", " Fine, thanks. {prompt_tail}"]
         log = (work / f"worker-{index}.log").open("wb")
@@ -287,7 +294,11 @@ async def run(options: argparse.Namespace, keys: dict[str, str], work: Path) -> 
         front.terminate()
         front.wait(60)
         for worker in fleet:
-            worker.wait(30)
+            try:
+                worker.wait(10)  # it stops at its next pop
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait()
         server.close()
         await proxy.aclose()
     return summarize(options, proxy, results, cpu_after - cpu_before, rss, wall)
@@ -342,8 +353,8 @@ def summarize(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    default_keys = os.environ.get("RH_KEYS_ENV", "/tmp/realhorde/keys.env")
-    parser.add_argument("--keys-env", type=Path, default=Path(default_keys))
+    default_keys = os.environ.get("RH_KEYS_ENV")
+    parser.add_argument("--keys-env", type=Path, default=Path(default_keys) if default_keys else None)
     parser.add_argument("--users", type=int, default=30)
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--arrival", type=float, default=20.0, help="seconds over which the users arrive")
@@ -356,6 +367,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=float, default=8.0)
     parser.add_argument("--front-root", type=Path, default=ROOT, help="the checkout whose front runs (a before run)")
     options = parser.parse_args(argv)
+    if options.keys_env is None:
+        print("public_load: skipped (RH_KEYS_ENV unset: name the keys.env of a real-Horde harness of your own)")
+        return
     if not options.keys_env.exists() or not (REALHORDE / "worker.py").exists():
         print(f"public_load: skipped (no real-Horde harness: {options.keys_env}, {REALHORDE / 'worker.py'})")
         return

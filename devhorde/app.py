@@ -25,7 +25,8 @@ Control routes, for the tests and the demo only, under ``/_devhorde`` (also reac
 - ``GET /_devhorde/requests``: every request with ``id``, ``state``, ``cancelled``, ``payload``, ``apikey``, ...
 - ``GET /_devhorde/submits``: the latest submits received (chat and text), accepted or refused, with ``status``, ``rc``,
   ``id`` and ``payload``.
-- ``POST /_devhorde/reset``: forget every request and submit.
+- ``GET /_devhorde/calls``: how many calls each Horde route answered, by ``"<METHOD> <handler>"``.
+- ``POST /_devhorde/reset``: forget every request and submit, and the call counts.
 
 Every body is JSON. A body that is not JSON (or holds NaN or Infinity) answers 400 with a ``message``.
 """
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -98,6 +100,7 @@ def public_horde(endpoint: Endpoint) -> Endpoint:
     """
 
     async def limited(request: Request) -> Response:
+        request.app.state.calls[f"{request.method} {endpoint.__name__}"] += 1
         spec = _horde(request).scenario.aihorde
         if spec is None or not spec.rate_limits:
             return await endpoint(request)
@@ -290,9 +293,19 @@ async def list_submits(request: Request) -> Response:
     return JSONResponse(list(_horde(request).submits))
 
 
+async def list_calls(request: Request) -> Response:
+    """``GET /_devhorde/calls``: how many calls each Horde route answered, by ``"<METHOD> <handler>"`` (such as
+    ``"GET performance"``, ``"POST text_submit"``), since the start or the last reset.
+    """
+    return JSONResponse(dict(request.app.state.calls))
+
+
 async def reset(request: Request) -> Response:
-    """``POST /_devhorde/reset``: forget every request and every rate limit window; ``{"forgotten": n}``."""
+    """``POST /_devhorde/reset``: forget every request, every rate limit window and the call counts;
+    ``{"forgotten": n}``.
+    """
     request.app.state.limiter.clear()
+    request.app.state.calls.clear()
     return JSONResponse({"forgotten": _horde(request).reset()})
 
 
@@ -317,6 +330,7 @@ CONTROL_ROUTES = [
     Route("/workers/{name}", patch_worker, methods=["POST"]),
     Route("/requests", list_requests, methods=["GET"]),
     Route("/submits", list_submits, methods=["GET"]),
+    Route("/calls", list_calls, methods=["GET"]),
     Route("/reset", reset, methods=["POST"]),
     *IMAGE_CONTROL_ROUTES,
 ]
@@ -363,6 +377,8 @@ def create_app(
     """The image API (devhorde.image_api), on the scenario's ``images`` section."""
     app.state.limiter = RateLimiter()
     """The ``aihorde`` scenario's rate limit windows (tests may set its ``clock``)."""
+    app.state.calls = Counter()
+    """The calls each Horde route answered (``GET /_devhorde/calls``)."""
     return app
 
 
