@@ -679,3 +679,16 @@ async def test_a_repair_submit_the_client_left_during_is_cancelled_once_the_hord
         await client.aclose()
     assert cancels.cancelled == [REPAIR_ID]
     assert routes.repairs == 0
+
+
+def test_a_model_of_no_known_family_gets_the_generic_format_and_its_replies_read() -> None:
+    prepared = prepare_chat_request(chat(GENERIC, tools=[SEARCH], tool_choice="required"))
+    assert prepared.x_horde["prompt_template"] == "generic-instruct"
+    assert prepared.payload["prompt"].startswith("# Tools\n\nYou may call one or more functions")
+    assert prepared.payload["prompt"].endswith(
+        "</tool_call>\nYou must call at least one function.\n\nUser: Weather in Paris?\nAssistant:"
+    )
+    rules = prepared.reply_reader
+    assert isinstance(rules, ReplyRules)
+    read = rules.read(' <tool_call>{"name": "search", "arguments": {"q": {}}}</tool_call>', truncated=False)
+    assert [call["function"] for call in read.tool_calls] == [{"name": "search", "arguments": '{"q":{}}'}]
