@@ -32,6 +32,7 @@ from jsonschema import exceptions as schema_exceptions
 from jsonschema import validators
 
 from chat.horde.text import ReadReply
+from chat.protocol.chat_request import ChatCompletionRequest
 from chat.serving.prompt_templates import PINNED_KEY, SYSTEM_ROLES, message_text
 from chat.serving.tool_formats import (
     MalformedCalls,
@@ -312,3 +313,25 @@ def conversation(messages: Sequence[Mapping[str, Any]], rules: ReplyRules) -> tu
         else:
             turns.insert(0, {"role": "system", "content": text})
     return turns, placed_block
+
+
+def reply_rules(request: ChatCompletionRequest, tool_format: ToolFormat) -> ReplyRules:
+    """What the request asks of the reply (chat.serving.text_replies): its tools, ``tool_choice`` (``auto`` when
+    unset; a named choice as the function's name), ``parallel_tool_calls`` (true when unset) and a JSON
+    ``response_format``.
+    """
+    tools = tuple(tool.model_dump(exclude_none=True) for tool in request.tools or ())
+    choice = request.tool_choice
+    tool_choice = "auto" if choice is None else choice if isinstance(choice, str) else choice.function.name
+    response_format = request.response_format
+    return ReplyRules(
+        tool_format=tool_format,
+        tools=tools,
+        tool_choice=tool_choice,
+        parallel_tool_calls=request.parallel_tool_calls is not False,
+        response_format=(
+            response_format.model_dump(by_alias=True, exclude_none=True)
+            if response_format is not None and response_format.type != "text"
+            else None
+        ),
+    )
