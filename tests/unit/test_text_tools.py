@@ -378,6 +378,17 @@ def test_mistral_replies(reply: str, content: str, calls: list[tuple[object, obj
     assert (parsed.content, names_and_arguments(parsed)) == (content, calls)
 
 
+@pytest.mark.parametrize("parser", [HermesTools(), MistralTools()])
+def test_a_reply_that_is_only_calls_is_read_when_the_backend_stripped_the_marker(parser: Any) -> None:
+    """A worker's backend may drop Mistral's ``[TOOL_CALLS]`` (a special token) from the text it returns."""
+    bare = '[{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "a", "arguments": {}}]'
+    assert names_and_arguments(parser.parse(f"  {bare}\n")) == [("get_weather", {"city": "Paris"}), ("a", {})]
+    fenced = parser.parse('```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```')
+    assert (fenced.content, names_and_arguments(fenced)) == ("", [("get_weather", {"city": "Paris"})])
+    prose = parser.parse('Use {"name": "get_weather", "arguments": {}} later.')
+    assert (prose.content, prose.calls) == ('Use {"name": "get_weather", "arguments": {}} later.', ())
+
+
 def test_mistral_truncated_call() -> None:
     with pytest.raises(MalformedCalls) as malformed:
         MistralTools().parse('[TOOL_CALLS] [{"name": "get_weather", "arguments": {"ci')
