@@ -77,12 +77,13 @@ def new_call_id() -> str:
 
 
 def _schema_error(schema: Mapping[str, Any], value: Any) -> str | None:
-    """The first way ``value`` fails ``schema`` (its JSON Schema draft's validator), as ``message at path``."""
-    validator_class = validators.validator_for(schema)
+    """The first way ``value`` fails ``schema`` (its JSON Schema draft's validator: ``$schema``, else the latest), as
+    ``message (at /path)``.
+    """
     try:
-        error = schema_exceptions.best_match(validator_class(schema).iter_errors(value))
-    except schema_exceptions.SchemaError as failure:
-        return f"the schema itself is not valid ({failure.message})"
+        error = schema_exceptions.best_match(validators.validator_for(schema)(schema).iter_errors(value))
+    except Exception:  # noqa: BLE001 - a client schema jsonschema cannot apply (a $ref it cannot resolve) is reported, never a 500
+        return "the schema cannot be applied (a $ref it points to cannot be resolved, or a keyword cannot run)"
     if error is None:
         return None
     path = "/".join(str(part) for part in error.absolute_path)

@@ -703,3 +703,21 @@ def test_a_model_of_no_known_family_gets_the_generic_format_and_its_replies_read
     assert isinstance(rules, ReplyRules)
     read = rules.read(' <tool_call>{"name": "search", "arguments": {"q": {}}}</tool_call>', truncated=False)
     assert [call["function"] for call in read.tool_calls] == [{"name": "search", "arguments": '{"q":{}}'}]
+
+
+def test_a_strict_schema_jsonschema_cannot_apply_is_reported_not_raised() -> None:
+    broken = {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "parameters": {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}},
+            "strict": True,
+        },
+    }
+    read = rules_of(tools=[broken]).read(
+        '<tool_call>{"name": "lookup", "arguments": {"a": 1}}</tool_call>', truncated=False
+    )
+    assert read.error == (
+        "the arguments of lookup do not match its parameters: the schema cannot be applied (a $ref it points to "
+        "cannot be resolved, or a keyword cannot run)"
+    )
