@@ -12,7 +12,10 @@ estimate. A status the Horde emptied (a cancel sets ``n`` to 0) ends the wait wi
 dry run before submit (:func:`check_max_kudos`: 400 ``max_kudos_exceeded`` as on the native path). Each status
 carries the front's changes to the client's limits (``context_adjustments``, chat.serving.text_limits) and, with the
 worker list (chat.horde.worker_limits), the live workers' threads as ``eligible_worker_threads``; it reads as
-impossible when every worker of the models has stopped.
+impossible when every worker of the models has stopped. A request that asked for tool calls or JSON has its finished
+reply read (:class:`ReplyReader`, chat.serving.text_replies) into ``content`` and ``tool_calls``; an invalid reply is
+asked again, a submit of its own, at most ``repair_attempts`` times (:meth:`TextRoutes.read_replies`), then 502
+``ModelReplyInvalid``.
 """
 
 from __future__ import annotations
@@ -289,7 +292,9 @@ class TextRoutes:
         """The text status as a native status (:func:`native_status`). Raises 502 ``ChatRequestCancelled`` for a
         request the Horde cancelled or emptied (chat.horde.real_horde_answers ``is_emptied`` and
         ``emptied_reads_to_end``). With the worker list, also the workers' liveness
-        (chat.horde.worker_limits.apply_liveness).
+        (chat.horde.worker_limits.apply_liveness). With a reply reader, a finished reply is read for tool calls or
+        JSON (:meth:`read_replies`): an invalid one is asked again and the repair's status is returned instead
+        (``request_id`` stays the first submit's; :meth:`current_id` names the request reading it now).
         """
         current = self.current_id(request_id)
         body = await self.client.status_body(current, apikey)
