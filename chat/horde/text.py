@@ -263,6 +263,9 @@ class TextRoutes:
         """Repair submits made (the first submit is not one)."""
         self.kudos_estimate = 0.0
         """The dry-run kudos estimates of the submits so far (set by the caller's ``horde.max_kudos`` check)."""
+        self.repair_skipped: str | None = None
+        """Why a repair that attempts remained for was not made (:data:`REPAIR_DOES_NOT_FIT`,
+        :data:`REPAIR_OVER_MAX_KUDOS`), for the error's message."""
         self.current_ids: dict[str, str] = {}
         """The first submit's request id -> the request now answering for it (the last repair submit's)."""
 
@@ -340,7 +343,7 @@ class TextRoutes:
             if read.error is not None:
                 if await self.submit_repair(request_id, reader, text, read.error, apikey):
                     return True
-                raise model_reply_invalid_error(read.error, self.repairs)
+                raise model_reply_invalid_error(read.error, self.repairs, self.repair_skipped)
             message: dict[str, Any] = {"content": read.content}
             if read.tool_calls:
                 message["tool_calls"] = [dict(call) for call in read.tool_calls]
@@ -358,6 +361,7 @@ class TextRoutes:
             return False
         prompt = reader.repair_prompt(reply, error)
         if prompt is None:
+            self.repair_skipped = REPAIR_DOES_NOT_FIT
             return False
         payload = {**self.prepared.payload, "prompt": prompt}
         if self.prepared.max_kudos is not None:
@@ -366,6 +370,7 @@ class TextRoutes:
             except (HordeRefusal, HordeUnreachable):
                 return False
             if self.kudos_estimate + estimate > self.prepared.max_kudos:
+                self.repair_skipped = REPAIR_OVER_MAX_KUDOS
                 return False
             self.kudos_estimate += estimate
         task = asyncio.ensure_future(self.client.submit(payload, apikey))
@@ -399,13 +404,20 @@ class TextRoutes:
         return await self.client.text_models()
 
 
-def model_reply_invalid_error(error: str, repairs: int) -> OpenAIError:
-    """502 ``ModelReplyInvalid``: what the model returned wrong, after ``repairs`` repair turns."""
+REPAIR_DOES_NOT_FIT: Final[str] = "the repair turn does not fit the model's context"
+REPAIR_OVER_MAX_KUDOS: Final[str] = "its kudos estimate would take the request over its horde.max_kudos"
+
+
+def model_reply_invalid_error(error: str, repairs: int, skipped: str | None = None) -> OpenAIError:
+    """502 ``ModelReplyInvalid``: what the model returned wrong, after ``repairs`` repair turns, and why no further
+    repair was asked when attempts remained (``skipped``).
+    """
     asked = f" after {repairs} repair attempt{'s' if repairs != 1 else ''}" if repairs else ""
+    unasked = f" It was not asked again: {skipped}." if skipped else ""
     return errors.failure(
         errors.MODEL_REPLY_INVALID,
-        f"The model's reply is not valid{asked}: {error}. The model was asked for tool calls or JSON in its prompt "
-        "(the text generation API has no constrained output); send the request again, or use another model.",
+        f"The model's reply is not valid{asked}: {error}.{unasked} The model was asked for tool calls or JSON in its "
+        "prompt (the text generation API has no constrained output); send the request again, or use another model.",
     )
 
 

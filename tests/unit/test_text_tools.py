@@ -646,6 +646,12 @@ async def test_a_repair_over_max_kudos_is_not_submitted() -> None:
     finally:
         await client.aclose()
     assert (len(horde.submits), invalid.value.code) == (1, "ModelReplyInvalid")
+    assert invalid.value.message == (
+        "The model's reply is not valid: a <tool_call> block does not hold valid JSON (Illegal trailing comma before "
+        "end of object). It was not asked again: its kudos estimate would take the request over its horde.max_kudos. "
+        "The model was asked for tool calls or JSON in its prompt (the text generation API has no constrained "
+        "output); send the request again, or use another model."
+    )
 
 
 class RecordedCancels:
