@@ -207,3 +207,18 @@ async def test_a_request_left_during_its_repair_cancels_the_repair_at_the_horde(
             await asyncio.sleep(0.01)
     assert (response.status_code, response.json()["error"]["code"]) == (408, "ChatRequestTimeout")
     assert [call for call in horde.calls if call[0] == "DELETE"] == [("DELETE", "/v2/generate/text/status/text-2")]
+
+
+@pytest.mark.asyncio
+async def test_a_streamed_request_is_repaired_before_its_calls_go_out() -> None:
+    horde = ScriptedTextHorde(replies=[MALFORMED, GOOD])
+    with installed(horde):
+        response = await AsyncClient().post(
+            "/v1/chat/completions", chat_body(tools=[WEATHER], stream=True), content_type="application/json"
+        )
+        raw = b"".join([chunk async for chunk in response.streaming_content]).decode()
+    chunks = [json.loads(line[6:]) for line in raw.split("\n\n") if line.startswith("data: {")]
+    deltas = [chunk["choices"][0] for chunk in chunks if chunk.get("choices")]
+    assert [list(choice["delta"]) for choice in deltas] == [["role"], ["content"], ["tool_calls"], []]
+    assert deltas[-1]["finish_reason"] == "tool_calls"
+    assert len(horde.submitted) == 2
