@@ -1,6 +1,6 @@
 """``make bench`` / ``python -m bench``: every benchmark in turn, then one summary table (rows 1-5 of issue 12, row 6:
-one front worker against two, rows 7 and 8 of issue 23: the deep queue without Redis, the burst, and row 9: telemetry
-off against on).
+one front worker against two, rows 7 and 8 of issue 23: the deep queue without Redis, the burst, row 9: telemetry
+off against on, and row 10 of issue 36: reading a text path reply for tool calls).
 
 The defaults fit in about 10 minutes on 2 cores (see bench/README.md): front cost at 1, 16 and 128 clients for 4 s
 each, 100 and 1,000 waiting requests with Redis on and off, 1,000 in a deep queue without Redis, 3,000 opened at once,
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import front_cost, relay_capacity, relay_latency, responses_events, telemetry_cost
+from bench import front_cost, relay_capacity, relay_latency, responses_events, telemetry_cost, text_tools
 
 PARTS = ["--part", "nonstream,workers,waiting,queue,burst"]
 """Every part of bench.front_cost, with the deep queue without Redis (row 7) and the burst (row 8) at their defaults:
@@ -39,6 +39,7 @@ DEFAULT_ARGS: dict[str, list[str]] = {
     "relay_capacity": ["--levels", "100,1000"],
     "responses_events": [],
     "telemetry_cost": [],
+    "text_tools": [],
 }
 """Waiting rows measure the steady state of the backed-off timer (``bench.front_cost.steady_state_seconds``)."""
 LARGE_ARGS: dict[str, list[str]] = {
@@ -76,6 +77,7 @@ SMALL_ARGS: dict[str, list[str]] = {
     "relay_capacity": ["--levels", "10,30", "--deltas", "4", "--idle-window", "1"],
     "responses_events": ["--streams", "20", "--deltas", "20"],
     "telemetry_cost": ["--requests", "20"],
+    "text_tools": ["--replies", "100"],
 }
 
 
@@ -225,6 +227,19 @@ def telemetry_row(telemetry: dict[str, Any]) -> tuple[str, str, str, str]:
     )
 
 
+def text_tools_row(tools: dict[str, Any]) -> tuple[str, str, str, str]:
+    """Row 10: CPU per text path reply read for tool calls (parse and jsonschema validation), per family."""
+    figures = tools["families"]
+    return (
+        "10 (text tools)",
+        "CPU us per reply read for tool calls, one call / 20 calls, per family; ratio: 20 calls over one (chatml)",
+        "; ".join(
+            f"{family} {values['one_call_us']} / {values['twenty_calls_us']}" for family, values in figures.items()
+        ),
+        ratio(figures["chatml"]["twenty_calls_us"], figures["chatml"]["one_call_us"]),
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     size = parser.add_mutually_exclusive_group()
@@ -243,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     status = responses_events.main(plan["responses_events"])
     print(f"== bench.telemetry_cost {' '.join(plan['telemetry_cost'])}", flush=True)
     telemetry = telemetry_cost.run(plan["telemetry_cost"])
+    print(f"== bench.text_tools {' '.join(plan['text_tools'])}", flush=True)
+    tools = text_tools.run(plan["text_tools"])
     elapsed = time.monotonic() - started
     print()
     print(
@@ -252,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("| row | measure | figures | ratio |")
     print("|---|---|---|---|")
-    for row in [*summary_rows(cost, latency, capacity), telemetry_row(telemetry)]:
+    for row in [*summary_rows(cost, latency, capacity), telemetry_row(telemetry), text_tools_row(tools)]:
         print("| " + " | ".join(row) + " |")
     return status or (1 if latency.get("failures") else 0)
 

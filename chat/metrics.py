@@ -18,6 +18,9 @@ instrument                             kind       attributes
 ``horde.oai.completions``              counter    ``model``, ``finish_reason``, ``content``, ``max_tokens_source``,
                                                   ``streamed``
 ``horde.oai.cancels``                  counter    ``outcome``
+``horde.oai.text.prompted_replies``    counter    ``prompted_output`` (``tools``, ``json``), ``repair_attempts`` (0 to
+                                                  ``HORDE_OAI_TEXT_REPAIR_ATTEMPTS``), ``outcome`` (``valid``,
+                                                  ``invalid``: 502 ``ModelReplyInvalid``, ``unread``: another end)
 ``horde.oai.request.max_tokens``       histogram  ``source`` (tokens)
 ``horde.oai.request.queue_wait``       histogram  ``streamed`` (seconds from submit to the first processing read)
 ``horde.oai.request.first_content``    histogram  ``streamed`` (seconds from submit to the first content sent)
@@ -205,6 +208,7 @@ class FrontMetrics:
     request_duration: Histogram
     completions: Counter
     cancels: Counter
+    prompted_replies: Counter
     request_max_tokens: Histogram
     queue_wait: Histogram
     first_content: Histogram
@@ -238,6 +242,11 @@ class FrontMetrics:
             ),
             cancels=meter.create_counter(
                 "horde.oai.cancels", unit="{attempt}", description="Cancel attempts, retries and shutdown included."
+            ),
+            prompted_replies=meter.create_counter(
+                "horde.oai.text.prompted_replies",
+                unit="{request}",
+                description="Text path requests whose reply was read for tool calls or JSON, by repairs and outcome.",
             ),
             request_max_tokens=meter.create_histogram(
                 "horde.oai.request.max_tokens",

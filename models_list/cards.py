@@ -14,6 +14,7 @@ from horde_sdk.generation_parameters.text.chat_policy import ChatFeature, ChatGu
 from chat.horde.worker_limits import ModelWorkers, WorkerSnapshot
 from chat.serving.prompt_templates import template_for_model
 from chat.serving.text_route import MAX_TEXT_MAX_LENGTH, TEXT_API, TextApiFallback, text_path_models
+from chat.serving.tool_formats import tool_format_for
 
 BASE_SUPPORTED_PARAMETERS: Final[tuple[str, ...]] = ("max_tokens", "temperature", "top_p", "stop")
 """Parameters every chat worker applies."""
@@ -103,13 +104,26 @@ def model_card(entry: dict[str, Any]) -> dict[str, Any]:
             "image_transports": [item for item in _as_list(chat.get("image_transports")) if isinstance(item, str)],
             "api": CHAT_API,
             "routes": list(CHAT_API_ROUTES),
+            "tool_calls": None,
+            "tool_format": None,
         },
     }
 
 
-TEXT_API_SUPPORTED_PARAMETERS: Final[tuple[str, ...]] = BASE_SUPPORTED_PARAMETERS
+TEXT_API_SUPPORTED_PARAMETERS: Final[tuple[str, ...]] = (
+    *BASE_SUPPORTED_PARAMETERS,
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "response_format",
+    "structured_outputs",
+)
 """Parameters of a model served through the text generation API: ``max_tokens``, ``temperature``, ``top_p`` and
-``stop`` (chat.serving.text_route refuses the rest)."""
+``stop``, and the prompted ``tools``, ``tool_choice``, ``parallel_tool_calls``, ``response_format`` and
+``structured_outputs`` (chat.serving.text_replies; chat.serving.text_route refuses the rest)."""
+
+PROMPTED_TOOL_CALLS: Final[str] = "prompted"
+"""``x_horde.tool_calls`` of a text API model: calls and JSON are asked for in the prompt and parsed from the reply."""
 
 
 def text_model_card(entry: dict[str, Any], workers: ModelWorkers | None = None) -> dict[str, Any]:
@@ -118,9 +132,11 @@ def text_model_card(entry: dict[str, Any], workers: ModelWorkers | None = None) 
     (``workers``, chat.horde.worker_limits: the largest ``max_context_length`` and ``max_length``, the latter at most
     the text API's bound, an online worker declares; ``x_horde.threads`` their threads), null without it;
     ``features`` and ``image_transports`` are empty; ``architecture.instruct_type`` names the prompt template;
-    ``x_horde.api`` is ``text`` and ``x_horde.workers`` the online text workers (``count``).
+    ``x_horde.api`` is ``text`` and ``x_horde.workers`` the online text workers (``count``); ``x_horde.tool_calls``
+    is ``prompted`` and ``x_horde.tool_format`` the family's tool format (chat.serving.tool_formats).
     """
     name = entry["name"]
+    template = template_for_model(name).profile_id
     declared = workers if workers is not None and workers.workers > 0 else None
     context_length = declared.max_context_length if declared is not None else None
     max_length = declared.max_length if declared is not None else None
@@ -138,7 +154,7 @@ def text_model_card(entry: dict[str, Any], workers: ModelWorkers | None = None) 
             "input_modalities": ["text"],
             "output_modalities": ["text"],
             "tokenizer": "Other",
-            "instruct_type": template_for_model(name).profile_id,
+            "instruct_type": template,
         },
         "pricing": {"prompt": "0", "completion": "0", "request": "0", "image": "0"},
         "top_provider": {
@@ -159,6 +175,8 @@ def text_model_card(entry: dict[str, Any], workers: ModelWorkers | None = None) 
             "image_transports": [],
             "api": TEXT_API,
             "routes": list(TEXT_API_ROUTES),
+            "tool_calls": PROMPTED_TOOL_CALLS,
+            "tool_format": tool_format_for(template).profile,
         },
     }
 

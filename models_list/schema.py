@@ -107,6 +107,16 @@ class ModelHordeExtras(_Card):
     ``/v1/completions``, for a model with an online chat worker (``api`` ``chat``: a legacy prompt is one user
     message) and for a model served through the text generation API (``api`` ``text``: the raw prompt)."""
 
+    tool_calls: Literal["prompted"] | None
+    """``prompted`` for a model served through the text generation API: tools and JSON response formats are written
+    into its prompt in its family's format and its reply is parsed and validated (no constrained decoding; an
+    invalid reply is asked again, then 502 ``ModelReplyInvalid``); null on the native chat route (the workers'
+    declared ``features`` apply)."""
+
+    tool_format: str | None
+    """With ``tool_calls``: the family tool format, ``chatml`` (Hermes ``<tool_call>``; also every family without a
+    format of its own), ``llama-3`` or ``mistral``."""
+
 
 class ModelCard(_Card):
     """A model card: OpenAI's model object keys and OpenRouter's card shape, plus ``x_horde``."""
@@ -148,7 +158,9 @@ class ModelCard(_Card):
     """``max_tokens``, ``temperature``, ``top_p`` and ``stop``; then ``seed``, ``frequency_penalty``,
     ``presence_penalty`` and ``reasoning_effort`` where an online worker declares the feature of that name;
     ``tools`` and ``parallel_tool_calls`` for tools, with ``tool_choice`` under the ``tool_choice_enforced``
-    guarantee; and ``response_format`` for ``json_object`` or ``json_schema``."""
+    guarantee; and ``response_format`` for ``json_object`` or ``json_schema``. A model served through the text
+    generation API lists ``max_tokens``, ``temperature``, ``top_p``, ``stop``, then ``tools``, ``tool_choice``,
+    ``parallel_tool_calls``, ``response_format`` and ``structured_outputs``, prompted (``x_horde.tool_calls``)."""
 
     x_horde: ModelHordeExtras
     """The workers serving the model now and the work queued for it."""

@@ -145,6 +145,9 @@ class RequestRecord:
             with it; ``horde.oai.request.first_content``).
         first_content_at: Unix seconds when a stream's first reply content went out, relayed or whole
             (``horde.oai.request.first_content``).
+        prompted_output: On the text path, ``tools`` or ``json`` when the reply was read for tool calls or JSON
+            (chat.serving.text_replies), else None.
+        repair_attempts: The repair submits made for it (``HORDE_OAI_TEXT_REPAIR_ATTEMPTS``).
     """
 
     request: ChatCompletionRequest
@@ -160,6 +163,8 @@ class RequestRecord:
     relayed: bool = False
     completed_at: float | None = None
     first_content_at: float | None = None
+    prompted_output: str | None = None
+    repair_attempts: int = 0
     ended: bool = False
 
     # --- what the view reports --------------------------------------------------------------------------------
@@ -247,6 +252,9 @@ class RequestRecord:
         values["first_read_eligible_worker_threads"] = first.eligible_worker_threads if first is not None else None
         values["max_tokens"] = self.max_tokens
         values["max_tokens_source"] = self.max_tokens_source
+        if self.prompted_output is not None:
+            values["prompted_output"] = self.prompted_output
+            values["repair_attempts"] = self.repair_attempts
         return values
 
     # --- the end ----------------------------------------------------------------------------------------------
@@ -321,6 +329,18 @@ class RequestRecord:
                 instruments.first_content.record(first_content_at - self.submitted_at, {"horde.streamed": streamed})
         if self.completion is not None and self.error is None:
             self._record_completion(streamed)
+        if self.prompted_output is not None and self.request_id is not None:
+            reply_outcome = "valid" if self.completion is not None and self.error is None else "invalid"
+            if self.error is not None and code != errors.MODEL_REPLY_INVALID:
+                reply_outcome = "unread"
+            instruments.prompted_replies.add(
+                1,
+                {
+                    "horde.prompted_output": self.prompted_output,
+                    "horde.repair_attempts": self.repair_attempts,
+                    "horde.outcome": reply_outcome,
+                },
+            )
         if refused:
             return
         instruments.request_duration.record(
@@ -364,7 +384,8 @@ def finished_message(values: Mapping[str, Any]) -> str:
     done_without_generation_reads=<count> requested_model=<models> served_model=<model|none>
     retry_after=<seconds|none>``, then for ``queue_unavailable`` ``queue_reason=<reason> wait_time=<seconds|none>
     eligible_worker_threads=<count|none>``, then ``first_read_wait_time=<seconds|none>
-    first_read_eligible_worker_threads=<count|none> max_tokens=<limit> max_tokens_source=<client|default|lowered>``.
+    first_read_eligible_worker_threads=<count|none> max_tokens=<limit> max_tokens_source=<client|default|lowered>``,
+    then on the text path for a reply read for tools or JSON ``prompted_output=<tools|json> repair_attempts=<count>``.
     A request refused at submit has no id: ``Unsubmitted chat request finished: ...``.
     """
     request_id = values["request_id"]
@@ -397,6 +418,8 @@ def finished_message(values: Mapping[str, Any]) -> str:
         f"max_tokens={values['max_tokens']}",
         f"max_tokens_source={values['max_tokens_source']}",
     ]
+    if "prompted_output" in values:
+        parts += [f"prompted_output={values['prompted_output']}", f"repair_attempts={values['repair_attempts']}"]
     return " ".join(parts)
 
 

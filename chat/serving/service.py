@@ -374,6 +374,9 @@ async def wait_for_outcome(runtime: FrontRuntime, submitted: Submitted) -> Outco
             return
         finished = True
         waiter.close()
+        if record is not None and isinstance(submitted.horde, TextRoutes):
+            record.prompted_output = submitted.horde.prepared.x_horde.get("prompted_output")
+            record.repair_attempts = submitted.horde.repairs
         if not waiter.terminal:
             # a text request asked again (a repair) is now answered by the repair's request
             routes = submitted.horde

@@ -66,9 +66,13 @@ CALL_ID_LENGTH: Final[int] = 24
 """A tool call id is ``call_`` + 24 letters and digits, OpenAI's form."""
 
 
+_SYSTEM_RANDOM: Final = secrets.SystemRandom()
+"""The operating system's random source (``secrets``), drawing a call id's 24 characters in one call."""
+
+
 def new_call_id() -> str:
     """A fresh OpenAI-form tool call id (``call_`` + 24 letters and digits)."""
-    return CALL_ID_PREFIX + "".join(secrets.choice(CALL_ID_ALPHABET) for _ in range(CALL_ID_LENGTH))
+    return CALL_ID_PREFIX + "".join(_SYSTEM_RANDOM.choices(CALL_ID_ALPHABET, k=CALL_ID_LENGTH))
 
 
 def _schema_error(schema: Mapping[str, Any], value: Any) -> str | None:

@@ -18,9 +18,10 @@ cache (``HORDE_OAI_MODELS_CACHE_SECONDS``); when it cannot be read, the request 
 ``auto``, a Horde whose list had a ``chat`` entry is taken as a native chat Horde for
 :data:`NATIVE_HORDE_VERDICT_SECONDS` (60 s) without reading the list again, so the native path pays no extra read.
 
-What the text API cannot honour is refused before submit with the status, type and code of a native declaration
-gap (:func:`text_api_refusal`): 404 ``not_found_error`` ``no_worker_supports_features`` at the parameter for
-``tools``, a ``response_format`` other than ``text``, image parts, tool calls or tool messages in the conversation,
+Tools, tool history and a JSON ``response_format`` are prompted in the model family's own format and the reply read
+back into OpenAI's shape (chat.serving.tool_formats, chat.serving.text_replies; docs/text-tools.md). What the text
+API cannot honour is refused before submit with the status, type and code of a native declaration gap
+(:func:`text_api_refusal`): 404 ``not_found_error`` ``no_worker_supports_features`` at the parameter for image parts,
 ``seed``, ``frequency_penalty``, ``presence_penalty``, ``reasoning_effort`` and ``horde.conformance: "strict"`` (the
 text API gives no worker guarantees); 400 ``invalid_request_error`` ``no_worker_supports_limit`` at ``max_tokens``
 for a completion limit outside the text API's range (horde_sdk's ``ModelPayloadRootKobold.max_length`` bounds, and

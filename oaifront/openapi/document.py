@@ -197,7 +197,13 @@ def front_paths() -> dict[str, Any]:
                     "OpenAI's chat completions, served by the AI Horde's volunteer text workers. The front screens "
                     "the body, validates it like OpenAI, submits it to the Horde, waits for a worker and answers with "
                     "a completion or a stream. Unknown keys inside messages, tool definitions and `tool_choice` are "
-                    "dropped; unknown keys elsewhere are refused. "
+                    "dropped; unknown keys elsewhere are refused. For a model served through the Horde's text "
+                    "generation API (`x_horde.api: text`), `tools`, `tool_choice`, `parallel_tool_calls`, tool history "
+                    "and a JSON `response_format` are prompted in the model family's own format (ChatML/Hermes/Qwen "
+                    "`<tool_call>`, Llama 3.1+ JSON calls with `ipython` results, Mistral `[TOOL_CALLS]`; the ChatML "
+                    "format for any other family) and the reply is parsed into `tool_calls` or JSON `content` and "
+                    "validated; a malformed reply is asked again (`HORDE_OAI_TEXT_REPAIR_ATTEMPTS`), then 502 "
+                    "`ModelReplyInvalid`. "
                     f"See the [documentation]({DOCS_URL}) for the details."
                 ),
                 "security": security,

@@ -45,7 +45,11 @@ def _text_model(stack: LiveStack) -> None:
     plain = [
         card["id"]
         for card in cards
-        if not {"tools", "reasoning_effort"} & set(card["supported_parameters"])
+        # a text API card lists the prompted tools (x_horde.tool_calls), which every text model takes
+        if (
+            card["x_horde"]["tool_calls"] == "prompted"
+            or not {"tools", "reasoning_effort"} & set(card["supported_parameters"])
+        )
         and card["architecture"]["input_modalities"] == ["text"]
     ]
     stack.default_scenario_text_model = (plain or [cards[0]["id"]])[0]  # type: ignore[attr-defined]
@@ -73,8 +77,19 @@ def test_models_list_through_the_sdk(stack: LiveStack) -> None:
                 max(worker["max_length"] for worker in serving),
             )
             assert (extra["context_length"], extra["top_provider"]["max_completion_tokens"]) == declared
-            assert extra["supported_parameters"] == ["max_tokens", "temperature", "top_p", "stop"]
+            assert extra["supported_parameters"] == [
+                "max_tokens",
+                "temperature",
+                "top_p",
+                "stop",
+                "tools",
+                "tool_choice",
+                "parallel_tool_calls",
+                "response_format",
+                "structured_outputs",
+            ]
             assert (extra["x_horde"]["api"], extra["x_horde"]["workers"]) == ("text", counts[model.id])
+            assert extra["x_horde"]["tool_calls"] == "prompted"
         return
     served = {entry["name"]: entry["chat"] for entry in native if entry.get("chat") and entry["chat"]["workers"] > 0}
     assert set(ids) == set(served)

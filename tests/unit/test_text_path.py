@@ -47,7 +47,17 @@ def test_text_cards_state_the_mode_and_only_its_parameters() -> None:
     listed = model_list([TEXT_ENTRY, OFFLINE_ENTRY], "auto")
     assert ModelList.model_validate(listed).model_dump(mode="json") == listed
     [card] = listed["data"]
-    assert card["supported_parameters"] == ["max_tokens", "temperature", "top_p", "stop"]
+    assert card["supported_parameters"] == [
+        "max_tokens",
+        "temperature",
+        "top_p",
+        "stop",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "response_format",
+        "structured_outputs",
+    ]
     assert card["architecture"]["instruct_type"] == "llama-3"
     assert (card["context_length"], card["top_provider"]["max_completion_tokens"]) == (None, None)
     assert card["x_horde"] == {
@@ -61,6 +71,8 @@ def test_text_cards_state_the_mode_and_only_its_parameters() -> None:
         "image_transports": [],
         "api": "text",
         "routes": ["/v1/chat/completions", "/v1/responses", "/v1/completions"],
+        "tool_calls": "prompted",
+        "tool_format": "llama-3",
     }
     native = model_list([CHAT_ENTRY, TEXT_ENTRY], "auto")
     assert [(card["id"], card["x_horde"]["api"]) for card in native["data"]] == [("org/chat-8b", "chat")]

@@ -5,6 +5,7 @@ the contract shared with the devhorde, /work/wt/notes/tools-contract.md). Replie
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import uuid
@@ -634,3 +635,60 @@ async def test_a_repair_over_max_kudos_is_not_submitted() -> None:
     finally:
         await client.aclose()
     assert (len(horde.submits), invalid.value.code) == (1, "ModelReplyInvalid")
+
+
+class RecordedCancels:
+    """Stands in for the cancel queue: records each ``cancel_soon`` request id."""
+
+    def __init__(self) -> None:
+        self.cancelled: list[str] = []
+
+    def cancel_soon(self, request_id: str, apikey: str | None, submitted_at: float) -> None:
+        self.cancelled.append(request_id)
+
+
+@pytest.mark.asyncio
+async def test_a_repair_submit_the_client_left_during_is_cancelled_once_the_horde_answers() -> None:
+    prepared = prepare_chat_request(chat(tools=[WEATHER]), repair_attempts=1)
+    horde = ScriptedHorde({FIRST_ID: MALFORMED}, [FIRST_ID, REPAIR_ID])
+    repair_arrived, release = asyncio.Event(), asyncio.Event()
+
+    async def handle(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST" and horde.submits:
+            repair_arrived.set()
+            await release.wait()
+        return horde.handle(request)
+
+    client = TextHordeClient(horde.url, "test:1:none", 5.0, transport=httpx.MockTransport(handle))
+    cancels = RecordedCancels()
+    routes = TextRoutes(client, prepared, cancels=cancels)  # type: ignore[arg-type]
+    try:
+        submitted = await routes.submit(prepared.payload, "key")
+        reading = asyncio.ensure_future(routes.status(submitted.id, "key"))
+        await repair_arrived.wait()
+        reading.cancel()  # the client leaves while the repair submit is at the Horde
+        with pytest.raises(asyncio.CancelledError):
+            await reading
+        assert cancels.cancelled == []
+        release.set()
+        for _ in range(100):
+            if cancels.cancelled:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        await client.aclose()
+    assert cancels.cancelled == [REPAIR_ID]
+    assert routes.repairs == 0
+
+
+def test_a_model_of_no_known_family_gets_the_generic_format_and_its_replies_read() -> None:
+    prepared = prepare_chat_request(chat(GENERIC, tools=[SEARCH], tool_choice="required"))
+    assert prepared.x_horde["prompt_template"] == "generic-instruct"
+    assert prepared.payload["prompt"].startswith("# Tools\n\nYou may call one or more functions")
+    assert prepared.payload["prompt"].endswith(
+        "</tool_call>\nYou must call at least one function.\n\nUser: Weather in Paris?\nAssistant:"
+    )
+    rules = prepared.reply_reader
+    assert isinstance(rules, ReplyRules)
+    read = rules.read(' <tool_call>{"name": "search", "arguments": {"q": {}}}</tool_call>', truncated=False)
+    assert [call["function"] for call in read.tool_calls] == [{"name": "search", "arguments": '{"q":{}}'}]
