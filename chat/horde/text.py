@@ -12,7 +12,10 @@ estimate. A status the Horde emptied (a cancel sets ``n`` to 0) ends the wait wi
 dry run before submit (:func:`check_max_kudos`: 400 ``max_kudos_exceeded`` as on the native path). Each status
 carries the front's changes to the client's limits (``context_adjustments``, chat.serving.text_limits) and, with the
 worker list (chat.horde.worker_limits), the live workers' threads as ``eligible_worker_threads``; it reads as
-impossible when every worker of the models has stopped.
+impossible when every worker of the models has stopped. A request that asked for tool calls or JSON has its finished
+reply read (:class:`ReplyReader`, chat.serving.text_replies) into ``content`` and ``tool_calls``; an invalid reply is
+asked again, a submit of its own, at most ``repair_attempts`` times (:meth:`TextRoutes.read_replies`), then 502
+``ModelReplyInvalid``.
 """
 
 from __future__ import annotations
@@ -260,6 +263,9 @@ class TextRoutes:
         """Repair submits made (the first submit is not one)."""
         self.kudos_estimate = 0.0
         """The dry-run kudos estimates of the submits so far (set by the caller's ``horde.max_kudos`` check)."""
+        self.repair_skipped: str | None = None
+        """Why a repair that attempts remained for was not made (:data:`REPAIR_DOES_NOT_FIT`,
+        :data:`REPAIR_OVER_MAX_KUDOS`), for the error's message."""
         self.current_ids: dict[str, str] = {}
         """The first submit's request id -> the request now answering for it (the last repair submit's)."""
 
@@ -289,7 +295,9 @@ class TextRoutes:
         """The text status as a native status (:func:`native_status`). Raises 502 ``ChatRequestCancelled`` for a
         request the Horde cancelled or emptied (chat.horde.real_horde_answers ``is_emptied`` and
         ``emptied_reads_to_end``). With the worker list, also the workers' liveness
-        (chat.horde.worker_limits.apply_liveness).
+        (chat.horde.worker_limits.apply_liveness). With a reply reader, a finished reply is read for tool calls or
+        JSON (:meth:`read_replies`): an invalid one is asked again and the repair's status is returned instead
+        (``request_id`` stays the first submit's; :meth:`current_id` names the request reading it now).
         """
         current = self.current_id(request_id)
         body = await self.client.status_body(current, apikey)
@@ -335,7 +343,7 @@ class TextRoutes:
             if read.error is not None:
                 if await self.submit_repair(request_id, reader, text, read.error, apikey):
                     return True
-                raise model_reply_invalid_error(read.error, self.repairs)
+                raise model_reply_invalid_error(read.error, self.repairs, self.repair_skipped)
             message: dict[str, Any] = {"content": read.content}
             if read.tool_calls:
                 message["tool_calls"] = [dict(call) for call in read.tool_calls]
@@ -353,6 +361,7 @@ class TextRoutes:
             return False
         prompt = reader.repair_prompt(reply, error)
         if prompt is None:
+            self.repair_skipped = REPAIR_DOES_NOT_FIT
             return False
         payload = {**self.prepared.payload, "prompt": prompt}
         if self.prepared.max_kudos is not None:
@@ -361,6 +370,7 @@ class TextRoutes:
             except (HordeRefusal, HordeUnreachable):
                 return False
             if self.kudos_estimate + estimate > self.prepared.max_kudos:
+                self.repair_skipped = REPAIR_OVER_MAX_KUDOS
                 return False
             self.kudos_estimate += estimate
         task = asyncio.ensure_future(self.client.submit(payload, apikey))
@@ -394,13 +404,20 @@ class TextRoutes:
         return await self.client.text_models()
 
 
-def model_reply_invalid_error(error: str, repairs: int) -> OpenAIError:
-    """502 ``ModelReplyInvalid``: what the model returned wrong, after ``repairs`` repair turns."""
+REPAIR_DOES_NOT_FIT: Final[str] = "the repair turn does not fit the model's context"
+REPAIR_OVER_MAX_KUDOS: Final[str] = "its kudos estimate would take the request over its horde.max_kudos"
+
+
+def model_reply_invalid_error(error: str, repairs: int, skipped: str | None = None) -> OpenAIError:
+    """502 ``ModelReplyInvalid``: what the model returned wrong, after ``repairs`` repair turns, and why no further
+    repair was asked when attempts remained (``skipped``).
+    """
     asked = f" after {repairs} repair attempt{'s' if repairs != 1 else ''}" if repairs else ""
+    unasked = f" It was not asked again: {skipped}." if skipped else ""
     return errors.failure(
         errors.MODEL_REPLY_INVALID,
-        f"The model's reply is not valid{asked}: {error}. The model was asked for tool calls or JSON in its prompt "
-        "(the text generation API has no constrained output); send the request again, or use another model.",
+        f"The model's reply is not valid{asked}: {error}.{unasked} The model was asked for tool calls or JSON in its "
+        "prompt (the text generation API has no constrained output); send the request again, or use another model.",
     )
 
 

@@ -32,6 +32,7 @@ from jsonschema import exceptions as schema_exceptions
 from jsonschema import validators
 
 from chat.horde.text import ReadReply
+from chat.protocol.chat_request import ChatCompletionRequest
 from chat.serving.prompt_templates import PINNED_KEY, SYSTEM_ROLES, message_text
 from chat.serving.tool_formats import (
     MalformedCalls,
@@ -76,12 +77,13 @@ def new_call_id() -> str:
 
 
 def _schema_error(schema: Mapping[str, Any], value: Any) -> str | None:
-    """The first way ``value`` fails ``schema`` (its JSON Schema draft's validator), as ``message at path``."""
-    validator_class = validators.validator_for(schema)
+    """The first way ``value`` fails ``schema`` (its JSON Schema draft's validator: ``$schema``, else the latest), as
+    ``message (at /path)``.
+    """
     try:
-        error = schema_exceptions.best_match(validator_class(schema).iter_errors(value))
-    except schema_exceptions.SchemaError as failure:
-        return f"the schema itself is not valid ({failure.message})"
+        error = schema_exceptions.best_match(validators.validator_for(schema)(schema).iter_errors(value))
+    except Exception:  # noqa: BLE001 - a client schema jsonschema cannot apply (a $ref it cannot resolve) is reported, never a 500
+        return "the schema cannot be applied (a $ref it points to cannot be resolved, or a keyword cannot run)"
     if error is None:
         return None
     path = "/".join(str(part) for part in error.absolute_path)
@@ -312,3 +314,25 @@ def conversation(messages: Sequence[Mapping[str, Any]], rules: ReplyRules) -> tu
         else:
             turns.insert(0, {"role": "system", "content": text})
     return turns, placed_block
+
+
+def reply_rules(request: ChatCompletionRequest, tool_format: ToolFormat) -> ReplyRules:
+    """What the request asks of the reply (chat.serving.text_replies): its tools, ``tool_choice`` (``auto`` when
+    unset; a named choice as the function's name), ``parallel_tool_calls`` (true when unset) and a JSON
+    ``response_format``.
+    """
+    tools = tuple(tool.model_dump(exclude_none=True) for tool in request.tools or ())
+    choice = request.tool_choice
+    tool_choice = "auto" if choice is None else choice if isinstance(choice, str) else choice.function.name
+    response_format = request.response_format
+    return ReplyRules(
+        tool_format=tool_format,
+        tools=tools,
+        tool_choice=tool_choice,
+        parallel_tool_calls=request.parallel_tool_calls is not False,
+        response_format=(
+            response_format.model_dump(by_alias=True, exclude_none=True)
+            if response_format is not None and response_format.type != "text"
+            else None
+        ),
+    )

@@ -70,8 +70,8 @@ from chat.limits import DEFAULT_CHAT_MAX_TOKENS
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.protocol.legacy_completion import CompletionRequest
 from chat.serving.prompt_templates import PromptTooLong, render_within_context, template_for_model
-from chat.serving.text_replies import ReplyRules, conversation
-from chat.serving.tool_formats import ToolFormat, tool_format_for
+from chat.serving.text_replies import ReplyRules, conversation, reply_rules
+from chat.serving.tool_formats import tool_format_for
 
 TextApiFallback = Literal["auto", "on", "off"]
 """The values of ``HORDE_OAI_TEXT_API_FALLBACK``."""
@@ -436,28 +436,6 @@ def prepare_chat_request(
         reply_reader=reader,
         repair_attempts=repair_attempts,
         max_kudos=horde.get("max_kudos"),
-    )
-
-
-def reply_rules(request: ChatCompletionRequest, tool_format: ToolFormat) -> ReplyRules:
-    """What the request asks of the reply (chat.serving.text_replies): its tools, ``tool_choice`` (``auto`` when
-    unset; a named choice as the function's name), ``parallel_tool_calls`` (true when unset) and a JSON
-    ``response_format``.
-    """
-    tools = tuple(tool.model_dump(exclude_none=True) for tool in request.tools or ())
-    choice = request.tool_choice
-    tool_choice = "auto" if choice is None else choice if isinstance(choice, str) else choice.function.name
-    response_format = request.response_format
-    return ReplyRules(
-        tool_format=tool_format,
-        tools=tools,
-        tool_choice=tool_choice,
-        parallel_tool_calls=request.parallel_tool_calls is not False,
-        response_format=(
-            response_format.model_dump(by_alias=True, exclude_none=True)
-            if response_format is not None and response_format.type != "text"
-            else None
-        ),
     )
 
 

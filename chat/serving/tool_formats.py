@@ -8,7 +8,9 @@ One class per family, each with the same methods, registered by the prompt contr
   ``tool_calls``; ``tool`` messages with their ``tool_call_id``) as template messages;
 - :meth:`ToolFormat.after_render`: a change to the rendered prompt (Mistral's ``[AVAILABLE_TOOLS]``);
 - :meth:`ToolFormat.parse`: a reply -> the text before the calls and the calls as the model wrote them
-  (:class:`ParsedCalls`), or :class:`MalformedCalls` when call-shaped text does not parse.
+  (:class:`ParsedCalls`), or :class:`MalformedCalls` when call-shaped text does not parse. A reply that is only a
+  call object or an array of them is read as calls in every family (:func:`bare_calls`): a worker's backend may strip
+  a marker such as Mistral's ``[TOOL_CALLS]`` as a special token.
 
 The formats (docs/behaviour.md "Tools and structured output on the text path"):
 
@@ -101,6 +103,20 @@ def json_values_in(text: str) -> list[tuple[int, int, object]]:
         found.append((match.start(), end, value))
         index = end
     return found
+
+
+def bare_calls(reply: str, arguments_key: str) -> tuple[WrittenCall, ...]:
+    """The calls of a reply that is nothing but a call object or an array of call objects (fenced or not): what a
+    family's reply becomes when the worker's backend strips its call marker as a special token. Empty otherwise.
+    """
+    text = without_fences(reply).strip()
+    values = json_values_in(text)
+    if len(values) != 1 or values[0][0] != 0 or values[0][1] != len(text):
+        return ()
+    value = values[0][2]
+    items = value if isinstance(value, list) else [value]
+    calls = [_written_call(item, arguments_key) for item in items]
+    return tuple(call for call in calls if call is not None) if calls and None not in calls else ()
 
 
 def _written_call(value: object, arguments_key: str) -> WrittenCall | None:
@@ -208,7 +224,7 @@ class HermesTools(ToolFormat):
     def parse(self, reply: str) -> ParsedCalls:
         first = reply.find("<tool_call>")
         if first < 0:
-            return ParsedCalls(reply.strip(), ())
+            return ParsedCalls("", bare) if (bare := bare_calls(reply, "arguments")) else ParsedCalls(reply.strip(), ())
         calls = []
         for match in self.CALL.finditer(reply, first):
             body = without_fences(match.group(1)).strip()
@@ -331,7 +347,7 @@ class MistralTools(ToolFormat):
     def parse(self, reply: str) -> ParsedCalls:
         first = reply.find(self.CALLS_MARKER)
         if first < 0:
-            return ParsedCalls(reply.strip(), ())
+            return ParsedCalls("", bare) if (bare := bare_calls(reply, "arguments")) else ParsedCalls(reply.strip(), ())
         rest = without_fences(reply[first + len(self.CALLS_MARKER) :]).lstrip()
         try:
             value, _ = _DECODER.raw_decode(rest)

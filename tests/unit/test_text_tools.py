@@ -378,6 +378,17 @@ def test_mistral_replies(reply: str, content: str, calls: list[tuple[object, obj
     assert (parsed.content, names_and_arguments(parsed)) == (content, calls)
 
 
+@pytest.mark.parametrize("parser", [HermesTools(), MistralTools()])
+def test_a_reply_that_is_only_calls_is_read_when_the_backend_stripped_the_marker(parser: Any) -> None:
+    """A worker's backend may drop Mistral's ``[TOOL_CALLS]`` (a special token) from the text it returns."""
+    bare = '[{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "a", "arguments": {}}]'
+    assert names_and_arguments(parser.parse(f"  {bare}\n")) == [("get_weather", {"city": "Paris"}), ("a", {})]
+    fenced = parser.parse('```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```')
+    assert (fenced.content, names_and_arguments(fenced)) == ("", [("get_weather", {"city": "Paris"})])
+    prose = parser.parse('Use {"name": "get_weather", "arguments": {}} later.')
+    assert (prose.content, prose.calls) == ('Use {"name": "get_weather", "arguments": {}} later.', ())
+
+
 def test_mistral_truncated_call() -> None:
     with pytest.raises(MalformedCalls) as malformed:
         MistralTools().parse('[TOOL_CALLS] [{"name": "get_weather", "arguments": {"ci')
@@ -635,6 +646,12 @@ async def test_a_repair_over_max_kudos_is_not_submitted() -> None:
     finally:
         await client.aclose()
     assert (len(horde.submits), invalid.value.code) == (1, "ModelReplyInvalid")
+    assert invalid.value.message == (
+        "The model's reply is not valid: a <tool_call> block does not hold valid JSON (Illegal trailing comma before "
+        "end of object). It was not asked again: its kudos estimate would take the request over its horde.max_kudos. "
+        "The model was asked for tool calls or JSON in its prompt (the text generation API has no constrained "
+        "output); send the request again, or use another model."
+    )
 
 
 class RecordedCancels:
@@ -692,3 +709,21 @@ def test_a_model_of_no_known_family_gets_the_generic_format_and_its_replies_read
     assert isinstance(rules, ReplyRules)
     read = rules.read(' <tool_call>{"name": "search", "arguments": {"q": {}}}</tool_call>', truncated=False)
     assert [call["function"] for call in read.tool_calls] == [{"name": "search", "arguments": '{"q":{}}'}]
+
+
+def test_a_strict_schema_jsonschema_cannot_apply_is_reported_not_raised() -> None:
+    broken = {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "parameters": {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}},
+            "strict": True,
+        },
+    }
+    read = rules_of(tools=[broken]).read(
+        '<tool_call>{"name": "lookup", "arguments": {"a": 1}}</tool_call>', truncated=False
+    )
+    assert read.error == (
+        "the arguments of lookup do not match its parameters: the schema cannot be applied (a $ref it points to "
+        "cannot be resolved, or a keyword cannot run)"
+    )
