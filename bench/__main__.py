@@ -1,6 +1,7 @@
 """``make bench`` / ``python -m bench``: every benchmark in turn, then one summary table (rows 1-5 of issue 12, row 6:
 one front worker against two, rows 7 and 8 of issue 23: the deep queue without Redis, the burst, row 9: telemetry
-off against on, and row 10 of issue 36: reading a text path reply for tool calls).
+off against on, and rows 10 and 11 of issue 36: reading a text path reply for tool calls, and the repair's share of
+submits with the devhorde's ``malformed_first_replies`` knob).
 
 The defaults fit in about 10 minutes on 2 cores (see bench/README.md): front cost at 1, 16 and 128 clients for 4 s
 each, 100 and 1,000 waiting requests with Redis on and off, 1,000 in a deep queue without Redis, 3,000 opened at once,
@@ -18,7 +19,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import front_cost, public_load, relay_capacity, relay_latency, responses_events, telemetry_cost, text_tools
+from bench import (
+    front_cost,
+    public_load,
+    relay_capacity,
+    relay_latency,
+    repair_share,
+    responses_events,
+    telemetry_cost,
+    text_tools,
+)
 
 PARTS = ["--part", "nonstream,workers,waiting,queue,burst"]
 """Every part of bench.front_cost, with the deep queue without Redis (row 7) and the burst (row 8) at their defaults:
@@ -41,6 +51,7 @@ DEFAULT_ARGS: dict[str, list[str]] = {
     "telemetry_cost": [],
     "public_load": ["--users", "30", "--turns", "3", "--arrival", "20", "--fleet", "10", "--delays", "2", "6"],
     "text_tools": [],
+    "repair_share": ["--conversations", "5"],
 }
 """Waiting rows measure the steady state of the backed-off timer (``bench.front_cost.steady_state_seconds``)."""
 LARGE_ARGS: dict[str, list[str]] = {
@@ -80,6 +91,7 @@ SMALL_ARGS: dict[str, list[str]] = {
     "telemetry_cost": ["--requests", "20"],
     "public_load": ["--users", "6", "--turns", "2", "--arrival", "4", "--fleet", "3", "--delays", "2", "4"],
     "text_tools": ["--replies", "100"],
+    "repair_share": ["--conversations", "1"],
 }
 
 
@@ -242,6 +254,18 @@ def text_tools_row(tools: dict[str, Any]) -> tuple[str, str, str, str]:
     )
 
 
+def repair_share_row(share: dict[str, Any]) -> tuple[str, str, str, str]:
+    """Row 11: the repairs' share of text submits over agent turns, ``malformed_first_replies`` off and on."""
+    off, on = share["runs"]
+    return (
+        f"11 (repairs, {share['conversations_per_family']} conversations per family)",
+        "text submits / repairs / failed of the client requests, knob off; knob on; ratio: repairs' share knob on",
+        f"off: {off['text_submits']} / {off['repairs']} / {off['failed']} of {off['client_requests']}; "
+        f"on: {on['text_submits']} / {on['repairs']} / {on['failed']} of {on['client_requests']}",
+        f"{on['repair_share_pct']} %",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     size = parser.add_mutually_exclusive_group()
@@ -265,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     public_load.main(plan["public_load"])
     print(f"== bench.text_tools {' '.join(plan['text_tools'])}", flush=True)
     tools = text_tools.run(plan["text_tools"])
+    print(f"== bench.repair_share {' '.join(plan['repair_share'])}", flush=True)
+    share = repair_share.run(plan["repair_share"])
     elapsed = time.monotonic() - started
     print()
     print(
@@ -274,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("| row | measure | figures | ratio |")
     print("|---|---|---|---|")
-    for row in [*summary_rows(cost, latency, capacity), telemetry_row(telemetry), text_tools_row(tools)]:
+    issue_rows = [telemetry_row(telemetry), text_tools_row(tools), repair_share_row(share)]
+    for row in [*summary_rows(cost, latency, capacity), *issue_rows]:
         print("| " + " | ".join(row) + " |")
     return status or (1 if latency.get("failures") else 0)
 

@@ -134,7 +134,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def run(argv: list[str] | None = None) -> dict[str, Any]:
+    """Both knob settings; ``{"machine", "conversations_per_family", "runs": [{...per setting}]}``."""
+    args = parse(argv)
     result: dict[str, Any] = {"machine": machine(), "conversations_per_family": args.conversations, "runs": []}
     # the submit log holds the latest 1000: 3 families x 3 requests x 2 submits per conversation stay under it
     with bench_stack(bench_document(malformed=False), {}, redis_url=args.redis_url) as stack:
@@ -145,9 +147,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(argv)
-    result = run(args)
-    if args.json:
+    result = run(argv)
+    if parse(argv).json:
         print(json.dumps(result))
         return 0
     print(result["machine"])

@@ -5,8 +5,8 @@ The front writes tools and JSON instructions into the prompt in the family's for
 devhorde answers like a model of the family (devhorde/README.md "Prompted tools and JSON"). Covered: the OpenAI SDK
 (tool calls, parallel calls, the tool-result turn, ``chat.completions.parse``), the OpenAI Agents SDK's loop,
 LangChain's ``bind_tools`` with a ``ToolMessage`` turn and ``with_structured_output``, the Vercel AI SDK's
-``generateText`` with a tool and ``generateObject`` (``openai-compatible`` and the default Responses provider), and
-one repair with the devhorde's ``malformed_first_replies`` knob.
+``generateText`` with a tool and ``generateObject`` (``openai-compatible`` and the default Responses provider), a
+streamed call, and one repair with the devhorde's ``malformed_first_replies`` knob.
 """
 
 from __future__ import annotations
@@ -46,7 +46,10 @@ TOOLS_MARKERS = {
 }
 RESULT_MARKERS = {
     "generic-instruct": "<tool_response>\n",
-    "chatml": "<tool_response>\n", "llama-3": "<|start_header_id|>ipython", "mistral": "[TOOL_RESULTS] "}
+    "chatml": "<tool_response>\n",
+    "llama-3": "<|start_header_id|>ipython",
+    "mistral": "[TOOL_RESULTS] ",
+}
 QWEN_WORKER = {
     "name": "qwen-text-1",
     "model": QWEN,
@@ -155,6 +158,31 @@ def test_parallel_calls_and_parallel_tool_calls_false(tools_stack: LiveStack, fa
         model=MODELS[family], messages=messages, tools=[WEATHER, TIME], parallel_tool_calls=False, max_tokens=300
     )
     assert [c.function.name for c in one.choices[0].message.tool_calls or []] == ["get_weather"]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_streamed_tool_call(tools_stack: LiveStack, family: str) -> None:
+    """The buffered stream carries the call as the native path streams it: one tool call delta with the id, name and
+    the whole arguments, then ``finish_reason: tool_calls``."""
+    mark = marker()
+    chunks = list(
+        client(tools_stack).chat.completions.create(
+            model=MODELS[family],
+            messages=[{"role": "user", "content": f"What is the weather in Paris? [{mark}]"}],
+            tools=[WEATHER],
+            max_tokens=200,
+            stream=True,
+        )
+    )
+    deltas = [call for chunk in chunks if chunk.choices for call in chunk.choices[0].delta.tool_calls or []]
+    assert {delta.index for delta in deltas} == {0}
+    [call_id] = [delta.id for delta in deltas if delta.id]
+    assert call_id.startswith("call_")
+    assert "".join(delta.function.name or "" for delta in deltas if delta.function) == "get_weather"
+    arguments = "".join(delta.function.arguments or "" for delta in deltas if delta.function)
+    assert json.loads(arguments) == {"city": "Paris"}
+    finishes = [chunk.choices[0].finish_reason for chunk in chunks if chunk.choices and chunk.choices[0].finish_reason]
+    assert finishes == ["tool_calls"]
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -272,23 +300,11 @@ def test_ai_sdk_openai_compatible_generate_object(tools_stack: LiveStack, family
     assert body["response_format"]["type"] == "json_schema"
 
 
-def responses_or_skip(stack: LiveStack, scenario: str, model: str) -> dict[str, Any]:
-    """Run a default-provider (Responses API) scenario; skip when the front does not serve Responses function tools or
-    structured output on the text path yet (issue 36 lists them; h36 may not reach them this session)."""
-    try:
-        return run_client(stack, scenario, TOOL_MODEL=model)
-    except AssertionError as failed:
-        if "no_worker_supports_features" in str(failed):
-            pytest.skip(
-                "the front does not serve function tools / text.format on /v1/responses for text-API models yet "
-                f"(404 no_worker_supports_features): {str(failed)[:200]}"
-            )
-        raise
-
-
 @pytest.mark.parametrize("family", FAMILIES)
 def test_ai_sdk_default_provider_generate_text_with_a_tool(tools_stack: LiveStack, family: str) -> None:
-    result = responses_or_skip(tools_stack, "tools", MODELS[family])
+    """The default provider calls ``POST /v1/responses``: ``function`` tools, ``function_call`` output items and
+    ``function_call_output`` input on the text path."""
+    result = run_client(tools_stack, "tools", TOOL_MODEL=MODELS[family])
     first, second = result["steps"]
     assert first["toolCalls"] == [{"toolName": "weather", "input": {"city": "Paris"}}]
     assert second["finishReason"] == "stop"
@@ -297,7 +313,7 @@ def test_ai_sdk_default_provider_generate_text_with_a_tool(tools_stack: LiveStac
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_ai_sdk_default_provider_generate_object(tools_stack: LiveStack, family: str) -> None:
-    result = responses_or_skip(tools_stack, "object", MODELS[family])
+    result = run_client(tools_stack, "object", TOOL_MODEL=MODELS[family])
     assert City.model_validate(result["object"])
     assert result["finishReason"] == "stop"
 
