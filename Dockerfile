@@ -23,6 +23,7 @@ COPY README.md /tmp/src/
 COPY pyproject.toml /tmp/src/
 COPY oaifront /tmp/src/oaifront
 COPY chat /tmp/src/chat
+COPY images /tmp/src/images
 COPY models_list /tmp/src/models_list
 COPY devhorde /tmp/src/devhorde
 COPY docs /tmp/src/docs

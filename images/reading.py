@@ -208,8 +208,10 @@ def read_image_request(raw: bytes, aliases_setting: str) -> ImagePlan:
         raise unsupported_chat_parameter(
             "partial_images", "The AI Horde sends no partial images: 'partial_images' must be 0 or absent."
         )
-    if request.stream:
-        raise unsupported_chat_parameter("stream", "Streamed image generation is not served yet: send 'stream': false.")
+    if request.stream and response_format == "url":
+        raise unsupported_chat_parameter(
+            "response_format", "A streamed image comes as 'b64_json' in its completed event: 'url' cannot be streamed."
+        )
     width, height = read_size(request.size)
     model, requested_model = resolve_model(request.model, image_model_aliases(aliases_setting))
     quality = request.quality or "auto"

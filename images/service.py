@@ -12,7 +12,7 @@ import asyncio
 import base64
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -319,6 +319,61 @@ class ImageService:
             return images_response(plan, status, int(time.time()))
         except NotAnImage as exc:
             raise errors.horde_unavailable(f"an image that is not a readable image ({exc})", reached=True) from exc
+
+
+STREAM_QUALITIES: Final[frozenset[str]] = frozenset({"low", "medium", "high", "xhigh", "max", "auto"})
+"""The ``quality`` values of OpenAI's ``image_generation.completed`` event; ``standard`` and ``hd`` are ``auto``."""
+
+DONE_EVENT: Final[bytes] = b"data: [DONE]\n\n"
+KEEPALIVE_COMMENT: Final[bytes] = b": keepalive\n\n"
+
+
+def completed_event(plan: ImagePlan, entry: dict[str, str], created: int) -> bytes:
+    """One ``image_generation.completed`` server-sent event (OpenAI's ``ImageGenCompletedEvent``, without ``usage``:
+    the Horde counts kudos, not tokens).
+    """
+    event = {
+        "type": "image_generation.completed",
+        "b64_json": entry["b64_json"],
+        "created_at": created,
+        "size": plan.size,
+        "quality": plan.quality if plan.quality in STREAM_QUALITIES else "auto",
+        "background": "transparent" if plan.transparent else "opaque",
+        "output_format": plan.output_format,
+    }
+    return b"data: " + errors.dumps(event) + b"\n\n"
+
+
+async def image_events(
+    task: asyncio.Future[dict[str, Any]],
+    plan: ImagePlan,
+    keepalive_seconds: float,
+    on_done: Callable[[OpenAIError | None], None],
+) -> AsyncIterator[bytes]:
+    """The streamed form: a keepalive comment every ``keepalive_seconds`` while ``task`` (the request's
+    :meth:`ImageService.generate`) waits, then one ``image_generation.completed`` event per image, or the error as one
+    ``data: {"error": ...}`` event, then ``data: [DONE]``. No partial images: the Horde sends none. ``on_done`` gets
+    the error (None when served); a client that leaves cancels ``task``, which cancels the request at the Horde.
+    """
+    try:
+        while not task.done():
+            await asyncio.wait({task}, timeout=keepalive_seconds)
+            if not task.done():
+                yield KEEPALIVE_COMMENT
+        try:
+            body = task.result()
+        except OpenAIError as error:
+            on_done(error)
+            yield error.stream_event()
+            yield DONE_EVENT
+            return
+        on_done(None)
+        for entry in body["data"]:
+            yield completed_event(plan, entry, body["created"])
+        yield DONE_EVENT
+    finally:
+        if not task.done():
+            task.cancel()
 
 
 def record_image_request(plan: ImagePlan | None, outcome: ImageOutcome, started: float) -> None:

@@ -13,8 +13,8 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
         status=404,
         message=(
             f"Unknown route: {request.method} {request.path}. The front serves POST /v1/chat/completions, "
-            "POST /v1/responses, POST /v1/completions, GET /v1/models and GET /v1/models/{model}; /docs describes "
-            "them."
+            "POST /v1/responses, POST /v1/completions, POST /v1/images/generations, GET /v1/models and "
+            "GET /v1/models/{model}; /docs describes them."
         ),
         code="unknown_url",
     ).to_response()

@@ -247,3 +247,47 @@ def test_the_model_list_holds_the_served_image_models_and_their_aliases(stack: L
     assert (alias["x_horde"]["api"], alias["x_horde"]["routes"]) == ("image", ["/v1/images/generations"])
     assert cards["stable_diffusion"]["x_horde"]["workers"] == 1
     assert client(stack).models.retrieve("dall-e-2").name == "dall-e-2 (alias of stable_diffusion)"
+
+
+def test_the_sdks_stream_gets_the_completed_event_of_each_image(stack: LiveStack) -> None:
+    """``stream: true``: one ``image_generation.completed`` event per image (no partial images), then the end."""
+    events = list(client(stack).images.generate(model="dall-e-2", prompt="a harbour", size="256x256", n=2, stream=True))
+    assert [event.type for event in events] == ["image_generation.completed", "image_generation.completed"]
+    for event in events:
+        assert (event.size, event.output_format, event.background, event.quality) == (
+            "256x256",
+            "png",
+            "opaque",
+            "auto",
+        )
+        with Image.open(io.BytesIO(base64.b64decode(event.b64_json))) as image:
+            assert (image.format, image.size) == ("PNG", (256, 256))
+
+
+def test_a_streamed_refusal_after_the_headers_is_the_error_event(stack: LiveStack) -> None:
+    """A censored image in a stream: the SDK raises the ``content_policy_violation`` error event."""
+    image_workers(stack, **{"painter-1": False, "censor-1": True})
+    with pytest.raises(openai.APIError) as raised:
+        list(client(stack).images.generate(model="stable_diffusion", prompt="a beach", size="256x256", stream=True))
+    assert raised.value.code == "content_policy_violation"
+
+
+def test_a_streamed_client_that_leaves_cancels_the_request(stack: LiveStack) -> None:
+    scenario = copy.deepcopy(stack.default_scenario)  # type: ignore[attr-defined]
+    scenario["images"]["workers"][0]["seconds_per_image"] = 30
+    stack.put_scenario(scenario)
+    before = calls(stack)["calls"].get("cancel", 0)
+    body = {"model": "dall-e-2", "prompt": "a slow stream", "size": "256x256", "stream": True}
+    with httpx.stream(
+        "POST",
+        f"{stack.openai_base_url}/images/generations",
+        json=body,
+        headers={"Authorization": "Bearer 0000000000"},
+        timeout=30,
+    ) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+    deadline = time.monotonic() + 10  # leaving the block closed the connection
+    while calls(stack)["calls"].get("cancel", 0) == before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert calls(stack)["calls"].get("cancel", 0) == before + 1

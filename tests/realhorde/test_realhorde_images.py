@@ -214,3 +214,21 @@ def test_an_unknown_model_is_no_eligible_worker_at_once(
     assert answer.json()["error"]["code"] == "no_eligible_worker"
     # cancelled while waiting: n and jobs 0 (stable.py:548-574)
     eventually(lambda: image_requests(mark) == [(0, 0)] or None, timeout=15, what="the request cancelled")
+
+
+@retry_a_foreign_429
+def test_the_streamed_form_gets_the_completed_event(
+    realhorde: RealHorde, front: Front, image_worker_online: None
+) -> None:
+    events = list(
+        client(front, realhorde.client_key, timeout=120).images.generate(
+            model="dall-e-2",
+            prompt=f"a harbour [{marker()}]",
+            size="512x512",
+            stream=True,
+            extra_body={"horde": {"steps": 20}},
+        )
+    )
+    assert [event.type for event in events] == ["image_generation.completed"]
+    image = decoded(events[0].b64_json)
+    assert (image.format, image.size) == ("PNG", (512, 512))

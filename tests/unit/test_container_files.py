@@ -13,7 +13,7 @@ import yaml
 from chat.settings import FrontSettings, environment_variable
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("chat", "models_list", "oaifront", "devhorde")
+PACKAGES = ("chat", "images", "models_list", "oaifront", "devhorde")
 
 
 def dockerfile_instructions() -> list[str]:

@@ -161,7 +161,7 @@ def test_a_project_without_django_cors_headers_is_warned(settings: object) -> No
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("path", ["/v1/embeddings", "/v1/images/generations", "/v1/files", "/docs/"])
+@pytest.mark.parametrize("path", ["/v1/embeddings", "/v1/images/edits", "/v1/files", "/docs/"])
 async def test_unknown_routes_answer_in_the_openai_envelope(path: str) -> None:
     """A route the front does not serve is a JSON 404, never Django's HTML page."""
     response = await AsyncClient().get(path)
@@ -170,7 +170,8 @@ async def test_unknown_routes_answer_in_the_openai_envelope(path: str) -> None:
     assert json.loads(response.content) == {
         "error": {
             "message": f"Unknown route: GET {path}. The front serves POST /v1/chat/completions, POST /v1/responses, "
-            "POST /v1/completions, GET /v1/models and GET /v1/models/{model}; /docs describes them.",
+            "POST /v1/completions, POST /v1/images/generations, GET /v1/models and GET /v1/models/{model}; /docs "
+            "describes them.",
             "type": "not_found_error",
             "param": None,
             "code": "unknown_url",

@@ -128,9 +128,9 @@ def test_a_minimal_request_takes_openais_defaults_on_the_dall_e_2_alias() -> Non
             "BadRequest",
         ),
         (
-            {"prompt": "x", "stream": True},
-            "Streamed image generation is not served yet: send 'stream': false.",
-            "stream",
+            {"prompt": "x", "stream": True, "response_format": "url"},
+            "A streamed image comes as 'b64_json' in its completed event: 'url' cannot be streamed.",
+            "response_format",
             None,
         ),
         (
