@@ -213,7 +213,7 @@ class ReplyRules:
                     return ReadReply(content=content, error=f"the arguments of {name} are not valid JSON")
             if not isinstance(arguments, dict):
                 return ReadReply(content=content, error=f"the arguments of {name} are not a JSON object")
-            function = declared[name]
+            function = declared.get(name, {})  # the request rules refuse a named choice no tool declares
             schema = function.get("parameters")
             if function.get("strict") and isinstance(schema, Mapping):
                 problem = _schema_error(schema, arguments)

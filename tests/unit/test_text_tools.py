@@ -727,3 +727,10 @@ def test_a_strict_schema_jsonschema_cannot_apply_is_reported_not_raised() -> Non
         "the arguments of lookup do not match its parameters: the schema cannot be applied (a $ref it points to "
         "cannot be resolved, or a keyword cannot run)"
     )
+
+
+def test_a_named_choice_no_tool_declares_is_read_without_a_key_error() -> None:
+    """The request rules refuse such a request (test_validation); the reader is a second guard."""
+    rules = ReplyRules(tool_format=HermesTools(), tools=(WEATHER,), tool_choice="lookup")
+    read = rules.read('<tool_call>{"name": "lookup", "arguments": {}}</tool_call>', truncated=False)
+    assert [call["function"] for call in read.tool_calls] == [{"name": "lookup", "arguments": "{}"}]
