@@ -40,6 +40,7 @@ from chat.serving.tool_formats import (
     ToolFormat,
     compact_json,
     json_values_in,
+    loads_model_json,
     without_fences,
 )
 
@@ -208,7 +209,7 @@ class ReplyRules:
             arguments = call.arguments
             if isinstance(arguments, str):
                 try:
-                    arguments = json.loads(arguments or "{}")
+                    arguments = loads_model_json(arguments or "{}")
                 except json.JSONDecodeError:
                     return ReadReply(content=content, error=f"the arguments of {name} are not valid JSON")
             if not isinstance(arguments, dict):

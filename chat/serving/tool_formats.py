@@ -26,6 +26,7 @@ The formats (docs/behaviour.md "Tools and structured output on the text path"):
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -40,7 +41,30 @@ FENCE: Final[re.Pattern[str]] = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)(?:\
 JSON_START: Final[re.Pattern[str]] = re.compile(r"[{\[]")
 """Where a JSON object or array may start."""
 
-_DECODER: Final = json.JSONDecoder()
+
+def _refuse_constant(name: str) -> Any:
+    raise json.JSONDecodeError(f"{name} is not JSON", name, 0)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise json.JSONDecodeError(f"{text} overflows a double", text, 0)
+    return value
+
+
+_DECODER: Final = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+"""Reads a model's JSON as ``JSON.parse`` does: NaN, Infinity, -Infinity and a number that overflows a double
+(``1e400``) raise ``json.JSONDecodeError`` (Python's ``json`` would accept them)."""
+
+
+def loads_model_json(text: str) -> object:
+    """``text`` (a model's reply, or JSON a client's history holds) as one JSON value, with :data:`_DECODER`.
+
+    Raises:
+        json.JSONDecodeError: ``text`` is not exactly one JSON value, or holds NaN / Infinity / an overflowing number.
+    """
+    return _DECODER.decode(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +90,10 @@ class MalformedCalls(ValueError):
 
 
 def compact_json(value: object) -> str:
-    """``value`` as compact JSON (``separators=(",", ":")``, non-ASCII kept)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    """``value`` as compact JSON (``separators=(",", ":")``, non-ASCII kept; NaN and Infinity raise ``ValueError``,
+    as no JSON holds them).
+    """
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def tool_objects(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -167,7 +193,7 @@ def _arguments(call: Mapping[str, Any]) -> object:
     """
     text = (call.get("function") or {}).get("arguments") or "{}"
     try:
-        return json.loads(text)
+        return loads_model_json(text)
     except json.JSONDecodeError:
         return text
 
@@ -231,7 +257,7 @@ class HermesTools(ToolFormat):
             if not match.group(2):
                 raise MalformedCalls("the reply ends inside a <tool_call> block (no </tool_call>)")
             try:
-                value = json.loads(body)
+                value = loads_model_json(body)
             except json.JSONDecodeError as error:
                 raise MalformedCalls(f"a <tool_call> block does not hold valid JSON ({error.msg})") from None
             call = _written_call(value, "arguments")

@@ -734,3 +734,57 @@ def test_a_named_choice_no_tool_declares_is_read_without_a_key_error() -> None:
     rules = ReplyRules(tool_format=HermesTools(), tools=(WEATHER,), tool_choice="lookup")
     read = rules.read('<tool_call>{"name": "lookup", "arguments": {}}</tool_call>', truncated=False)
     assert [call["function"] for call in read.tool_calls] == [{"name": "lookup", "arguments": "{}"}]
+
+
+@pytest.mark.parametrize(
+    ("model", "body", "reply", "error"),
+    [
+        (
+            QWEN,
+            {"tools": [SEARCH]},
+            '<tool_call>{"name": "search", "arguments": {"q": NaN}}</tool_call>',
+            "a <tool_call> block does not hold valid JSON (NaN is not JSON)",
+        ),
+        (
+            QWEN,
+            {"tools": [SEARCH]},
+            '<tool_call>{"name": "search", "arguments": "{\\"q\\": 1e400}"}</tool_call>',
+            "the arguments of search are not valid JSON",
+        ),
+        (
+            MISTRAL,
+            {"tools": [SEARCH]},
+            '[TOOL_CALLS] [{"name": "search", "arguments": {"q": -Infinity}}]',
+            "the [TOOL_CALLS] array is not valid JSON (-Infinity is not JSON)",
+        ),
+        (
+            LLAMA,
+            {"tools": [SEARCH]},
+            '{"name": "search", "parameters": {"q": Infinity}}',
+            'the reply holds a {"name": ...} call that is not valid JSON',
+        ),
+        (QWEN, {"response_format": {"type": "json_object"}}, '{"x": NaN}', "the reply holds no JSON object"),
+    ],
+)
+def test_nan_and_infinity_in_a_models_json_are_not_json(
+    model: str, body: dict[str, Any], reply: str, error: str
+) -> None:
+    """JSON.parse refuses NaN, Infinity and 1e400; Python's json would pass them on as valid arguments or content."""
+    read = rules_of(model, **body).read(reply, truncated=False)
+    assert (read.error, read.tool_calls) == (error, ())
+
+
+def test_a_history_call_whose_arguments_hold_nan_is_rendered_as_its_text() -> None:
+    history = [
+        {"role": "user", "content": "Search."},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "search", "arguments": '{"q": NaN}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "none"},
+    ]
+    prompt = prepare_chat_request(chat(tools=[SEARCH], messages=history)).payload["prompt"]
+    assert '<tool_call>\n{"name":"search","arguments":"{\\"q\\": NaN}"}\n</tool_call>' in prompt
