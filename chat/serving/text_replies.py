@@ -21,15 +21,18 @@ model family's tool format, chat.serving.tool_formats) decide:
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 import string
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import regex
 from jsonschema import exceptions as schema_exceptions
 from jsonschema import validators
+from jsonschema.exceptions import ValidationError
 
 from chat.horde.text import ReadReply
 from chat.protocol.chat_request import ChatCompletionRequest
@@ -77,12 +80,97 @@ def new_call_id() -> str:
     return CALL_ID_PREFIX + "".join(_SYSTEM_RANDOM.choices(CALL_ID_ALPHABET, k=CALL_ID_LENGTH))
 
 
-def _schema_error(schema: Mapping[str, Any], value: Any) -> str | None:
-    """The first way ``value`` fails ``schema`` (its JSON Schema draft's validator: ``$schema``, else the latest), as
-    ``message (at /path)``.
+PATTERN_TIMEOUT_SECONDS: Final[float] = 0.1
+"""The longest one ``pattern`` / ``patternProperties`` regular expression of a client's schema may run (the ``regex``
+package's ``timeout``), so a catastrophic pattern (``(a+)+$``) never holds the event loop longer."""
+
+
+class SchemaCannotApply(Exception):
+    """A client's schema cannot be applied: a pattern ran past :data:`PATTERN_TIMEOUT_SECONDS`."""
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(pattern: str) -> regex.Pattern[str]:
+    return regex.compile(pattern)
+
+
+def _search(pattern: str, text: str) -> bool:
+    """Whether ``pattern`` matches somewhere in ``text`` (JSON Schema's ``pattern``), within the time bound.
+
+    Raises:
+        SchemaCannotApply: the pattern ran past :data:`PATTERN_TIMEOUT_SECONDS`.
     """
     try:
-        error = schema_exceptions.best_match(validators.validator_for(schema)(schema).iter_errors(value))
+        return _compiled(pattern).search(text, timeout=PATTERN_TIMEOUT_SECONDS) is not None
+    except TimeoutError:
+        raise SchemaCannotApply(f"the pattern {pattern!r} ran past {PATTERN_TIMEOUT_SECONDS} s") from None
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Mapping[str, Any]) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not _search(pattern, instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(
+    validator: Any, patterns: Mapping[str, Any], instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if _search(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(
+    validator: Any, additional: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    properties = schema.get("properties", {})
+    patterns = schema.get("patternProperties", {})
+    extras = [key for key in instance if key not in properties and not any(_search(p, key) for p in patterns)]
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif not additional and extras:
+        named = ", ".join(repr(extra) for extra in sorted(extras, key=str))
+        if patterns:
+            verb = "does" if len(extras) == 1 else "do"
+            regexes = ", ".join(repr(pattern) for pattern in sorted(patterns))
+            yield ValidationError(f"{named} {verb} not match any of the regexes: {regexes}")
+        else:
+            yield ValidationError(
+                f"Additional properties are not allowed ({named} {'was' if len(extras) == 1 else 'were'} unexpected)"
+            )
+
+
+def bounded_validator(schema: Mapping[str, Any]) -> Any:
+    """A validator of ``schema`` (its draft's: ``$schema``, else the latest) whose ``pattern``, ``patternProperties``
+    and ``additionalProperties`` run their regular expressions with the ``regex`` package's ``timeout``
+    (jsonschema's ``validators.extend``).
+    """
+    return _bounded_class(validators.validator_for(schema))(schema)
+
+
+@functools.cache
+def _bounded_class(cls: Any) -> Any:
+    return validators.extend(  # type: ignore[no-untyped-call]  # types-jsonschema leaves extend untyped
+        cls,
+        {
+            "pattern": _pattern,
+            "patternProperties": _pattern_properties,
+            "additionalProperties": _additional_properties,
+        },
+    )
+
+
+def _schema_error(schema: Mapping[str, Any], value: Any) -> str | None:
+    """The first way ``value`` fails ``schema`` (:func:`bounded_validator`), as ``message (at /path)``."""
+    try:
+        error = schema_exceptions.best_match(bounded_validator(schema).iter_errors(value))
+    except SchemaCannotApply as cannot:
+        return f"the schema cannot be applied ({cannot})"
     except Exception:  # noqa: BLE001 - a client schema jsonschema cannot apply (a $ref it cannot resolve) is reported, never a 500
         return "the schema cannot be applied (a $ref it points to cannot be resolved, or a keyword cannot run)"
     if error is None:

@@ -788,3 +788,56 @@ def test_a_history_call_whose_arguments_hold_nan_is_rendered_as_its_text() -> No
     ]
     prompt = prepare_chat_request(chat(tools=[SEARCH], messages=history)).payload["prompt"]
     assert '<tool_call>\n{"name":"search","arguments":"{\\"q\\": NaN}"}\n</tool_call>' in prompt
+
+
+def test_a_catastrophic_pattern_is_stopped_within_the_bound_and_said_so() -> None:
+    """(a+)+$ took 33 s in Python's re on the event loop (the regex package answers it at once); (a|aa)+$ backtracks
+    in regex too, and its timeout stops it at 0.1 s.
+    """
+    schema = {
+        "type": "object",
+        "properties": {"word": {"type": "string", "pattern": "^(a|aa)+$"}},
+        "patternProperties": {"^(b|bb)+$": {"type": "string"}},
+    }
+    rules = rules_of(response_format={"type": "json_schema", "json_schema": {"name": "w", "schema": schema}})
+    read = rules.read(json.dumps({"word": "a" * 60 + "!"}), truncated=False)
+    assert read.error == (
+        "the reply's JSON does not match the schema: the schema cannot be applied (the pattern '^(a|aa)+$' ran past "
+        "0.1 s)"
+    )
+    read = rules.read(json.dumps({"b" * 60 + "!": "x"}), truncated=False)
+    assert read.error == (
+        "the reply's JSON does not match the schema: the schema cannot be applied (the pattern '^(b|bb)+$' ran past "
+        "0.1 s)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("schema", "value", "error"),
+    [
+        (
+            {"type": "object", "properties": {"w": {"type": "string", "pattern": "^a"}}},
+            {"w": "ba"},
+            "'ba' does not match '^a' (at /w)",
+        ),
+        (
+            {"type": "object", "properties": {"a": {}}, "additionalProperties": False},
+            {"a": 1, "b": 2},
+            "Additional properties are not allowed ('b' was unexpected)",
+        ),
+        (
+            {"type": "object", "patternProperties": {"^x": {"type": "integer"}}, "additionalProperties": False},
+            {"xa": "s"},
+            "'s' is not of type 'integer' (at /xa)",
+        ),
+        (
+            {"type": "object", "patternProperties": {"^x": {}}, "additionalProperties": False},
+            {"y": 1},
+            "'y' does not match any of the regexes: '^x'",
+        ),
+    ],
+)
+def test_the_bounded_keywords_say_what_jsonschema_says(schema: dict[str, Any], value: object, error: str) -> None:
+    rules = rules_of(response_format={"type": "json_schema", "json_schema": {"name": "s", "schema": schema}})
+    read = rules.read(json.dumps(value), truncated=False)
+    assert read.error == f"the reply's JSON does not match the schema: {error}"
