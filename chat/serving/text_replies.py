@@ -33,7 +33,11 @@ import regex
 from jsonschema import exceptions as schema_exceptions
 from jsonschema import validators
 from jsonschema.exceptions import ValidationError
+from referencing import Registry, Resource
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012
 
+from chat import errors
 from chat.horde.text import ReadReply
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.serving.prompt_templates import PINNED_KEY, SYSTEM_ROLES, message_text
@@ -163,6 +167,51 @@ def _bounded_class(cls: Any) -> Any:
             "additionalProperties": _additional_properties,
         },
     )
+
+
+def _refs(schema: object) -> tuple[list[str], bool]:
+    """Every ``$ref`` string in ``schema`` (document order), and whether a subschema sets its own ``$id``."""
+    refs: list[str] = []
+    nested_id = False
+    pending: list[tuple[object, bool]] = [(schema, True)]
+    while pending:
+        node, root = pending.pop()
+        if isinstance(node, Mapping):
+            if isinstance(node.get("$ref"), str):
+                refs.append(node["$ref"])
+            nested_id = nested_id or (not root and "$id" in node)
+            pending.extend((value, False) for value in reversed(list(node.values())))
+        elif isinstance(node, list):
+            pending.extend((value, False) for value in reversed(node))
+    return refs, nested_id
+
+
+def schema_problem(schema: Mapping[str, Any]) -> str | None:
+    """Why jsonschema cannot apply a client's ``schema``, None when it can: it breaks its draft's metaschema
+    (``check_schema``: an unknown ``type``, a pattern that does not compile), a ``$ref`` does not resolve within the
+    schema, or a trial validation (of ``{}``) raises.
+    """
+    try:
+        validators.validator_for(schema).check_schema(dict(schema))
+    except schema_exceptions.SchemaError as error:
+        path = "/".join(str(part) for part in error.absolute_path)
+        return f"{error.message} (at /{path})" if path else error.message
+    refs, nested_id = _refs(schema)
+    if not nested_id:
+        resolver = Registry().resolver_with_root(Resource.from_contents(schema, default_specification=DRAFT202012))
+        for ref in refs:
+            try:
+                resolver.lookup(ref)
+            except Unresolvable:
+                return f"the $ref {ref!r} cannot be resolved"
+    try:
+        for _ in bounded_validator(schema).iter_errors({}):
+            pass
+    except SchemaCannotApply as cannot:
+        return str(cannot)
+    except Exception:  # noqa: BLE001 - whatever jsonschema raises on the client's schema is the client's error
+        return "a keyword of the schema cannot run"
+    return None
 
 
 def _schema_error(schema: Mapping[str, Any], value: Any) -> str | None:
@@ -414,7 +463,7 @@ def reply_rules(request: ChatCompletionRequest, tool_format: ToolFormat) -> Repl
     choice = request.tool_choice
     tool_choice = "auto" if choice is None else choice if isinstance(choice, str) else choice.function.name
     response_format = request.response_format
-    return ReplyRules(
+    rules = ReplyRules(
         tool_format=tool_format,
         tools=tools,
         tool_choice=tool_choice,
@@ -425,3 +474,38 @@ def reply_rules(request: ChatCompletionRequest, tool_format: ToolFormat) -> Repl
             else None
         ),
     )
+    check_client_schemas(rules)
+    return rules
+
+
+def check_client_schemas(rules: ReplyRules) -> None:
+    """Refuse, before any submit, a schema the reply would be validated against that jsonschema cannot apply
+    (:func:`schema_problem`): a strict offered function's ``parameters``, then the ``json_schema`` schema.
+
+    Raises:
+        OpenAIError: 400 ``UnsupportedChatParameter`` at ``tools[<i>].function.parameters`` ("Invalid schema for
+            function '<name>': <problem>.") or ``response_format.json_schema.schema`` ("Invalid schema for
+            response_format '<name>': <problem>.").
+    """
+    offered = {id(tool) for tool in rules.offered_tools}
+    for index, tool in enumerate(rules.tools):
+        function = _function(tool)
+        schema = function.get("parameters")
+        if id(tool) in offered and function.get("strict") and isinstance(schema, Mapping):
+            problem = schema_problem(schema)
+            if problem is not None:
+                raise errors.failure(
+                    errors.UNSUPPORTED_CHAT_PARAMETER,
+                    f"Invalid schema for function '{function.get('name')}': {problem}.",
+                    param=f"tools[{index}].function.parameters",
+                )
+    schema = rules.json_schema
+    if schema is not None:
+        problem = schema_problem(schema)
+        if problem is not None:
+            name = ((rules.response_format or {}).get("json_schema") or {}).get("name")
+            raise errors.failure(
+                errors.UNSUPPORTED_CHAT_PARAMETER,
+                f"Invalid schema for response_format '{name}': {problem}.",
+                param="response_format.json_schema.schema",
+            )

@@ -711,21 +711,42 @@ def test_a_model_of_no_known_family_gets_the_generic_format_and_its_replies_read
     assert [call["function"] for call in read.tool_calls] == [{"name": "search", "arguments": '{"q":{}}'}]
 
 
-def test_a_strict_schema_jsonschema_cannot_apply_is_reported_not_raised() -> None:
-    broken = {
-        "type": "function",
-        "function": {
-            "name": "lookup",
-            "parameters": {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}},
-            "strict": True,
-        },
-    }
-    read = rules_of(tools=[broken]).read(
-        '<tool_call>{"name": "lookup", "arguments": {"a": 1}}</tool_call>', truncated=False
+@pytest.mark.parametrize(
+    ("parameters", "problem"),
+    [
+        (
+            {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}},
+            "the $ref '#/$defs/missing' cannot be resolved",
+        ),
+        ({"type": "objekt"}, "'objekt' is not valid under any of the given schemas (at /type)"),
+        ({"type": "string", "pattern": "(unclosed"}, "'(unclosed' is not a 'regex' (at /pattern)"),
+    ],
+)
+def test_a_strict_schema_jsonschema_cannot_apply_is_a_400_before_any_submit(
+    parameters: dict[str, Any], problem: str
+) -> None:
+    broken = {"type": "function", "function": {"name": "lookup", "parameters": parameters, "strict": True}}
+    with pytest.raises(OpenAIError) as raised:
+        prepare_chat_request(chat(tools=[WEATHER, broken]))
+    assert (raised.value.status, raised.value.code, raised.value.param, raised.value.message) == (
+        400,
+        "UnsupportedChatParameter",
+        "tools[1].function.parameters",
+        f"Invalid schema for function 'lookup': {problem}.",
     )
-    assert read.error == (
-        "the arguments of lookup do not match its parameters: the schema cannot be applied (a $ref it points to "
-        "cannot be resolved, or a keyword cannot run)"
+    assert raised.value.type == "invalid_request_error"
+
+
+def test_a_json_schema_jsonschema_cannot_apply_is_a_400_before_any_submit() -> None:
+    schema = {"type": "object", "properties": {"a": {"$ref": "#/definitions/gone"}}}
+    with pytest.raises(OpenAIError) as raised:
+        prepare_chat_request(
+            chat(response_format={"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}})
+        )
+    assert (raised.value.status, raised.value.param, raised.value.message) == (
+        400,
+        "response_format.json_schema.schema",
+        "Invalid schema for response_format 'answer': the $ref '#/definitions/gone' cannot be resolved.",
     )
 
 
