@@ -45,6 +45,7 @@ from chat.serving.tool_formats import (
     MalformedCalls,
     TemplateMessage,
     ToolFormat,
+    call_shaped,
     compact_json,
     json_values_in,
     loads_model_json,
@@ -321,12 +322,16 @@ class ReplyRules:
 
     def _read(self, reply: str) -> ReadReply:
         if self.offers_tools:
+            names = {str(_function(tool).get("name")) for tool in self.tools}
             try:
-                parsed = self.tool_format.parse(reply)
+                parsed = self.tool_format.parse(reply, names)
             except MalformedCalls as malformed:
                 return ReadReply(content=reply, error=str(malformed))
             if parsed.calls:
                 return self._calls(parsed.content, parsed.calls)
+            shaped = call_shaped(reply, names)
+            if shaped is not None:
+                return ReadReply(content=reply, error=shaped)
             if self.tool_choice == "required" or self.forced_name is not None:
                 wanted = "a call of " + self.forced_name if self.forced_name else "at least one function call"
                 return ReadReply(content=reply, error=f"the reply holds no function call, and {wanted} is required")

@@ -862,3 +862,46 @@ def test_the_bounded_keywords_say_what_jsonschema_says(schema: dict[str, Any], v
     rules = rules_of(response_format={"type": "json_schema", "json_schema": {"name": "s", "schema": schema}})
     read = rules.read(json.dumps(value), truncated=False)
     assert read.error == f"the reply's JSON does not match the schema: {error}"
+
+
+@pytest.mark.parametrize(
+    ("model", "reply", "error"),
+    [
+        (
+            QWEN,
+            'Sure: {"name":"get_weather","arguments":{"city":"P"',
+            'the reply holds a call of get_weather that is not a whole {"name", "arguments"} object',
+        ),
+        (
+            GENERIC,
+            '[{"name":"get_weather","arguments":{"city":"P"}},{"name":"get_wea',
+            'the reply holds a call of get_weather that is not a whole {"name", "arguments"} object',
+        ),
+        (
+            MISTRAL,
+            'Here: {"name": "get_weather", "arguments": {"city": "Paris"}} and more',
+            'the reply holds a call of get_weather that is not a whole {"name", "arguments"} object',
+        ),
+        (LLAMA, "<|python_tag|>", "the reply holds <|python_tag|> without a call that parses"),
+    ],
+)
+def test_call_shaped_text_under_auto_is_malformed_in_every_family(model: str, reply: str, error: str) -> None:
+    read = rules_of(model, tools=[WEATHER]).read(reply, truncated=False)
+    assert (read.error, read.tool_calls) == (error, ())
+
+
+def test_llama_3_reads_an_array_of_calls_after_prose() -> None:
+    read = rules_of(LLAMA, tools=[WEATHER]).read(
+        'Sure. [{"name":"get_weather","parameters":{"city":"Paris"}}]', truncated=False
+    )
+    assert (read.error, read.content, [call["function"] for call in read.tool_calls]) == (
+        None,
+        "Sure.",
+        [{"name": "get_weather", "arguments": '{"city":"Paris"}'}],
+    )
+
+
+def test_llama_3_an_object_naming_no_declared_tool_is_prose() -> None:
+    reply = 'A call looks like {"name": "example", "parameters": {"a": 1}} in JSON.'
+    read = rules_of(LLAMA, tools=[WEATHER]).read(reply, truncated=False)
+    assert (read.error, read.content, read.tool_calls) == (None, reply, ())
