@@ -236,7 +236,8 @@ class ReplyRules:
     Attributes:
         tool_format: The family's format (chat.serving.tool_formats).
         tools: The declared tools (``{"type": "function", "function": {...}}``).
-        tool_choice: ``"none"``, ``"auto"``, ``"required"``, or the named function's name.
+        tool_choice: ``"none"``, ``"auto"``, ``"required"``, or ``"function"`` for a named choice.
+        forced_function: The named choice's function (a function may be called ``auto``), else None.
         parallel_tool_calls: False keeps the first call only.
         response_format: The ``response_format`` (``{"type", "json_schema"?}``), None for text.
         messages: The conversation as template messages (for the repair turn).
@@ -246,6 +247,7 @@ class ReplyRules:
     tool_format: ToolFormat
     tools: tuple[Mapping[str, Any], ...] = ()
     tool_choice: str = "auto"
+    forced_function: str | None = None
     parallel_tool_calls: bool = True
     response_format: Mapping[str, Any] | None = None
     messages: tuple[TemplateMessage, ...] = ()
@@ -259,7 +261,7 @@ class ReplyRules:
     @property
     def forced_name(self) -> str | None:
         """The named ``tool_choice``'s function, else None."""
-        return None if self.tool_choice in {"none", "auto", "required"} else self.tool_choice
+        return self.forced_function if self.tool_choice == "function" else None
 
     @property
     def offered_tools(self) -> tuple[Mapping[str, Any], ...]:
@@ -461,17 +463,19 @@ def conversation(messages: Sequence[Mapping[str, Any]], rules: ReplyRules) -> tu
 
 def reply_rules(request: ChatCompletionRequest, tool_format: ToolFormat) -> ReplyRules:
     """What the request asks of the reply (chat.serving.text_replies): its tools, ``tool_choice`` (``auto`` when
-    unset; a named choice as the function's name), ``parallel_tool_calls`` (true when unset) and a JSON
+    unset; a named choice as ``function`` and its function's name), ``parallel_tool_calls`` (true when unset) and a JSON
     ``response_format``.
     """
     tools = tuple(tool.model_dump(exclude_none=True) for tool in request.tools or ())
     choice = request.tool_choice
-    tool_choice = "auto" if choice is None else choice if isinstance(choice, str) else choice.function.name
+    tool_choice = "auto" if choice is None else choice if isinstance(choice, str) else "function"
+    forced_function = None if choice is None or isinstance(choice, str) else choice.function.name
     response_format = request.response_format
     rules = ReplyRules(
         tool_format=tool_format,
         tools=tools,
         tool_choice=tool_choice,
+        forced_function=forced_function,
         parallel_tool_calls=request.parallel_tool_calls is not False,
         response_format=(
             response_format.model_dump(by_alias=True, exclude_none=True)

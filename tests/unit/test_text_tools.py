@@ -752,7 +752,7 @@ def test_a_json_schema_jsonschema_cannot_apply_is_a_400_before_any_submit() -> N
 
 def test_a_named_choice_no_tool_declares_is_read_without_a_key_error() -> None:
     """The request rules refuse such a request (test_validation); the reader is a second guard."""
-    rules = ReplyRules(tool_format=HermesTools(), tools=(WEATHER,), tool_choice="lookup")
+    rules = ReplyRules(tool_format=HermesTools(), tools=(WEATHER,), tool_choice="function", forced_function="lookup")
     read = rules.read('<tool_call>{"name": "lookup", "arguments": {}}</tool_call>', truncated=False)
     assert [call["function"] for call in read.tool_calls] == [{"name": "lookup", "arguments": "{}"}]
 
@@ -905,3 +905,16 @@ def test_llama_3_an_object_naming_no_declared_tool_is_prose() -> None:
     reply = 'A call looks like {"name": "example", "parameters": {"a": 1}} in JSON.'
     read = rules_of(LLAMA, tools=[WEATHER]).read(reply, truncated=False)
     assert (read.error, read.content, read.tool_calls) == (None, reply, ())
+
+
+@pytest.mark.parametrize("name", ["auto", "none", "required"])
+def test_a_named_choice_of_a_function_called_like_a_mode_stays_named(name: str) -> None:
+    tool = {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+    rules = rules_of(tools=[WEATHER, tool], tool_choice={"type": "function", "function": {"name": name}})
+    assert (rules.offers_tools, rules.forced_name, rules.choice_lines()) == (
+        True,
+        name,
+        [f"You must call the function {name}."],
+    )
+    read = rules.read("It is sunny.", truncated=False)
+    assert read.error == f"the reply holds no function call, and a call of {name} is required"
