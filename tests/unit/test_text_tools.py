@@ -538,7 +538,9 @@ REPAIR_ID = "22222222-2222-4222-8222-222222222222"
 class ScriptedHorde:
     """A text API over httpx.MockTransport: each submit gets the next id; each status of an id its scripted reply."""
 
-    def __init__(self, replies: dict[str, str], ids: list[str]) -> None:
+    def __init__(self, replies: dict[str, str], ids: list[str], refusal: httpx.Response | None = None) -> None:
+        self.refusal = refusal
+        """The answer to every submit after the first, when set."""
         self.replies = replies
         self.ids = list(ids)
         self.submits: list[dict[str, Any]] = []
@@ -550,6 +552,8 @@ class ScriptedHorde:
             if body.get("dry_run"):
                 return httpx.Response(200, json={"kudos": 10})
             self.submits.append(body)
+            if self.refusal is not None and len(self.submits) > 1:
+                return self.refusal
             return httpx.Response(202, json={"id": self.ids.pop(0), "kudos": 10})
         request_id = request.url.path.rsplit("/", 1)[-1]
         generation = {"text": self.replies[request_id], "state": "ok", "model": QWEN, "worker_id": "w1"}
@@ -918,3 +922,25 @@ def test_a_named_choice_of_a_function_called_like_a_mode_stays_named(name: str) 
     )
     read = rules.read("It is sunny.", truncated=False)
     assert read.error == f"the reply holds no function call, and a call of {name} is required"
+
+
+@pytest.mark.asyncio
+async def test_a_horde_refusal_of_the_repair_is_answered_with_its_headers() -> None:
+    prepared = prepare_chat_request(chat(tools=[WEATHER]), repair_attempts=1)
+    refusal = httpx.Response(
+        403,
+        json={
+            "message": "Due to heavy demand, for requests over 512 tokens, the client needs to already have the "
+            "required kudos.",
+            "rc": "KudosUpfront",
+        },
+    )
+    horde = ScriptedHorde({FIRST_ID: MALFORMED}, [FIRST_ID, REPAIR_ID], refusal)
+    with pytest.raises(OpenAIError) as refused:
+        await served(prepared, horde)
+    assert len(horde.submits) == 2
+    assert (refused.value.status, refused.value.code, refused.value.headers()) == (
+        403,
+        "KudosUpfront",
+        {"x-should-retry": "false"},
+    )
