@@ -423,7 +423,16 @@ TOOL_FORMATS: Final[Mapping[str, ToolFormat]] = {
 }
 """The families with a tool format of their own, by prompt contract ``profile_id``."""
 
-GENERIC_TOOLS: Final[ToolFormat] = HermesTools()
+
+class GenericTools(HermesTools):
+    """Every profile without a tool format of its own writes and reads Hermes' format; its ``profile`` says
+    ``generic``, as the model cards report it.
+    """
+
+    profile = "generic"
+
+
+GENERIC_TOOLS: Final[ToolFormat] = GenericTools()
 """The format of every other profile (``alpaca``, ``generic-instruct``, catalog templates): Hermes'."""
 
 

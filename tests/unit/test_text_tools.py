@@ -944,3 +944,14 @@ async def test_a_horde_refusal_of_the_repair_is_answered_with_its_headers() -> N
         "KudosUpfront",
         {"x-should-retry": "false"},
     )
+
+
+def test_the_generic_format_is_named_generic_and_writes_hermes() -> None:
+    from chat.serving.tool_formats import tool_format_for
+
+    assert [tool_format_for(profile).profile for profile in ("chatml", "alpaca", "generic-instruct")] == [
+        "chatml",
+        "generic",
+        "generic",
+    ]
+    assert isinstance(tool_format_for("alpaca"), HermesTools)
