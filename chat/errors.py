@@ -77,7 +77,7 @@ rate_limit_exceeded            429     rate_limit_error        the Horde's   -
 ChatRequestFaulted             502     api_error               -            computed
 ChatRequestNoGeneration        502     api_error               -            -
 ChatRequestCancelled           502     api_error               -            false
-ModelReplyInvalid              502     api_error               -            -
+ModelReplyInvalid              502     api_error               -            false
 ChatStreamDiverged             502     api_error               -            -
 ImageRequestIncomplete         502     api_error               -            -
 HordeUnavailable               502     api_error               -            -
@@ -291,6 +291,7 @@ FAILURES: Final[Mapping[str, Failure]] = {
             MODEL_REPLY_INVALID,
             502,
             "text path: the reply holds no valid tool call or JSON where one is needed, after the repair attempts",
+            should_retry=False,
         ),
         Failure(
             CHAT_REQUEST_CANCELLED,

@@ -20,7 +20,8 @@ instrument                             kind       attributes
 ``horde.oai.cancels``                  counter    ``outcome``
 ``horde.oai.text.prompted_replies``    counter    ``prompted_output`` (``tools``, ``json``), ``repair_attempts`` (0 to
                                                   ``HORDE_OAI_TEXT_REPAIR_ATTEMPTS``), ``outcome`` (``valid``,
-                                                  ``invalid``: 502 ``ModelReplyInvalid``, ``unread``: another end)
+                                                  ``invalid``: 502 ``ModelReplyInvalid``, ``unread``: another end,
+                                                  ``abandoned``: the client left first)
 ``horde.oai.request.max_tokens``       histogram  ``source`` (tokens)
 ``horde.oai.request.queue_wait``       histogram  ``streamed`` (seconds from submit to the first processing read)
 ``horde.oai.request.first_content``    histogram  ``streamed`` (seconds from submit to the first content sent)

@@ -328,7 +328,9 @@ class TextRoutes:
         dry-run estimate keeps the request within ``horde.max_kudos``.
 
         Raises:
-            OpenAIError: 502 ``ModelReplyInvalid`` for an invalid reply that is not asked again.
+            OpenAIError: 502 ``ModelReplyInvalid`` for an invalid reply that is not asked again; the Horde's refusal
+                of the repair's dry run or submit, mapped with its headers (chat.horde.refusals.error_from_refusal:
+                a 429's ``Retry-After``, 403 ``KudosUpfront``).
         """
         reader = self.prepared.reply_reader
         if reader is None:
@@ -367,7 +369,10 @@ class TextRoutes:
         if self.prepared.max_kudos is not None:
             try:
                 estimate = await self.client.dry_run_kudos(payload, apikey)
-            except (HordeRefusal, HordeUnreachable):
+            except HordeRefusal as refusal:
+                raise refusals.error_from_refusal(refusal) from None
+            except HordeUnreachable:
+                self.repair_skipped = REPAIR_HORDE_UNREACHABLE
                 return False
             if self.kudos_estimate + estimate > self.prepared.max_kudos:
                 self.repair_skipped = REPAIR_OVER_MAX_KUDOS
@@ -387,7 +392,10 @@ class TextRoutes:
                     )
                 )
             raise
-        except (HordeRefusal, HordeUnreachable):
+        except HordeRefusal as refusal:
+            raise refusals.error_from_refusal(refusal) from None
+        except HordeUnreachable:
+            self.repair_skipped = REPAIR_HORDE_UNREACHABLE
             return False
         self.repairs += 1
         self.current_ids[request_id] = submitted.id
@@ -406,6 +414,7 @@ class TextRoutes:
 
 REPAIR_DOES_NOT_FIT: Final[str] = "the repair turn does not fit the model's context"
 REPAIR_OVER_MAX_KUDOS: Final[str] = "its kudos estimate would take the request over its horde.max_kudos"
+REPAIR_HORDE_UNREACHABLE: Final[str] = "the Horde could not be reached to submit the repair"
 
 
 def model_reply_invalid_error(error: str, repairs: int, skipped: str | None = None) -> OpenAIError:

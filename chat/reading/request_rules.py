@@ -4,15 +4,15 @@ The front applies them after validating a request (chat.reading.screening), so t
 param; the native route repeats them. Each ``find_*`` function reads plain JSON (a mapping as decoded) and returns
 the first :class:`ChatRuleViolation`, or None:
 
-- :func:`find_tool_choice_conflict`: ``tool_choice`` or ``parallel_tool_calls`` without tools (``ChatRequestConflict``);
+- :func:`find_tool_choice_conflict`: ``tool_choice`` or ``parallel_tool_calls`` without tools, or a named
+  ``tool_choice`` whose function is not one of the tools (``ChatRequestConflict``);
 - :func:`find_tool_history_violation`: unanswered tool calls, orphan tool messages (``UnsupportedChatParameter``);
 - :func:`find_strict_schema_violation`: a strict ``json_schema`` breaking OpenAI's structural rules;
 - :func:`find_json_guard_conflict`: under ``horde.openai_guards``, ``json_object`` without the word "json";
 - :func:`find_limit_violation`: horde-sdk's ``check_chat_request_limits``.
 
 Schema nesting deeper than horde-sdk's ``MAX_CHAT_SCHEMA_NESTING`` is refused earlier, by validation
-(chat.protocol.chat_request), at the schema's path. The native route also checks a forced function missing from
-``tools`` and the tool call bounds.
+(chat.protocol.chat_request), at the schema's path. The native route also checks the tool call bounds.
 """
 
 from __future__ import annotations
@@ -49,14 +49,30 @@ def _as_mapping(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+TOOL_CHOICE_UNKNOWN_FUNCTION_MESSAGE: Final[str] = (
+    "Invalid value for 'tool_choice': function '{name}' is not one of the functions in 'tools'."
+)
+"""The message for a named ``tool_choice`` whose function no tool declares (OpenAI's "Invalid value for" style)."""
+
+
 def find_tool_choice_conflict(body: Mapping[str, Any]) -> ChatRuleViolation | None:
-    """``tool_choice`` or ``parallel_tool_calls`` sent without tools (an absent or empty ``tools``).
+    """``tool_choice`` or ``parallel_tool_calls`` sent without tools (an absent or empty ``tools``), or a named
+    ``tool_choice`` (``{"type": "function", "function": {"name": ...}}``) whose function no tool declares.
 
     Returns:
         A ``ChatRequestConflict`` at ``tool_choice`` (checked first) or ``parallel_tool_calls`` with OpenAI's message,
         or None.
     """
-    if _as_list(body.get("tools")):
+    tools = _as_list(body.get("tools"))
+    if tools:
+        named = _as_mapping(_as_mapping(body.get("tool_choice")).get("function")).get("name")
+        declared = {_as_mapping(_as_mapping(tool).get("function")).get("name") for tool in tools}
+        if isinstance(named, str) and named not in declared:
+            return ChatRuleViolation(
+                code=CHAT_REQUEST_CONFLICT,
+                param="tool_choice",
+                message=TOOL_CHOICE_UNKNOWN_FUNCTION_MESSAGE.format(name=named),
+            )
         return None
     for key in ("tool_choice", "parallel_tool_calls"):
         if body.get(key) is not None:

@@ -330,9 +330,10 @@ class RequestRecord:
         if self.completion is not None and self.error is None:
             self._record_completion(streamed)
         if self.prompted_output is not None and self.request_id is not None:
-            reply_outcome = "valid" if self.completion is not None and self.error is None else "invalid"
-            if self.error is not None and code != errors.MODEL_REPLY_INVALID:
-                reply_outcome = "unread"
+            if self.error is not None:
+                reply_outcome = "invalid" if code == errors.MODEL_REPLY_INVALID else "unread"
+            else:
+                reply_outcome = "valid" if self.completion is not None else "abandoned"
             instruments.prompted_replies.add(
                 1,
                 {

@@ -21,16 +21,23 @@ model family's tool format, chat.serving.tool_formats) decide:
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 import string
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import regex
 from jsonschema import exceptions as schema_exceptions
 from jsonschema import validators
+from jsonschema.exceptions import ValidationError
+from referencing import Registry, Resource
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012
 
+from chat import errors
 from chat.horde.text import ReadReply
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.serving.prompt_templates import PINNED_KEY, SYSTEM_ROLES, message_text
@@ -38,8 +45,10 @@ from chat.serving.tool_formats import (
     MalformedCalls,
     TemplateMessage,
     ToolFormat,
+    call_shaped,
     compact_json,
     json_values_in,
+    loads_model_json,
     without_fences,
 )
 
@@ -76,12 +85,142 @@ def new_call_id() -> str:
     return CALL_ID_PREFIX + "".join(_SYSTEM_RANDOM.choices(CALL_ID_ALPHABET, k=CALL_ID_LENGTH))
 
 
-def _schema_error(schema: Mapping[str, Any], value: Any) -> str | None:
-    """The first way ``value`` fails ``schema`` (its JSON Schema draft's validator: ``$schema``, else the latest), as
-    ``message (at /path)``.
+PATTERN_TIMEOUT_SECONDS: Final[float] = 0.1
+"""The longest one ``pattern`` / ``patternProperties`` regular expression of a client's schema may run (the ``regex``
+package's ``timeout``), so a catastrophic pattern (``(a+)+$``) never holds the event loop longer."""
+
+
+class SchemaCannotApply(Exception):
+    """A client's schema cannot be applied: a pattern ran past :data:`PATTERN_TIMEOUT_SECONDS`."""
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(pattern: str) -> regex.Pattern[str]:
+    return regex.compile(pattern)
+
+
+def _search(pattern: str, text: str) -> bool:
+    """Whether ``pattern`` matches somewhere in ``text`` (JSON Schema's ``pattern``), within the time bound.
+
+    Raises:
+        SchemaCannotApply: the pattern ran past :data:`PATTERN_TIMEOUT_SECONDS`.
     """
     try:
-        error = schema_exceptions.best_match(validators.validator_for(schema)(schema).iter_errors(value))
+        return _compiled(pattern).search(text, timeout=PATTERN_TIMEOUT_SECONDS) is not None
+    except TimeoutError:
+        raise SchemaCannotApply(f"the pattern {pattern!r} ran past {PATTERN_TIMEOUT_SECONDS} s") from None
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Mapping[str, Any]) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not _search(pattern, instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(
+    validator: Any, patterns: Mapping[str, Any], instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if _search(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(
+    validator: Any, additional: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    properties = schema.get("properties", {})
+    patterns = schema.get("patternProperties", {})
+    extras = [key for key in instance if key not in properties and not any(_search(p, key) for p in patterns)]
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif not additional and extras:
+        named = ", ".join(repr(extra) for extra in sorted(extras, key=str))
+        if patterns:
+            verb = "does" if len(extras) == 1 else "do"
+            regexes = ", ".join(repr(pattern) for pattern in sorted(patterns))
+            yield ValidationError(f"{named} {verb} not match any of the regexes: {regexes}")
+        else:
+            yield ValidationError(
+                f"Additional properties are not allowed ({named} {'was' if len(extras) == 1 else 'were'} unexpected)"
+            )
+
+
+def bounded_validator(schema: Mapping[str, Any]) -> Any:
+    """A validator of ``schema`` (its draft's: ``$schema``, else the latest) whose ``pattern``, ``patternProperties``
+    and ``additionalProperties`` run their regular expressions with the ``regex`` package's ``timeout``
+    (jsonschema's ``validators.extend``).
+    """
+    return _bounded_class(validators.validator_for(schema))(schema)
+
+
+@functools.cache
+def _bounded_class(cls: Any) -> Any:
+    return validators.extend(  # type: ignore[no-untyped-call]  # types-jsonschema leaves extend untyped
+        cls,
+        {
+            "pattern": _pattern,
+            "patternProperties": _pattern_properties,
+            "additionalProperties": _additional_properties,
+        },
+    )
+
+
+def _refs(schema: object) -> tuple[list[str], bool]:
+    """Every ``$ref`` string in ``schema`` (document order), and whether a subschema sets its own ``$id``."""
+    refs: list[str] = []
+    nested_id = False
+    pending: list[tuple[object, bool]] = [(schema, True)]
+    while pending:
+        node, root = pending.pop()
+        if isinstance(node, Mapping):
+            if isinstance(node.get("$ref"), str):
+                refs.append(node["$ref"])
+            nested_id = nested_id or (not root and "$id" in node)
+            pending.extend((value, False) for value in reversed(list(node.values())))
+        elif isinstance(node, list):
+            pending.extend((value, False) for value in reversed(node))
+    return refs, nested_id
+
+
+def schema_problem(schema: Mapping[str, Any]) -> str | None:
+    """Why jsonschema cannot apply a client's ``schema``, None when it can: it breaks its draft's metaschema
+    (``check_schema``: an unknown ``type``, a pattern that does not compile), a ``$ref`` does not resolve within the
+    schema, or a trial validation (of ``{}``) raises.
+    """
+    try:
+        validators.validator_for(schema).check_schema(dict(schema))
+    except schema_exceptions.SchemaError as error:
+        path = "/".join(str(part) for part in error.absolute_path)
+        return f"{error.message} (at /{path})" if path else error.message
+    refs, nested_id = _refs(schema)
+    if not nested_id:
+        resolver = Registry().resolver_with_root(Resource.from_contents(schema, default_specification=DRAFT202012))
+        for ref in refs:
+            try:
+                resolver.lookup(ref)
+            except Unresolvable:
+                return f"the $ref {ref!r} cannot be resolved"
+    try:
+        for _ in bounded_validator(schema).iter_errors({}):
+            pass
+    except SchemaCannotApply as cannot:
+        return str(cannot)
+    except Exception:  # noqa: BLE001 - whatever jsonschema raises on the client's schema is the client's error
+        return "a keyword of the schema cannot run"
+    return None
+
+
+def _schema_error(schema: Mapping[str, Any], value: Any) -> str | None:
+    """The first way ``value`` fails ``schema`` (:func:`bounded_validator`), as ``message (at /path)``."""
+    try:
+        error = schema_exceptions.best_match(bounded_validator(schema).iter_errors(value))
+    except SchemaCannotApply as cannot:
+        return f"the schema cannot be applied ({cannot})"
     except Exception:  # noqa: BLE001 - a client schema jsonschema cannot apply (a $ref it cannot resolve) is reported, never a 500
         return "the schema cannot be applied (a $ref it points to cannot be resolved, or a keyword cannot run)"
     if error is None:
@@ -97,7 +236,8 @@ class ReplyRules:
     Attributes:
         tool_format: The family's format (chat.serving.tool_formats).
         tools: The declared tools (``{"type": "function", "function": {...}}``).
-        tool_choice: ``"none"``, ``"auto"``, ``"required"``, or the named function's name.
+        tool_choice: ``"none"``, ``"auto"``, ``"required"``, or ``"function"`` for a named choice.
+        forced_function: The named choice's function (a function may be called ``auto``), else None.
         parallel_tool_calls: False keeps the first call only.
         response_format: The ``response_format`` (``{"type", "json_schema"?}``), None for text.
         messages: The conversation as template messages (for the repair turn).
@@ -107,6 +247,7 @@ class ReplyRules:
     tool_format: ToolFormat
     tools: tuple[Mapping[str, Any], ...] = ()
     tool_choice: str = "auto"
+    forced_function: str | None = None
     parallel_tool_calls: bool = True
     response_format: Mapping[str, Any] | None = None
     messages: tuple[TemplateMessage, ...] = ()
@@ -120,7 +261,7 @@ class ReplyRules:
     @property
     def forced_name(self) -> str | None:
         """The named ``tool_choice``'s function, else None."""
-        return None if self.tool_choice in {"none", "auto", "required"} else self.tool_choice
+        return self.forced_function if self.tool_choice == "function" else None
 
     @property
     def offered_tools(self) -> tuple[Mapping[str, Any], ...]:
@@ -183,12 +324,16 @@ class ReplyRules:
 
     def _read(self, reply: str) -> ReadReply:
         if self.offers_tools:
+            names = {str(_function(tool).get("name")) for tool in self.tools}
             try:
-                parsed = self.tool_format.parse(reply)
+                parsed = self.tool_format.parse(reply, names)
             except MalformedCalls as malformed:
                 return ReadReply(content=reply, error=str(malformed))
             if parsed.calls:
                 return self._calls(parsed.content, parsed.calls)
+            shaped = call_shaped(reply, names)
+            if shaped is not None:
+                return ReadReply(content=reply, error=shaped)
             if self.tool_choice == "required" or self.forced_name is not None:
                 wanted = "a call of " + self.forced_name if self.forced_name else "at least one function call"
                 return ReadReply(content=reply, error=f"the reply holds no function call, and {wanted} is required")
@@ -208,12 +353,12 @@ class ReplyRules:
             arguments = call.arguments
             if isinstance(arguments, str):
                 try:
-                    arguments = json.loads(arguments or "{}")
+                    arguments = loads_model_json(arguments or "{}")
                 except json.JSONDecodeError:
                     return ReadReply(content=content, error=f"the arguments of {name} are not valid JSON")
             if not isinstance(arguments, dict):
                 return ReadReply(content=content, error=f"the arguments of {name} are not a JSON object")
-            function = declared[name]
+            function = declared.get(name, {})  # the request rules refuse a named choice no tool declares
             schema = function.get("parameters")
             if function.get("strict") and isinstance(schema, Mapping):
                 problem = _schema_error(schema, arguments)
@@ -318,17 +463,19 @@ def conversation(messages: Sequence[Mapping[str, Any]], rules: ReplyRules) -> tu
 
 def reply_rules(request: ChatCompletionRequest, tool_format: ToolFormat) -> ReplyRules:
     """What the request asks of the reply (chat.serving.text_replies): its tools, ``tool_choice`` (``auto`` when
-    unset; a named choice as the function's name), ``parallel_tool_calls`` (true when unset) and a JSON
+    unset; a named choice as ``function`` and its function's name), ``parallel_tool_calls`` (true when unset) and a JSON
     ``response_format``.
     """
     tools = tuple(tool.model_dump(exclude_none=True) for tool in request.tools or ())
     choice = request.tool_choice
-    tool_choice = "auto" if choice is None else choice if isinstance(choice, str) else choice.function.name
+    tool_choice = "auto" if choice is None else choice if isinstance(choice, str) else "function"
+    forced_function = None if choice is None or isinstance(choice, str) else choice.function.name
     response_format = request.response_format
-    return ReplyRules(
+    rules = ReplyRules(
         tool_format=tool_format,
         tools=tools,
         tool_choice=tool_choice,
+        forced_function=forced_function,
         parallel_tool_calls=request.parallel_tool_calls is not False,
         response_format=(
             response_format.model_dump(by_alias=True, exclude_none=True)
@@ -336,3 +483,38 @@ def reply_rules(request: ChatCompletionRequest, tool_format: ToolFormat) -> Repl
             else None
         ),
     )
+    check_client_schemas(rules)
+    return rules
+
+
+def check_client_schemas(rules: ReplyRules) -> None:
+    """Refuse, before any submit, a schema the reply would be validated against that jsonschema cannot apply
+    (:func:`schema_problem`): a strict offered function's ``parameters``, then the ``json_schema`` schema.
+
+    Raises:
+        OpenAIError: 400 ``UnsupportedChatParameter`` at ``tools[<i>].function.parameters`` ("Invalid schema for
+            function '<name>': <problem>.") or ``response_format.json_schema.schema`` ("Invalid schema for
+            response_format '<name>': <problem>.").
+    """
+    offered = {id(tool) for tool in rules.offered_tools}
+    for index, tool in enumerate(rules.tools):
+        function = _function(tool)
+        schema = function.get("parameters")
+        if id(tool) in offered and function.get("strict") and isinstance(schema, Mapping):
+            problem = schema_problem(schema)
+            if problem is not None:
+                raise errors.failure(
+                    errors.UNSUPPORTED_CHAT_PARAMETER,
+                    f"Invalid schema for function '{function.get('name')}': {problem}.",
+                    param=f"tools[{index}].function.parameters",
+                )
+    schema = rules.json_schema
+    if schema is not None:
+        problem = schema_problem(schema)
+        if problem is not None:
+            name = ((rules.response_format or {}).get("json_schema") or {}).get("name")
+            raise errors.failure(
+                errors.UNSUPPORTED_CHAT_PARAMETER,
+                f"Invalid schema for response_format '{name}': {problem}.",
+                param="response_format.json_schema.schema",
+            )

@@ -26,8 +26,9 @@ The formats (docs/behaviour.md "Tools and structured output on the text path"):
 from __future__ import annotations
 
 import json
+import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, override
 
@@ -40,7 +41,30 @@ FENCE: Final[re.Pattern[str]] = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)(?:\
 JSON_START: Final[re.Pattern[str]] = re.compile(r"[{\[]")
 """Where a JSON object or array may start."""
 
-_DECODER: Final = json.JSONDecoder()
+
+def _refuse_constant(name: str) -> Any:
+    raise json.JSONDecodeError(f"{name} is not JSON", name, 0)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise json.JSONDecodeError(f"{text} overflows a double", text, 0)
+    return value
+
+
+_DECODER: Final = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+"""Reads a model's JSON as ``JSON.parse`` does: NaN, Infinity, -Infinity and a number that overflows a double
+(``1e400``) raise ``json.JSONDecodeError`` (Python's ``json`` would accept them)."""
+
+
+def loads_model_json(text: str) -> object:
+    """``text`` (a model's reply, or JSON a client's history holds) as one JSON value, with :data:`_DECODER`.
+
+    Raises:
+        json.JSONDecodeError: ``text`` is not exactly one JSON value, or holds NaN / Infinity / an overflowing number.
+    """
+    return _DECODER.decode(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +90,10 @@ class MalformedCalls(ValueError):
 
 
 def compact_json(value: object) -> str:
-    """``value`` as compact JSON (``separators=(",", ":")``, non-ASCII kept)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    """``value`` as compact JSON (``separators=(",", ":")``, non-ASCII kept; NaN and Infinity raise ``ValueError``,
+    as no JSON holds them).
+    """
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def tool_objects(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -119,6 +145,26 @@ def bare_calls(reply: str, arguments_key: str) -> tuple[WrittenCall, ...]:
     return tuple(call for call in calls if call is not None) if calls and None not in calls else ()
 
 
+CALL_MARKERS: Final[tuple[str, ...]] = ("<tool_call>", "[TOOL_CALLS]", "<|python_tag|>")
+"""The families' call markers (Hermes, Mistral, Llama 3)."""
+
+CALL_START: Final[re.Pattern[str]] = re.compile(r'\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
+"""The start of a call object, ``{"name": "<function>"``; group 1 is the name as written."""
+
+
+def call_shaped(reply: str, names: Collection[str]) -> str | None:
+    """What makes ``reply``, read as holding no call, call-shaped after all (the same for every family): a call
+    marker, or a ``{"name": ...`` naming one of ``names`` (the declared functions). None when there is none.
+    """
+    for marker in CALL_MARKERS:
+        if marker in reply:
+            return f"the reply holds {marker} without a call that parses"
+    for match in CALL_START.finditer(reply):
+        if match.group(1) in names:
+            return f'the reply holds a call of {match.group(1)} that is not a whole {{"name", "arguments"}} object'
+    return None
+
+
 def _written_call(value: object, arguments_key: str) -> WrittenCall | None:
     """A call object ``{"name": ..., arguments_key: ...}`` (``arguments`` accepted for any family), else None."""
     if not isinstance(value, Mapping) or not isinstance(value.get("name"), str):
@@ -156,8 +202,11 @@ class ToolFormat:
         """The rendered prompt, changed where the family's tools sit outside any turn (unchanged by default)."""
         return prompt
 
-    def parse(self, reply: str) -> ParsedCalls:
-        """The reply's content and calls. Raises :class:`MalformedCalls` for call-shaped text that does not parse."""
+    def parse(self, reply: str, names: Collection[str] | None = None) -> ParsedCalls:
+        """The reply's content and calls. Raises :class:`MalformedCalls` for call-shaped text that does not parse.
+        ``names``: the declared functions, where a family reads calls from prose (Llama 3: an object naming another
+        function is prose, not a call); None reads every call object.
+        """
         raise NotImplementedError
 
 
@@ -167,7 +216,7 @@ def _arguments(call: Mapping[str, Any]) -> object:
     """
     text = (call.get("function") or {}).get("arguments") or "{}"
     try:
-        return json.loads(text)
+        return loads_model_json(text)
     except json.JSONDecodeError:
         return text
 
@@ -221,7 +270,7 @@ class HermesTools(ToolFormat):
         return [{"role": "user", "content": text}]
 
     @override
-    def parse(self, reply: str) -> ParsedCalls:
+    def parse(self, reply: str, names: Collection[str] | None = None) -> ParsedCalls:
         first = reply.find("<tool_call>")
         if first < 0:
             return ParsedCalls("", bare) if (bare := bare_calls(reply, "arguments")) else ParsedCalls(reply.strip(), ())
@@ -231,7 +280,7 @@ class HermesTools(ToolFormat):
             if not match.group(2):
                 raise MalformedCalls("the reply ends inside a <tool_call> block (no </tool_call>)")
             try:
-                value = json.loads(body)
+                value = loads_model_json(body)
             except json.JSONDecodeError as error:
                 raise MalformedCalls(f"a <tool_call> block does not hold valid JSON ({error.msg})") from None
             call = _written_call(value, "arguments")
@@ -280,15 +329,19 @@ class Llama3Tools(ToolFormat):
         return [{"role": "ipython", "content": content} for _, content in results]
 
     @override
-    def parse(self, reply: str) -> ParsedCalls:
+    def parse(self, reply: str, names: Collection[str] | None = None) -> ParsedCalls:
         text = reply.replace(self.PYTHON_TAG, "\n")
         unfenced = without_fences(text)
         calls = []
         start = None
         for begin, _, value in json_values_in(unfenced):
-            call = _written_call(value, "parameters")
-            if call is not None:
-                calls.append(call)
+            items = value if isinstance(value, list) else [value]
+            written = [_written_call(item, "parameters") for item in items]
+            if not written or None in written:
+                continue
+            found = [call for call in written if call is not None and (names is None or call.name in names)]
+            if found:
+                calls.extend(found)
                 start = begin if start is None else start
         if calls:
             return ParsedCalls(unfenced[:start].strip(), tuple(calls))
@@ -344,7 +397,7 @@ class MistralTools(ToolFormat):
         ]
 
     @override
-    def parse(self, reply: str) -> ParsedCalls:
+    def parse(self, reply: str, names: Collection[str] | None = None) -> ParsedCalls:
         first = reply.find(self.CALLS_MARKER)
         if first < 0:
             return ParsedCalls("", bare) if (bare := bare_calls(reply, "arguments")) else ParsedCalls(reply.strip(), ())
@@ -370,7 +423,16 @@ TOOL_FORMATS: Final[Mapping[str, ToolFormat]] = {
 }
 """The families with a tool format of their own, by prompt contract ``profile_id``."""
 
-GENERIC_TOOLS: Final[ToolFormat] = HermesTools()
+
+class GenericTools(HermesTools):
+    """Every profile without a tool format of its own writes and reads Hermes' format; its ``profile`` says
+    ``generic``, as the model cards report it.
+    """
+
+    profile = "generic"
+
+
+GENERIC_TOOLS: Final[ToolFormat] = GenericTools()
 """The format of every other profile (``alpaca``, ``generic-instruct``, catalog templates): Hermes'."""
 
 

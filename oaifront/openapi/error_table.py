@@ -295,6 +295,7 @@ SHOULD_RETRY_WORDING: Final[Mapping[str, tuple[str, str | None]]] = MappingProxy
         errors.INVALID_API_KEY: ("`InvalidAPIKey`", None),
         errors.KUDOS_UPFRONT: ("`KudosUpfront`", None),
         errors.CHAT_REQUEST_CANCELLED: ("`ChatRequestCancelled`", None),
+        errors.MODEL_REPLY_INVALID: ("`ModelReplyInvalid`", None),
     }
 )
 """How the ``x-should-retry`` description names each catalogue code that sends ``false``, in its order, and why a

@@ -311,3 +311,17 @@ async def test_another_method_is_405_on_the_duration_histogram_as_a_client_error
         "horde.streamed": False,
     }
     assert points(reader, "horde.oai.requests.refused") == []
+
+
+def test_a_prompted_reply_the_client_left_before_is_counted_abandoned(reader: InMemoryMetricReader) -> None:
+    """A client that left is neither a valid nor an invalid reply of the model."""
+    request = read_chat_request(b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}')
+    record = RequestRecord(request, request_id="r1", submitted_at=1.0, prompted_output="tools")
+    record.disconnected = True
+    record.finish()
+    [point] = points(reader, "horde.oai.text.prompted_replies")
+    assert dict(point.attributes) == {
+        "horde.prompted_output": "tools",
+        "horde.repair_attempts": 0,
+        "horde.outcome": "abandoned",
+    }

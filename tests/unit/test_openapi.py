@@ -688,7 +688,8 @@ BODY_ROUTE_RETRY_HEADERS = {
 }
 """The retry headers each error status of the chat, Responses and legacy routes may carry, by the failure catalogue
 (chat.errors.FAILURES): ``x-should-retry: false`` of ``InvalidAPIKey``, ``KudosUpfront``, ``ChatRequestTimeout``,
-``ChatRequestFaulted`` (``prompt_overflow``), ``ChatRequestCancelled`` and ``no_eligible_worker``; ``Retry-After`` of
+``ChatRequestFaulted`` (``prompt_overflow``), ``ChatRequestCancelled``, ``ModelReplyInvalid`` and
+``no_eligible_worker``; ``Retry-After`` of
 the 503s and of the Horde's 429 / 503 (chat.horde.real_horde_answers.RETRY_LATER_STATUSES); none on a 400, 404 or
 413."""
 MODEL_ROUTE_RETRY_HEADERS = {"429": ["Retry-After"], "503": ["Retry-After", "x-should-retry"]}
@@ -735,8 +736,9 @@ def test_retry_headers_where_the_catalogue_sends_them(
                 "Whether the official OpenAI SDKs should retry; when present it decides alone. `false` with every "
                 "`no_eligible_worker`, with `ChatRequestTimeout` and with a `ChatRequestFaulted` whose fault is "
                 "`prompt_overflow`: a retry within seconds meets the same workers, waits the whole budget again, or "
-                "overflows again; and with `InvalidAPIKey`, `KudosUpfront` and `ChatRequestCancelled`. `true` with "
-                "`FrontAtCapacity`: the front is busy for a moment, and a retry after `Retry-After` is served. Absent "
+                "overflows again; and with `InvalidAPIKey`, `KudosUpfront`, `ChatRequestCancelled` and "
+                "`ModelReplyInvalid`. `true` with `FrontAtCapacity`: the front is busy for a moment, and a retry "
+                "after `Retry-After` is served. Absent "
                 "otherwise, so the SDKs' defaults apply."
             )
 

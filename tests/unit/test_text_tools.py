@@ -538,7 +538,9 @@ REPAIR_ID = "22222222-2222-4222-8222-222222222222"
 class ScriptedHorde:
     """A text API over httpx.MockTransport: each submit gets the next id; each status of an id its scripted reply."""
 
-    def __init__(self, replies: dict[str, str], ids: list[str]) -> None:
+    def __init__(self, replies: dict[str, str], ids: list[str], refusal: httpx.Response | None = None) -> None:
+        self.refusal = refusal
+        """The answer to every submit after the first, when set."""
         self.replies = replies
         self.ids = list(ids)
         self.submits: list[dict[str, Any]] = []
@@ -550,6 +552,8 @@ class ScriptedHorde:
             if body.get("dry_run"):
                 return httpx.Response(200, json={"kudos": 10})
             self.submits.append(body)
+            if self.refusal is not None and len(self.submits) > 1:
+                return self.refusal
             return httpx.Response(202, json={"id": self.ids.pop(0), "kudos": 10})
         request_id = request.url.path.rsplit("/", 1)[-1]
         generation = {"text": self.replies[request_id], "state": "ok", "model": QWEN, "worker_id": "w1"}
@@ -613,7 +617,7 @@ async def test_without_repairs_a_malformed_call_is_model_reply_invalid() -> None
     assert len(horde.submits) == 1
     error = invalid.value
     assert (error.status, error.code, error.type) == (502, "ModelReplyInvalid", "api_error")
-    assert "x-should-retry" not in error.headers()
+    assert error.headers() == {"x-should-retry": "false"}  # an SDK retry would pay for its own repairs again
     assert error.message.startswith(
         "The model's reply is not valid: a <tool_call> block does not hold valid JSON (Illegal trailing comma "
         "before end of object). "
@@ -711,19 +715,243 @@ def test_a_model_of_no_known_family_gets_the_generic_format_and_its_replies_read
     assert [call["function"] for call in read.tool_calls] == [{"name": "search", "arguments": '{"q":{}}'}]
 
 
-def test_a_strict_schema_jsonschema_cannot_apply_is_reported_not_raised() -> None:
-    broken = {
-        "type": "function",
-        "function": {
-            "name": "lookup",
-            "parameters": {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}},
-            "strict": True,
+@pytest.mark.parametrize(
+    ("parameters", "problem"),
+    [
+        (
+            {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}},
+            "the $ref '#/$defs/missing' cannot be resolved",
+        ),
+        ({"type": "objekt"}, "'objekt' is not valid under any of the given schemas (at /type)"),
+        ({"type": "string", "pattern": "(unclosed"}, "'(unclosed' is not a 'regex' (at /pattern)"),
+    ],
+)
+def test_a_strict_schema_jsonschema_cannot_apply_is_a_400_before_any_submit(
+    parameters: dict[str, Any], problem: str
+) -> None:
+    broken = {"type": "function", "function": {"name": "lookup", "parameters": parameters, "strict": True}}
+    with pytest.raises(OpenAIError) as raised:
+        prepare_chat_request(chat(tools=[WEATHER, broken]))
+    assert (raised.value.status, raised.value.code, raised.value.param, raised.value.message) == (
+        400,
+        "UnsupportedChatParameter",
+        "tools[1].function.parameters",
+        f"Invalid schema for function 'lookup': {problem}.",
+    )
+    assert raised.value.type == "invalid_request_error"
+
+
+def test_a_json_schema_jsonschema_cannot_apply_is_a_400_before_any_submit() -> None:
+    schema = {"type": "object", "properties": {"a": {"$ref": "#/definitions/gone"}}}
+    with pytest.raises(OpenAIError) as raised:
+        prepare_chat_request(
+            chat(response_format={"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}})
+        )
+    assert (raised.value.status, raised.value.param, raised.value.message) == (
+        400,
+        "response_format.json_schema.schema",
+        "Invalid schema for response_format 'answer': the $ref '#/definitions/gone' cannot be resolved.",
+    )
+
+
+def test_a_named_choice_no_tool_declares_is_read_without_a_key_error() -> None:
+    """The request rules refuse such a request (test_validation); the reader is a second guard."""
+    rules = ReplyRules(tool_format=HermesTools(), tools=(WEATHER,), tool_choice="function", forced_function="lookup")
+    read = rules.read('<tool_call>{"name": "lookup", "arguments": {}}</tool_call>', truncated=False)
+    assert [call["function"] for call in read.tool_calls] == [{"name": "lookup", "arguments": "{}"}]
+
+
+@pytest.mark.parametrize(
+    ("model", "body", "reply", "error"),
+    [
+        (
+            QWEN,
+            {"tools": [SEARCH]},
+            '<tool_call>{"name": "search", "arguments": {"q": NaN}}</tool_call>',
+            "a <tool_call> block does not hold valid JSON (NaN is not JSON)",
+        ),
+        (
+            QWEN,
+            {"tools": [SEARCH]},
+            '<tool_call>{"name": "search", "arguments": "{\\"q\\": 1e400}"}</tool_call>',
+            "the arguments of search are not valid JSON",
+        ),
+        (
+            MISTRAL,
+            {"tools": [SEARCH]},
+            '[TOOL_CALLS] [{"name": "search", "arguments": {"q": -Infinity}}]',
+            "the [TOOL_CALLS] array is not valid JSON (-Infinity is not JSON)",
+        ),
+        (
+            LLAMA,
+            {"tools": [SEARCH]},
+            '{"name": "search", "parameters": {"q": Infinity}}',
+            'the reply holds a {"name": ...} call that is not valid JSON',
+        ),
+        (QWEN, {"response_format": {"type": "json_object"}}, '{"x": NaN}', "the reply holds no JSON object"),
+    ],
+)
+def test_nan_and_infinity_in_a_models_json_are_not_json(
+    model: str, body: dict[str, Any], reply: str, error: str
+) -> None:
+    """JSON.parse refuses NaN, Infinity and 1e400; Python's json would pass them on as valid arguments or content."""
+    read = rules_of(model, **body).read(reply, truncated=False)
+    assert (read.error, read.tool_calls) == (error, ())
+
+
+def test_a_history_call_whose_arguments_hold_nan_is_rendered_as_its_text() -> None:
+    history = [
+        {"role": "user", "content": "Search."},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "search", "arguments": '{"q": NaN}'}}
+            ],
         },
+        {"role": "tool", "tool_call_id": "call_1", "content": "none"},
+    ]
+    prompt = prepare_chat_request(chat(tools=[SEARCH], messages=history)).payload["prompt"]
+    assert '<tool_call>\n{"name":"search","arguments":"{\\"q\\": NaN}"}\n</tool_call>' in prompt
+
+
+def test_a_catastrophic_pattern_is_stopped_within_the_bound_and_said_so() -> None:
+    """(a+)+$ took 33 s in Python's re on the event loop (the regex package answers it at once); (a|aa)+$ backtracks
+    in regex too, and its timeout stops it at 0.1 s.
+    """
+    schema = {
+        "type": "object",
+        "properties": {"word": {"type": "string", "pattern": "^(a|aa)+$"}},
+        "patternProperties": {"^(b|bb)+$": {"type": "string"}},
     }
-    read = rules_of(tools=[broken]).read(
-        '<tool_call>{"name": "lookup", "arguments": {"a": 1}}</tool_call>', truncated=False
-    )
+    rules = rules_of(response_format={"type": "json_schema", "json_schema": {"name": "w", "schema": schema}})
+    read = rules.read(json.dumps({"word": "a" * 60 + "!"}), truncated=False)
     assert read.error == (
-        "the arguments of lookup do not match its parameters: the schema cannot be applied (a $ref it points to "
-        "cannot be resolved, or a keyword cannot run)"
+        "the reply's JSON does not match the schema: the schema cannot be applied (the pattern '^(a|aa)+$' ran past "
+        "0.1 s)"
     )
+    read = rules.read(json.dumps({"b" * 60 + "!": "x"}), truncated=False)
+    assert read.error == (
+        "the reply's JSON does not match the schema: the schema cannot be applied (the pattern '^(b|bb)+$' ran past "
+        "0.1 s)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("schema", "value", "error"),
+    [
+        (
+            {"type": "object", "properties": {"w": {"type": "string", "pattern": "^a"}}},
+            {"w": "ba"},
+            "'ba' does not match '^a' (at /w)",
+        ),
+        (
+            {"type": "object", "properties": {"a": {}}, "additionalProperties": False},
+            {"a": 1, "b": 2},
+            "Additional properties are not allowed ('b' was unexpected)",
+        ),
+        (
+            {"type": "object", "patternProperties": {"^x": {"type": "integer"}}, "additionalProperties": False},
+            {"xa": "s"},
+            "'s' is not of type 'integer' (at /xa)",
+        ),
+        (
+            {"type": "object", "patternProperties": {"^x": {}}, "additionalProperties": False},
+            {"y": 1},
+            "'y' does not match any of the regexes: '^x'",
+        ),
+    ],
+)
+def test_the_bounded_keywords_say_what_jsonschema_says(schema: dict[str, Any], value: object, error: str) -> None:
+    rules = rules_of(response_format={"type": "json_schema", "json_schema": {"name": "s", "schema": schema}})
+    read = rules.read(json.dumps(value), truncated=False)
+    assert read.error == f"the reply's JSON does not match the schema: {error}"
+
+
+@pytest.mark.parametrize(
+    ("model", "reply", "error"),
+    [
+        (
+            QWEN,
+            'Sure: {"name":"get_weather","arguments":{"city":"P"',
+            'the reply holds a call of get_weather that is not a whole {"name", "arguments"} object',
+        ),
+        (
+            GENERIC,
+            '[{"name":"get_weather","arguments":{"city":"P"}},{"name":"get_wea',
+            'the reply holds a call of get_weather that is not a whole {"name", "arguments"} object',
+        ),
+        (
+            MISTRAL,
+            'Here: {"name": "get_weather", "arguments": {"city": "Paris"}} and more',
+            'the reply holds a call of get_weather that is not a whole {"name", "arguments"} object',
+        ),
+        (LLAMA, "<|python_tag|>", "the reply holds <|python_tag|> without a call that parses"),
+    ],
+)
+def test_call_shaped_text_under_auto_is_malformed_in_every_family(model: str, reply: str, error: str) -> None:
+    read = rules_of(model, tools=[WEATHER]).read(reply, truncated=False)
+    assert (read.error, read.tool_calls) == (error, ())
+
+
+def test_llama_3_reads_an_array_of_calls_after_prose() -> None:
+    read = rules_of(LLAMA, tools=[WEATHER]).read(
+        'Sure. [{"name":"get_weather","parameters":{"city":"Paris"}}]', truncated=False
+    )
+    assert (read.error, read.content, [call["function"] for call in read.tool_calls]) == (
+        None,
+        "Sure.",
+        [{"name": "get_weather", "arguments": '{"city":"Paris"}'}],
+    )
+
+
+def test_llama_3_an_object_naming_no_declared_tool_is_prose() -> None:
+    reply = 'A call looks like {"name": "example", "parameters": {"a": 1}} in JSON.'
+    read = rules_of(LLAMA, tools=[WEATHER]).read(reply, truncated=False)
+    assert (read.error, read.content, read.tool_calls) == (None, reply, ())
+
+
+@pytest.mark.parametrize("name", ["auto", "none", "required"])
+def test_a_named_choice_of_a_function_called_like_a_mode_stays_named(name: str) -> None:
+    tool = {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+    rules = rules_of(tools=[WEATHER, tool], tool_choice={"type": "function", "function": {"name": name}})
+    assert (rules.offers_tools, rules.forced_name, rules.choice_lines()) == (
+        True,
+        name,
+        [f"You must call the function {name}."],
+    )
+    read = rules.read("It is sunny.", truncated=False)
+    assert read.error == f"the reply holds no function call, and a call of {name} is required"
+
+
+@pytest.mark.asyncio
+async def test_a_horde_refusal_of_the_repair_is_answered_with_its_headers() -> None:
+    prepared = prepare_chat_request(chat(tools=[WEATHER]), repair_attempts=1)
+    refusal = httpx.Response(
+        403,
+        json={
+            "message": "Due to heavy demand, for requests over 512 tokens, the client needs to already have the "
+            "required kudos.",
+            "rc": "KudosUpfront",
+        },
+    )
+    horde = ScriptedHorde({FIRST_ID: MALFORMED}, [FIRST_ID, REPAIR_ID], refusal)
+    with pytest.raises(OpenAIError) as refused:
+        await served(prepared, horde)
+    assert len(horde.submits) == 2
+    assert (refused.value.status, refused.value.code, refused.value.headers()) == (
+        403,
+        "KudosUpfront",
+        {"x-should-retry": "false"},
+    )
+
+
+def test_the_generic_format_is_named_generic_and_writes_hermes() -> None:
+    from chat.serving.tool_formats import tool_format_for
+
+    assert [tool_format_for(profile).profile for profile in ("chatml", "alpaca", "generic-instruct")] == [
+        "chatml",
+        "generic",
+        "generic",
+    ]
+    assert isinstance(tool_format_for("alpaca"), HermesTools)

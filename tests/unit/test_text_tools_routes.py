@@ -121,7 +121,7 @@ async def test_without_repairs_an_invalid_reply_is_model_reply_invalid() -> None
             "/v1/chat/completions", chat_body(tools=[WEATHER], tool_choice="required"), content_type="application/json"
         )
     assert response.status_code == 502
-    assert "x-should-retry" not in response.headers
+    assert response.headers["x-should-retry"] == "false"
     assert response.json() == {
         "error": {
             "message": "The model's reply is not valid: a <tool_call> block does not hold valid JSON (Illegal "

@@ -625,6 +625,17 @@ ROWS = [
         id="tool-choice-with-empty-tools",
     ),
     pytest.param(
+        body(tools=[TOOL], tool_choice={"type": "function", "function": {"name": "get_time"}}),
+        (
+            400,
+            INVALID,
+            CONFLICT,
+            "tool_choice",
+            "Invalid value for 'tool_choice': function 'get_time' is not one of the functions in 'tools'.",
+        ),
+        id="tool-choice-names-undeclared-function",
+    ),
+    pytest.param(
         body(parallel_tool_calls=False),
         (
             400,
@@ -938,6 +949,8 @@ def test_contract_functions_read_plain_json() -> None:
     """The rules take decoded JSON, the shape both the front and the native route hold; odd values are no crash.
     ref: value-and-contract-validation.8, value-and-contract-validation.10"""
     assert find_tool_choice_conflict({"tools": [TOOL], "tool_choice": "auto"}) is None
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    assert find_tool_choice_conflict({"tools": [TOOL], "tool_choice": named}) is None
     assert find_tool_history_violation("not a list") is None
     assert find_tool_history_violation([5, {"role": "tool", "tool_call_id": ["x"]}]).param == "messages.[1].role"
     assert find_strict_schema_violation({"type": "json_schema", "json_schema": {"strict": True, "schema": 5}}) is None
