@@ -48,10 +48,11 @@ def output_text(response: dict[str, Any]) -> str:
     return "".join(part["text"] for item in response["output"] if item["type"] == "message" for part in item["content"])
 
 
-def native_messages(stack: LiveStack) -> list[dict[str, Any]]:
-    """The messages of the devhorde's latest native request: the second turn's (a response's id is random and names
-    no native request, issue 35; a worker's tests run one at a time on its own stack)."""
-    entry = stack.native_requests()[-1]
+def native_messages(stack: LiveStack, request_id: str | None = None) -> list[dict[str, Any]]:
+    """The messages of the devhorde's native request ``request_id``, or of its latest one when None: a response's id
+    is random and names no native request (issue 35), and a worker's tests run one at a time on its own stack."""
+    requests = stack.native_requests()
+    entry = requests[-1] if request_id is None else {entry["id"]: entry for entry in requests}[request_id]
     messages: list[dict[str, Any]] = entry["payload"]["messages"]
     return messages
 
