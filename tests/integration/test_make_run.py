@@ -296,7 +296,7 @@ def test_a_bad_horde_url_is_refused_in_one_line_before_anything_starts(tmp_path:
             {"DEVHORDE_SCENARIO": "buzy"},
             "make run: Invalid devhorde configuration: DEVHORDE_SCENARIO='buzy': no such scenario file, and no "
             "bundled scenario of that name: expected a scenario file or one of aihorde, busy, deep-queue, default, "
-            "fast, flaky, older-horde, text-only",
+            "fast, flaky, images, older-horde, text-only",
         ),
         ({"PORT": "eighty"}, "make run: PORT=eighty: expected a port number (1 to 65535)"),
     ],

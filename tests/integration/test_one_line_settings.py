@@ -76,7 +76,7 @@ def test_manage_py_refuses_a_bad_setting_in_one_line(variable: str, value: str, 
     assert (result.returncode, result.stderr, result.stdout) == (1, line + "\n", "")
 
 
-BUNDLED = "aihorde, busy, deep-queue, default, fast, flaky, older-horde, text-only"
+BUNDLED = "aihorde, busy, deep-queue, default, fast, flaky, images, older-horde, text-only"
 
 
 @pytest.mark.parametrize(
