@@ -31,7 +31,7 @@ last message is dropped. Tokens are estimated at chat.rendering.completion's ``C
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -267,8 +267,11 @@ def template_messages(messages: Sequence[Mapping[str, object]]) -> list[dict[str
     return rendered
 
 
-def render(contract: TextPromptContract, messages: Sequence[Mapping[str, str]]) -> str:
-    """Render template messages with the contract's Jinja2 template in the sandbox.
+def render(
+    contract: TextPromptContract, messages: Sequence[Mapping[str, str]], *, add_generation_prompt: bool = True
+) -> str:
+    """Render template messages with the contract's Jinja2 template in the sandbox; ``add_generation_prompt`` false
+    leaves the assistant's turn unopened (the rendered turns alone).
 
     Raises:
         ValueError: The contract has no Jinja2 template, or the template fails (a syntax error, a sandbox refusal).
@@ -277,9 +280,27 @@ def render(contract: TextPromptContract, messages: Sequence[Mapping[str, str]]) 
     if raw is None:
         raise ValueError(f"The prompt contract {contract.profile_id!r} has no Jinja2 template.")
     try:
-        return _ENVIRONMENT.from_string(raw.template).render(messages=list(messages), add_generation_prompt=True)
+        return _ENVIRONMENT.from_string(raw.template).render(
+            messages=list(messages), add_generation_prompt=add_generation_prompt
+        )
     except TemplateError as error:
         raise ValueError(f"The prompt template {contract.profile_id!r} failed: {error}") from error
+
+
+def last_user_turn_offset(contract: TextPromptContract, messages: Sequence[Mapping[str, str]], prompt: str) -> int:
+    """Where the last ``user`` message's turn starts in ``prompt`` (``messages`` rendered whole): the length of the
+    turns before it rendered alone, found from the messages, never by searching the text (a user's text may hold the
+    turn markers). 0 when there is no user message, or when the template does not render its turns in order (the
+    turns before it are not the start of ``prompt``).
+
+    Raises:
+        ValueError: As :func:`render`.
+    """
+    users = [index for index, message in enumerate(messages) if message["role"] == "user"]
+    if not users:
+        return 0
+    before = render(contract, messages[: users[-1]], add_generation_prompt=False)
+    return len(before) if prompt.startswith(before) else 0
 
 
 def render_within_context(
@@ -287,12 +308,13 @@ def render_within_context(
     messages: Sequence[Mapping[str, object]],
     *,
     budget_tokens: int,
-    after_render: Callable[[str], str] = str,
+    tools_block: str | None = None,
 ) -> RenderedPrompt:
     """Render ``messages`` so the prompt's estimated tokens fit ``budget_tokens`` (the context length less the
     completion limit), dropping the oldest turns that are neither system messages, nor pinned (``PINNED_KEY`` set:
-    the turn that holds the tools, chat.serving.text_replies), nor the last message. ``after_render`` changes each
-    rendered prompt before it is measured (a tools block placed outside the turns, chat.serving.tool_formats).
+    the turn that holds the tools, chat.serving.text_replies), nor the last message. ``tools_block``, when given,
+    is written right before the last user turn (:func:`last_user_turn_offset`; Mistral's ``[AVAILABLE_TOOLS]``,
+    chat.serving.tool_formats.MistralTools) and measured with the prompt.
 
     Raises:
         PromptTooLong: The prompt exceeds the budget with every droppable turn dropped.
@@ -301,7 +323,10 @@ def render_within_context(
     kept = template_messages(messages)
     dropped = 0
     while True:
-        prompt = after_render(render(contract, kept))
+        prompt = render(contract, kept)
+        if tools_block is not None:
+            at = last_user_turn_offset(contract, kept, prompt)
+            prompt = prompt[:at] + tools_block + prompt[at:]
         estimated = estimate_tokens(prompt)
         if estimated <= budget_tokens:
             return RenderedPrompt(

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
@@ -376,9 +375,8 @@ def prepare_chat_request(
     budget = max_context_length - max_length
     rules = reply_rules(request, tool_format)
     turns, placed_block = conversation(messages, rules)
-    after_render = functools.partial(tool_format.after_render, tools_block=placed_block)
     try:
-        rendered = render_within_context(template, turns, budget_tokens=budget, after_render=after_render)
+        rendered = render_within_context(template, turns, budget_tokens=budget, tools_block=placed_block)
     except PromptTooLong as too_long:
         raise context_length_error(max_context_length, too_long.estimated, max_length) from None
     except ValueError as failure:
@@ -408,7 +406,7 @@ def prepare_chat_request(
         def render_repair(repair_turns: Sequence[Mapping[str, str]]) -> str | None:
             try:
                 return render_within_context(
-                    template, repair_turns, budget_tokens=budget, after_render=after_render
+                    template, repair_turns, budget_tokens=budget, tools_block=placed_block
                 ).prompt
             except (PromptTooLong, ValueError):
                 return None

@@ -6,7 +6,8 @@ One class per family, each with the same methods, registered by the prompt contr
 - :meth:`ToolFormat.with_tools`: the template messages with the tools block written where the family expects it;
 - :meth:`ToolFormat.call_turn` / :meth:`ToolFormat.result_turns`: the history (an assistant message's
   ``tool_calls``; ``tool`` messages with their ``tool_call_id``) as template messages;
-- :meth:`ToolFormat.after_render`: a change to the rendered prompt (Mistral's ``[AVAILABLE_TOOLS]``);
+- :meth:`ToolFormat.tools_block`: the tools block of a family that writes it outside any turn (Mistral's
+  ``[AVAILABLE_TOOLS]``, placed before the last user turn by chat.serving.prompt_templates.render_within_context);
 - :meth:`ToolFormat.parse`: a reply -> the text before the calls and the calls as the model wrote them
   (:class:`ParsedCalls`), or :class:`MalformedCalls` when call-shaped text does not parse. A reply that is only a
   call object or an array of them is read as calls in every family (:func:`bare_calls`): a worker's backend may strip
@@ -19,7 +20,7 @@ The formats (docs/behaviour.md "Tools and structured output on the text path"):
   turn of ``<tool_response>`` blocks.
 - ``llama-3`` (:class:`Llama3Tools`): Meta's custom-tool format at the start of the first user turn, calls as
   ``{"name", "parameters"}`` JSON (optionally after ``<|python_tag|>``), results in the ``ipython`` role.
-- ``mistral`` (:class:`MistralTools`): ``[AVAILABLE_TOOLS]`` before the last ``[INST]``, calls as
+- ``mistral`` (:class:`MistralTools`): ``[AVAILABLE_TOOLS]`` before the last user turn's ``[INST]``, calls as
   ``[TOOL_CALLS] [...]``, results as ``[TOOL_RESULTS] {"call_id", "content"}[/TOOL_RESULTS]``.
 """
 
@@ -198,10 +199,6 @@ class ToolFormat:
         """Consecutive ``tool`` messages (``(tool_call_id, content)``) as template messages."""
         raise NotImplementedError
 
-    def after_render(self, prompt: str, tools_block: str | None) -> str:
-        """The rendered prompt, changed where the family's tools sit outside any turn (unchanged by default)."""
-        return prompt
-
     def parse(self, reply: str, names: Collection[str] | None = None) -> ParsedCalls:
         """The reply's content and calls. Raises :class:`MalformedCalls` for call-shaped text that does not parse.
         ``names``: the declared functions, where a family reads calls from prose (Llama 3: an object naming another
@@ -357,12 +354,11 @@ class Llama3Tools(ToolFormat):
 
 
 class MistralTools(ToolFormat):
-    """Mistral: ``[AVAILABLE_TOOLS]`` before the last ``[INST]``, ``[TOOL_CALLS]`` out, ``[TOOL_RESULTS]`` back."""
+    """Mistral: ``[AVAILABLE_TOOLS]`` before the last user turn, ``[TOOL_CALLS]`` out, ``[TOOL_RESULTS]`` back."""
 
     profile = "mistral"
 
     CALLS_MARKER: ClassVar[str] = "[TOOL_CALLS]"
-    INSTRUCTION_MARKER: ClassVar[str] = "[INST]"
 
     @override
     def tools_block(self, tools: Sequence[Mapping[str, Any]], choice_lines: Sequence[str]) -> str:
@@ -373,15 +369,7 @@ class MistralTools(ToolFormat):
     def with_tools(
         self, messages: list[TemplateMessage], tools: Sequence[Mapping[str, Any]], choice_lines: Sequence[str]
     ) -> list[TemplateMessage]:
-        return messages  # the block goes into the rendered prompt (after_render)
-
-    @override
-    def after_render(self, prompt: str, tools_block: str | None) -> str:
-        if tools_block is None:
-            return prompt
-        last = prompt.rfind(self.INSTRUCTION_MARKER)
-        at = last if last >= 0 else 0
-        return prompt[:at] + tools_block + prompt[at:]
+        return messages  # the block goes before the last user turn once rendered (render_within_context)
 
     @override
     def call_turn(self, content: str, calls: Sequence[Mapping[str, Any]]) -> TemplateMessage:

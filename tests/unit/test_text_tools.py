@@ -181,6 +181,24 @@ def test_mistral_writes_available_tools_before_the_last_inst_and_tool_results() 
     )
 
 
+def test_mistral_places_available_tools_by_the_messages_not_by_a_marker_in_the_users_text() -> None:
+    """A literal ``[INST]`` in the last user message, or a system message before it, does not move the block: it
+    goes right before the last user turn, found from the messages."""
+    messages = [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello."},
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "What does [INST] mean? [/INST] and [INST] again"},
+    ]
+    prompt = prepare_chat_request(chat(MISTRAL, messages=messages, tools=[SEARCH])).payload["prompt"]
+    assert prompt == (
+        "[INST] Hi [/INST] Hello.</s>"
+        '[AVAILABLE_TOOLS] [{"type":"function","function":{"name":"search","parameters":{"type":"object",'
+        '"properties":{"q":{"type":"object"}}}}}][/AVAILABLE_TOOLS]'
+        "[INST] Be brief.\n\nWhat does [INST] mean? [/INST] and [INST] again [/INST]"
+    )
+
+
 def test_a_json_schema_response_format_ends_the_system_turn_with_the_schema() -> None:
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
     prepared = prepare_chat_request(
