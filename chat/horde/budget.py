@@ -44,11 +44,13 @@ import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any, Final, cast
 
 import httpx
 import orjson
+from asgiref.sync import ThreadSensitiveContext
 from django.core.cache import cache
 from horde_sdk.ai_horde_api.endpoints import AI_HORDE_API_ENDPOINT_SUBPATH
 from horde_sdk.generic_api.consts import ANON_API_KEY
@@ -316,6 +318,21 @@ _reads_under_way: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Task[Any]]
 """The single-flight reads under way, by event loop and cache key."""
 
 
+async def outliving_request[T](awaitable: Awaitable[T]) -> T:
+    """``awaitable`` awaited in a ``ThreadSensitiveContext`` of its own (asgiref), for a task that may outlive the
+    request that made it (a shared read, a shielded submit): its thread-sensitive calls (Django's cache) run on an
+    executor of its own, whose one thread starts at its first call and ends after it, not on the request's, which
+    raises ``RuntimeError`` once the request has ended (oaifront.request_threads). Returns what ``awaitable``
+    returns; raises what it raises.
+    """
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="horde-oai-outliving")
+    try:
+        async with ThreadSensitiveContext(executor=executor):
+            return await awaitable
+    finally:
+        executor.shutdown(wait=False)
+
+
 async def single_flight[T](key: str, read: Callable[[], Awaitable[T]]) -> T:
     """``read()``'s result, shared by every caller of this event loop that asks for ``key`` while a read of it is
     under way: one call to the Horde for a burst of requests that find a cache empty together. A caller that leaves
@@ -324,11 +341,7 @@ async def single_flight[T](key: str, read: Callable[[], Awaitable[T]]) -> T:
     loop = asyncio.get_running_loop()
     task = _reads_under_way.get((loop, key))
     if task is None:
-
-        async def run() -> T:
-            return await read()
-
-        task = loop.create_task(run())
+        task = loop.create_task(outliving_request(read()))
         _reads_under_way[(loop, key)] = task
         task.add_done_callback(lambda _: _reads_under_way.pop((loop, key), None))
     return cast("T", await asyncio.shield(task))
