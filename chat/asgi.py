@@ -31,7 +31,8 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from loguru import logger
 
-from chat.horde.budget import address_header_name, describe_address_budget, scope_client_address, serving_client
+from chat.horde.budget import describe_address_budget
+from chat.horde.client_address import address_header_name, scope_client_address, serving_client
 from chat.settings import front_settings
 from chat.views.event_stream import REQUEST_END_HOOKS
 
@@ -55,8 +56,8 @@ def with_front_lifespan(
     The wrapper handles the lifespan scope itself and does not forward it, so ``application`` should be one that
     does not need its own lifespan (Django's does not have one). Around each HTTP request it runs the hooks a view
     registered in :data:`REQUEST_END_HOOKS` once the request's call returns, and serves it with its client address
-    (chat.horde.budget.CLIENT_ADDRESS: the admission guards' address, ``HORDE_OAI_CLIENT_ADDRESS_HEADER`` included),
-    the ``Proxied-For`` of its calls to the Horde.
+    (chat.horde.client_address.CLIENT_ADDRESS: the admission guards' address, ``HORDE_OAI_CLIENT_ADDRESS_HEADER``
+    included), the ``Proxied-For`` of its calls to the Horde.
 
     A setting the front cannot use (``HORDE_OAI_KEEPALIVE_SECONDS=abc``, ``HORDE_OAI`` given as a string) ends the
     process here, as the host's ASGI module is imported, with one line on standard error and status 1.
@@ -75,7 +76,8 @@ def with_front_lifespan(
             return
         hooks: list[Callable[[], object]] = []
         token = REQUEST_END_HOOKS.set(hooks)
-        # The client's address (the guards' own), for the Horde's proxy headers and budgets (chat.horde.budget).
+        # The client's address (the guards' own), for the Horde's proxy headers and budgets
+        # (chat.horde.client_address).
         address = scope_client_address(scope, address_header_name(front_settings().client_address_header))
         with serving_client(address):
             try:

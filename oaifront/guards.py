@@ -46,7 +46,7 @@ from loguru import logger
 
 from chat import errors
 from chat.errors import CORS_HEADERS, OpenAIError
-from chat.horde.budget import address_header_name, scope_client_address
+from chat.horde.client_address import address_header_name, scope_client_address
 from chat.serving.request_record import record_refusal
 from chat.settings import FrontSettings
 
@@ -259,7 +259,7 @@ class AdmissionGuards:
 
     def client_address(self, scope: Scope) -> str:
         """The trusted header's first entry when configured and present, else the connection's peer address (the
-        ``Proxied-For`` of the request's calls to the Horde too: chat.horde.budget.scope_client_address).
+        ``Proxied-For`` of the request's calls to the Horde too: chat.horde.client_address.scope_client_address).
         """
         return scope_client_address(scope, self.address_header)
 

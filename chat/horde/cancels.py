@@ -23,7 +23,7 @@ from typing import Any, Final, Literal
 
 from loguru import logger
 
-from chat.horde.budget import CLIENT_ADDRESS, serving_client
+from chat.horde.client_address import CLIENT_ADDRESS, serving_client
 from chat.horde.native import HordeRefusal, HordeUnreachable
 from chat.horde.ports import HordeCanceller
 from chat.limits import HORDE_CHAT_REQUEST_EXPIRY_SECONDS
@@ -58,7 +58,7 @@ class PendingCancel:
     submitted_at: float
     due_at: float = 0.0
     client_address: str | None = field(default_factory=CLIENT_ADDRESS.get)
-    """The address of the client whose request it was (chat.horde.budget), sent as ``Proxied-For`` by every
+    """The address of the client whose request it was (chat.horde.client_address), sent as ``Proxied-For`` by every
     attempt, retries included."""
 
 

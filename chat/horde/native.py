@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -32,10 +33,74 @@ ANONYMOUS_API_KEY = ANON_API_KEY
 POOL_CONNECTIONS: Final[int] = 32
 """The default ``connections`` of :class:`HordeClient` (``HORDE_OAI_HORDE_CONNECTIONS``): calls to the Horde one
 process makes at once, and the connections it keeps open for them (all kept alive, so a
-busy process never closes and reopens connections). More concurrent calls wait their turn in a first-in first-out
-semaphore before they reach httpx: httpcore's pool scans every queued request against every connection on each
-change (``_assign_requests_to_connections``), which made a queue of a few hundred calls cost most of a core, and
-checks each idle connection on each call, so a larger pool costs CPU on every call (bench/README.md)."""
+busy process never closes and reopens connections). More concurrent calls wait their turn in
+:class:`ConnectionSlots` before they reach httpx: httpcore's pool scans every queued request against every connection
+on each change (``_assign_requests_to_connections``), which made a queue of a few hundred calls cost most of a core,
+and checks each idle connection on each call, so a larger pool costs CPU on every call (bench/README.md)."""
+
+ROUTINE_CALLS: Final[tuple[tuple[str, str], ...]] = (
+    ("GET", "/v2/generate/chat/status/"),
+    ("DELETE", "/v2/generate/chat/status/"),
+    ("GET", "/v2/generate/text/status/"),
+    ("DELETE", "/v2/generate/text/status/"),
+    ("GET", "/v2/generate/check/"),
+    ("GET", "/v2/generate/status/"),
+    ("DELETE", "/v2/generate/status/"),
+)
+"""``(method, path prefix)`` of the calls made for a request already at the Horde: its status reads and its cancel.
+Every other call (a submit, a dry run, the reads a request makes before its submit) goes first for a free connection
+(:class:`ConnectionSlots`)."""
+
+
+def is_routine_call(method: str, path: str) -> bool:
+    """Whether ``method path`` is one of :data:`ROUTINE_CALLS`."""
+    return any(method == verb and path.startswith(prefix) for verb, prefix in ROUTINE_CALLS)
+
+
+class ConnectionSlots:
+    """At most ``connections`` calls at once. A freed slot goes to the longest-waiting call ahead of a submit, else
+    to the longest-waiting status read or cancel (:data:`ROUTINE_CALLS`): with hundreds of requests waiting, their
+    reads keep every connection busy, and a new request's submit (issue 37: the front's own time before its submit
+    reaches the Horde) no longer waits behind them. Reads wait their turn among themselves, first in, first out.
+    """
+
+    def __init__(self, connections: int) -> None:
+        self.free = connections
+        """Slots no call holds now."""
+        self._first: deque[asyncio.Future[None]] = deque()
+        self._routine: deque[asyncio.Future[None]] = deque()
+
+    def locked(self) -> bool:
+        """Whether a call arriving now would wait."""
+        return self.free == 0
+
+    async def acquire(self, *, routine: bool) -> None:
+        """Wait for a slot (``routine``: a call of :data:`ROUTINE_CALLS`, served after every waiting other call)."""
+        if self.free > 0 and not self._first and not (routine and self._routine):
+            self.free -= 1
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        queue = self._routine if routine else self._first
+        queue.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # the slot came with the cancellation: pass it on
+            else:
+                queue.remove(waiter)
+            raise
+
+    def release(self) -> None:
+        """Give a slot back: to the next waiting call, first the non-routine ones."""
+        for queue in (self._first, self._routine):
+            while queue:
+                waiter = queue.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
+                    return
+        self.free += 1
+
 
 JSON_CONTENT_TYPE: Final[dict[str, str]] = {"Content-Type": "application/json"}
 
@@ -178,7 +243,7 @@ class HordeClient:
         self.base_url = base_url.rstrip("/")
         self.budget = HordeBudget() if budget is None else budget
         self.timeout = timeout
-        self._slots = asyncio.Semaphore(connections)
+        self._slots = ConnectionSlots(connections)
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
             headers={"Client-Agent": client_agent},
@@ -210,7 +275,7 @@ class HordeClient:
                 front_metrics().horde_pool_full.add(1)
             try:
                 async with asyncio.timeout(self.timeout):  # the wait for a turn counts, like httpx's pool timeout did
-                    await self._slots.acquire()
+                    await self._slots.acquire(routine=is_routine_call(method, path))
             except TimeoutError:
                 raise HordeUnreachable(f"no free connection to the Horde within {self.timeout:g} s") from None
             try:

@@ -27,6 +27,7 @@ from typing import Any
 from chat import errors
 from chat.errors import OpenAIError
 from chat.horde import refusals
+from chat.horde.budget import outliving_request
 from chat.horde.cancels import CancelQueue
 from chat.horde.native import HordeRefusal, HordeUnreachable, NativeStatus, SubmitResult
 from chat.horde.native_payload import build_native_payload, relays_deltas
@@ -129,7 +130,7 @@ async def submit_shielded(
     """
     routes: HordeApi = runtime.horde if horde is None else horde
     queue = runtime.cancels if cancels is None else cancels
-    task = asyncio.ensure_future(routes.submit(payload, apikey))
+    task = asyncio.ensure_future(outliving_request(routes.submit(payload, apikey)))
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:

@@ -31,20 +31,11 @@ from redis.asyncio import Redis
 import chat.metrics
 from chat.asgi import with_front_lifespan
 from chat.horde import refusals
-from chat.horde.budget import (
-    CLIENT_ADDRESS,
-    MAX_IDLE_LOGS,
-    PER_ADDRESS,
-    PER_KEY,
-    HordeBudget,
-    Pacer,
-    RedisPacer,
-    describe_address_budget,
-    serving_client,
-    shared_read,
-)
+from chat.horde.budget import HordeBudget, describe_address_budget, shared_read
 from chat.horde.cancels import CancelQueue
+from chat.horde.client_address import CLIENT_ADDRESS, serving_client
 from chat.horde.native import HordeClient, HordeRefusal
+from chat.horde.pacing import MAX_IDLE_LOGS, PER_ADDRESS, PER_KEY, Pacer, RedisPacer
 from chat.horde.text import TextHordeClient, TextRoutes
 from chat.metrics import configure_metrics
 from chat.protocol.chat_request import ChatCompletionRequest

@@ -16,8 +16,9 @@ from PIL import Image
 
 from chat import errors
 from chat.errors import OpenAIError
-from chat.horde.budget import IMAGE_STATUS_READS, STATUS_READS, HordeBudget
+from chat.horde.budget import HordeBudget
 from chat.horde.native import HordeRefusal, NativeStatus, SubmitResult
+from chat.horde.pacing import IMAGE_STATUS_READS, STATUS_READS
 from chat.settings import DEFAULT_IMAGE_MODEL_ALIASES, FrontSettings, alias_pairs_problem, image_model_aliases
 from chat.waiting.read_schedule import ReadBudget
 from images.convert import NotAnImage, convert_image
