@@ -11,6 +11,7 @@ import json
 import math
 from typing import Any, Final
 
+from chat.protocol.capabilities import CAPABILITIES
 from chat.protocol.chat_request import ChatCompletionRequest
 
 CHARACTERS_PER_TOKEN: Final[float] = 4.0
@@ -31,15 +32,27 @@ HORDE_OPTION_KEYS: Final[tuple[str, ...]] = (
 """``horde`` options forwarded as top-level native keys; ``max_context_length`` goes into ``params`` and
 ``include_reasoning`` and ``availability_mode`` are the front's own."""
 
-SAMPLING_PARAM_KEYS: Final[tuple[str, ...]] = (
-    "temperature",
-    "top_p",
-    "frequency_penalty",
-    "presence_penalty",
-    "seed",
-    "reasoning_effort",
+CONVERTED_FIELDS: Final[frozenset[str]] = frozenset(
+    {"messages", "model", "models", "max_tokens", "max_completion_tokens", "stop"}
 )
-"""Request keys forwarded unchanged into the native ``params``."""
+"""Request fields :func:`build_native_payload` converts itself (messages, the model list, the completion limit, the
+stop sequences); every other field with a native key (chat.protocol.capabilities) is forwarded unchanged."""
+
+SAMPLING_PARAM_KEYS: Final[tuple[str, ...]] = tuple(
+    capability.field
+    for capability in CAPABILITIES
+    if capability.field not in CONVERTED_FIELDS and capability.native_key == f"params.{capability.field}"
+)
+"""Request keys forwarded unchanged into the native ``params``: ``temperature``, ``top_p``, ``seed``,
+``frequency_penalty``, ``presence_penalty``, ``reasoning_effort``."""
+
+TOP_LEVEL_KEYS: Final[tuple[str, ...]] = tuple(
+    capability.field
+    for capability in CAPABILITIES
+    if capability.field not in CONVERTED_FIELDS and capability.native_key == capability.field
+)
+"""Request keys forwarded unchanged as top-level native keys: ``tools``, ``parallel_tool_calls``, ``tool_choice``,
+``response_format``."""
 
 
 def completion_limit(request: ChatCompletionRequest) -> int | None:
@@ -74,7 +87,7 @@ def build_native_payload(request: ChatCompletionRequest, *, stream_progress: boo
         params["stop_sequence"] = [body["stop"]] if isinstance(body["stop"], str) else body["stop"]
     if params:
         payload["params"] = params
-    for key in ("tools", "tool_choice", "parallel_tool_calls", "response_format"):
+    for key in TOP_LEVEL_KEYS:
         if key in body:
             payload[key] = body[key]
     for key in HORDE_OPTION_KEYS:

@@ -67,6 +67,7 @@ from chat.horde.native_payload import completion_limit, estimate_tokens
 from chat.horde.text import PreparedTextRequest, TextBounds
 from chat.horde.upfront_kudos import asks_free_ceiling
 from chat.limits import DEFAULT_CHAT_MAX_TOKENS
+from chat.protocol.capabilities import TEXT_API_REFUSED
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.protocol.legacy_completion import CompletionRequest
 from chat.serving.prompt_templates import PromptTooLong, render_within_context, template_for_model
@@ -109,8 +110,9 @@ SMALLEST_TEXT_TOP_P: Final[float] = _bound("top_p", Ge)
 WORKER_OPTION_KEYS: Final[tuple[str, ...]] = ("trusted_workers", "slow_workers", "workers", "worker_blacklist")
 """``horde`` options the text API takes as they are."""
 
-REFUSED_SAMPLING_KEYS: Final[tuple[str, ...]] = ("seed", "frequency_penalty", "presence_penalty", "reasoning_effort")
-"""Parameters the text API has no equivalent for; a request that sets one is refused on the text path."""
+REFUSED_SAMPLING_KEYS: Final[tuple[str, ...]] = TEXT_API_REFUSED
+"""Parameters the text API has no equivalent for (``text_api`` ``refused`` in chat.protocol.capabilities); a request
+that sets one is refused on the text path."""
 
 CONTEXT_LENGTH_EXCEEDED: Final[str] = errors.CONTEXT_LENGTH_EXCEEDED
 """OpenAI's code for a prompt that does not fit the model's context."""
