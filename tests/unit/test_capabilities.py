@@ -9,6 +9,7 @@ from chat.protocol.chat_request import ChatCompletionRequest
 from chat.protocol.responses_api import ResponsesRequest
 from chat.reading.responses import COPIED_PARAMETERS
 from chat.serving.text_route import REFUSED_SAMPLING_KEYS
+from models_list.cards import BASE_SUPPORTED_PARAMETERS, TEXT_API_SUPPORTED_PARAMETERS, supported_parameters
 
 
 def test_every_request_field_has_one_entry_and_every_entry_is_a_field() -> None:
@@ -79,3 +80,12 @@ def test_card_parameters_follow_the_declared_features() -> None:
         "tool_choice",
         "response_format",
     ]
+
+
+def test_the_cards_read_the_table() -> None:
+    """A chat card's base parameters are the table's every-worker ones; a text API card lists every parameter a card
+    can list that the text API does not refuse, and ``structured_outputs``."""
+    assert BASE_SUPPORTED_PARAMETERS == ("max_tokens", "temperature", "top_p", "stop")
+    assert supported_parameters(["seed", "tools"]) == card_parameters({"seed", "tools"})
+    listed = {capability.field for capability in CAPABILITIES if capability.card is not None}
+    assert set(TEXT_API_SUPPORTED_PARAMETERS) == (listed - set(TEXT_API_REFUSED)) | {"structured_outputs"}
