@@ -28,6 +28,7 @@ import openai
 from bench.relay_latency import bench_stack, machine
 from devhorde.prompted import REPAIR_START
 from devhorde.scenario import load_scenario
+from tests.tool_prompts import WEATHER
 
 FAMILY_MODELS = {
     "chatml": "koboldcpp/Qwen2.5-7B-Instruct",
@@ -36,14 +37,6 @@ FAMILY_MODELS = {
 }
 """One text model per family of the prompt contract (the ``text-only`` scenario's, plus Qwen 2.5)."""
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a city.",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-    },
-}
 CITY_FORMAT = {
     "type": "json_schema",
     "json_schema": {
