@@ -38,6 +38,20 @@ SCHEMA = {
     "required": ["name", "age"],
     "additionalProperties": False,
 }
+CITY_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "city",
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "population": {"type": "integer"}},
+            "required": ["name", "population"],
+            "additionalProperties": False,
+        },
+    },
+}
+"""A ``json_schema`` response format of a city (the bench's and the unit tests')."""
 JSON_LINES = JSON_LINE + "\n" + SCHEMA_LINE.format(schema=json.dumps(SCHEMA, separators=(",", ":")))
 REPAIR = REPAIR_TURN.format(error="the arguments are not JSON")
 

@@ -21,6 +21,7 @@ from chat.rendering.completion import buffered_chunks, build_completion
 from chat.serving.text_replies import ReplyRules
 from chat.serving.text_route import prepare_chat_request, text_api_refusal
 from chat.serving.tool_formats import HermesTools, Llama3Tools, MalformedCalls, MistralTools
+from tests.tool_prompts import CITY_FORMAT
 
 QWEN = "koboldcpp/Qwen2.5-7B-Instruct"
 LLAMA = "koboldcpp/Llama-3.1-8B-Instruct"
@@ -490,19 +491,7 @@ def test_auto_without_a_call_is_plain_content_and_a_truncated_call_says_so() -> 
     )
 
 
-SCHEMA_FORMAT = {
-    "type": "json_schema",
-    "json_schema": {
-        "name": "city",
-        "strict": True,
-        "schema": {
-            "type": "object",
-            "properties": {"name": {"type": "string"}, "population": {"type": "integer"}},
-            "required": ["name", "population"],
-            "additionalProperties": False,
-        },
-    },
-}
+SCHEMA_FORMAT = CITY_FORMAT
 
 
 @pytest.mark.parametrize(
