@@ -28,6 +28,7 @@ import openai
 from bench.relay_latency import bench_stack, machine
 from devhorde.prompted import REPAIR_START
 from devhorde.scenario import load_scenario
+from tests.tool_prompts import CITY_FORMAT, WEATHER
 
 FAMILY_MODELS = {
     "chatml": "koboldcpp/Qwen2.5-7B-Instruct",
@@ -35,28 +36,6 @@ FAMILY_MODELS = {
     "mistral": "koboldcpp/Mistral-7B-Instruct-v0.3",
 }
 """One text model per family of the prompt contract (the ``text-only`` scenario's, plus Qwen 2.5)."""
-
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a city.",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-    },
-}
-CITY_FORMAT = {
-    "type": "json_schema",
-    "json_schema": {
-        "name": "city",
-        "strict": True,
-        "schema": {
-            "type": "object",
-            "properties": {"name": {"type": "string"}, "population": {"type": "integer"}},
-            "required": ["name", "population"],
-            "additionalProperties": False,
-        },
-    },
-}
 
 
 def bench_document(*, malformed: bool) -> dict[str, Any]:

@@ -9,26 +9,19 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from horde_sdk.generation_parameters.text.chat_policy import ChatFeature, ChatGuarantee
+from horde_sdk.generation_parameters.text.chat_policy import ChatFeature
 
 from chat.horde.worker_limits import ModelWorkers, WorkerSnapshot
+from chat.protocol.capabilities import CAPABILITIES, EVERY_WORKER, card_parameters
 from chat.serving.prompt_templates import template_for_model
 from chat.serving.text_route import MAX_TEXT_MAX_LENGTH, TEXT_API, TextApiFallback, text_path_models
 from chat.serving.tool_formats import tool_format_for
 
-BASE_SUPPORTED_PARAMETERS: Final[tuple[str, ...]] = ("max_tokens", "temperature", "top_p", "stop")
-"""Parameters every chat worker applies."""
-
-FEATURE_PARAMETERS: Final[tuple[ChatFeature, ...]] = (
-    ChatFeature.SEED,
-    ChatFeature.FREQUENCY_PENALTY,
-    ChatFeature.PRESENCE_PENALTY,
-    ChatFeature.REASONING_EFFORT,
+BASE_SUPPORTED_PARAMETERS: Final[tuple[str, ...]] = tuple(
+    capability.field for capability in CAPABILITIES if capability.card == EVERY_WORKER
 )
-"""Features whose value is also the request parameter they enable, in the order cards list them."""
-
-RESPONSE_FORMAT_FEATURES: Final[frozenset[str]] = frozenset({ChatFeature.JSON_OBJECT, ChatFeature.JSON_SCHEMA})
-"""Features that make ``response_format`` supported."""
+"""Parameters every chat worker applies (chat.protocol.capabilities): ``max_tokens``, ``temperature``, ``top_p``,
+``stop``."""
 
 CHAT_API: Final[str] = "chat"
 """``x_horde.api`` of a model on the native chat route."""
@@ -49,18 +42,9 @@ def supported_parameters(features: list[str]) -> list[str]:
     """``max_tokens, temperature, top_p, stop``, then ``seed, frequency_penalty, presence_penalty,
     reasoning_effort`` for the features with the same values, ``tools, parallel_tool_calls`` for tools (with
     ``tool_choice`` under the ``tool_choice_enforced`` guarantee), and ``response_format`` for json_object or
-    json_schema.
+    json_schema (chat.protocol.capabilities: each parameter's card feature).
     """
-    declared = set(features)
-    parameters = list(BASE_SUPPORTED_PARAMETERS)
-    parameters += [feature.value for feature in FEATURE_PARAMETERS if feature.value in declared]
-    if ChatFeature.TOOLS.value in declared:
-        parameters += ["tools", "parallel_tool_calls"]
-        if ChatGuarantee.TOOL_CHOICE_ENFORCED.value in declared:
-            parameters.append("tool_choice")
-    if declared & RESPONSE_FORMAT_FEATURES:
-        parameters.append("response_format")
-    return parameters
+    return card_parameters(set(features))
 
 
 def model_card(entry: dict[str, Any]) -> dict[str, Any]:

@@ -207,6 +207,16 @@ class LiveStack:
         body = httpx.get(f"{self.devhorde_control}/requests", timeout=5).json()
         return body["requests"] if isinstance(body, dict) else body
 
+    def latest_native_request(self, response_id: str | None = None) -> dict[str, Any]:
+        """The devhorde's latest native request: the one behind a response when a test makes one request at a time
+        on this stack (a response's id is random and names no native request, issue 35). With ``response_id``, first
+        checks that it is a response id (``resp_``) and does not carry the native id."""
+        entry: dict[str, Any] = self.native_requests()[-1]
+        if response_id is not None:
+            assert response_id.startswith("resp_")
+            assert entry["id"] not in response_id
+        return entry
+
     def native_submits(self) -> list[dict[str, Any]]:
         """The latest submits the devhorde received, accepted or refused (``status``, ``rc``, ``id``, ``payload``)."""
         body: list[dict[str, Any]] = httpx.get(f"{self.devhorde_control}/submits", timeout=5).json()

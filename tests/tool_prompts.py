@@ -1,10 +1,16 @@
-"""Prompts written by hand as the front's text-path tool and JSON contract spells them (issue 36; devhorde/README.md
-"Prompted tools and JSON"): what the devhorde's and the lane worker's tests send, whatever the front renders."""
+"""Prompts written as the front's text-path tool and JSON contract spells them (issue 36; devhorde/README.md
+"Prompted tools and JSON"): what the devhorde's and the lane worker's tests send, whatever the front renders. The
+families' fixed texts come from the product (chat.serving.tool_formats, chat.serving.text_replies); the tools, turns
+and markers are written here.
+"""
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from chat.serving.text_replies import JSON_LINE, REPAIR_TURN, SCHEMA_LINE
+from chat.serving.tool_formats import HermesTools, Llama3Tools
 
 WEATHER = {
     "type": "function",
@@ -32,21 +38,27 @@ SCHEMA = {
     "required": ["name", "age"],
     "additionalProperties": False,
 }
-JSON_LINES = (
-    "Reply with one JSON object only: no prose, no code fence.\n"
-    f"The JSON object must validate against this JSON schema: {json.dumps(SCHEMA, separators=(',', ':'))}"
-)
-REPAIR = "Your previous reply was not valid: the arguments are not JSON. Reply again, following the format exactly."
+CITY_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "city",
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "population": {"type": "integer"}},
+            "required": ["name", "population"],
+            "additionalProperties": False,
+        },
+    },
+}
+"""A ``json_schema`` response format of a city (the bench's and the unit tests')."""
+JSON_LINES = JSON_LINE + "\n" + SCHEMA_LINE.format(schema=json.dumps(SCHEMA, separators=(",", ":")))
+REPAIR = REPAIR_TURN.format(error="the arguments are not JSON")
 
 
 def chatml_tools_section(tools: list[dict[str, Any]], *extra_lines: str) -> str:
     lines = "\n".join(json.dumps(tool) for tool in tools)
-    section = (
-        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with "
-        f"function signatures within <tools></tools> XML tags:\n<tools>\n{lines}\n</tools>\n\nFor each function "
-        "call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n"
-        '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
-    )
+    section = HermesTools.PREAMBLE + lines + HermesTools.INSTRUCTION
     return section + "".join("\n" + line for line in extra_lines)
 
 
@@ -62,11 +74,7 @@ def llama(*turns: tuple[str, str]) -> str:
 def llama_tools(tools: list[dict[str, Any]], user: str, *extra_lines: str) -> str:
     lines = "\n".join(json.dumps(tool) for tool in tools)
     extra = "".join(line + "\n" for line in extra_lines)
-    return (
-        "Given the following functions, please respond with a JSON for a function call with its proper arguments "
-        'that best answers the given prompt.\n\nRespond in the format {"name": function name, "parameters": '
-        f"dictionary of argument name and its value}}. Do not use variables.\n\n{lines}\n\n{extra}{user}"
-    )
+    return f"{Llama3Tools.PREAMBLE}{lines}\n\n{extra}{user}"
 
 
 def mistral_tools(tools: list[dict[str, Any]]) -> str:

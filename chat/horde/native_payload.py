@@ -1,23 +1,16 @@
-"""OpenAI chat request -> the native ``POST /v2/generate/chat/async`` payload, and the token estimates.
+"""OpenAI chat request -> the native ``POST /v2/generate/chat/async`` payload.
 
-Reference sections: native-horde-chat.md "Submit" for the payload; "Relayed deltas" (:func:`relays_deltas`);
-"Reasoning and usage" for the estimates (:data:`CHARACTERS_PER_TOKEN`), which the replies count with
-(chat.rendering.completion) and the text path sizes its prompt with.
+Reference sections: native-horde-chat.md "Submit" for the payload; "Relayed deltas" (:func:`relays_deltas`). The
+token arithmetic (the completion limit, the estimates) is chat.horde.tokens.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from typing import Any, Final
 
+from chat.horde.tokens import completion_limit
+from chat.protocol.capabilities import CAPABILITIES
 from chat.protocol.chat_request import ChatCompletionRequest
-
-CHARACTERS_PER_TOKEN: Final[float] = 4.0
-"""The characters-per-token ratio of every estimated count: OpenAI's rule of thumb for English text (about 4
-characters per token, "What are tokens and how to count them?"). A count is ``ceil(characters / 4)``, so any text
-counts at least one token and no text counts 0. Only counts the worker did not report are estimated."""
-
 
 HORDE_OPTION_KEYS: Final[tuple[str, ...]] = (
     "conformance",
@@ -31,22 +24,27 @@ HORDE_OPTION_KEYS: Final[tuple[str, ...]] = (
 """``horde`` options forwarded as top-level native keys; ``max_context_length`` goes into ``params`` and
 ``include_reasoning`` and ``availability_mode`` are the front's own."""
 
-SAMPLING_PARAM_KEYS: Final[tuple[str, ...]] = (
-    "temperature",
-    "top_p",
-    "frequency_penalty",
-    "presence_penalty",
-    "seed",
-    "reasoning_effort",
+CONVERTED_FIELDS: Final[frozenset[str]] = frozenset(
+    {"messages", "model", "models", "max_tokens", "max_completion_tokens", "stop"}
 )
-"""Request keys forwarded unchanged into the native ``params``."""
+"""Request fields :func:`build_native_payload` converts itself (messages, the model list, the completion limit, the
+stop sequences); every other field with a native key (chat.protocol.capabilities) is forwarded unchanged."""
 
+SAMPLING_PARAM_KEYS: Final[tuple[str, ...]] = tuple(
+    capability.field
+    for capability in CAPABILITIES
+    if capability.field not in CONVERTED_FIELDS and capability.native_key == f"params.{capability.field}"
+)
+"""Request keys forwarded unchanged into the native ``params``: ``temperature``, ``top_p``, ``seed``,
+``frequency_penalty``, ``presence_penalty``, ``reasoning_effort``."""
 
-def completion_limit(request: ChatCompletionRequest) -> int | None:
-    """The client's completion limit: ``max_completion_tokens``, else ``max_tokens``, else None."""
-    if request.max_completion_tokens is not None:
-        return request.max_completion_tokens
-    return request.max_tokens
+TOP_LEVEL_KEYS: Final[tuple[str, ...]] = tuple(
+    capability.field
+    for capability in CAPABILITIES
+    if capability.field not in CONVERTED_FIELDS and capability.native_key == capability.field
+)
+"""Request keys forwarded unchanged as top-level native keys: ``tools``, ``parallel_tool_calls``, ``tool_choice``,
+``response_format``."""
 
 
 def build_native_payload(request: ChatCompletionRequest, *, stream_progress: bool) -> dict[str, Any]:
@@ -74,7 +72,7 @@ def build_native_payload(request: ChatCompletionRequest, *, stream_progress: boo
         params["stop_sequence"] = [body["stop"]] if isinstance(body["stop"], str) else body["stop"]
     if params:
         payload["params"] = params
-    for key in ("tools", "tool_choice", "parallel_tool_calls", "response_format"):
+    for key in TOP_LEVEL_KEYS:
         if key in body:
             payload[key] = body[key]
     for key in HORDE_OPTION_KEYS:
@@ -105,45 +103,3 @@ def relays_deltas(request: ChatCompletionRequest) -> bool:
     if not request.is_stream or request.tools:
         return False
     return request.response_format is None or request.response_format.type == "text"
-
-
-def estimate_tokens(text: str) -> int:
-    """Estimated tokens of ``text``: ``ceil(len(text) / CHARACTERS_PER_TOKEN)``; 0 for no text."""
-    return math.ceil(len(text) / CHARACTERS_PER_TOKEN) if text else 0
-
-
-def _content_text(content: Any) -> str:
-    """The text of a request message's content: the string, or its text and refusal parts joined (image parts count
-    none).
-    """
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = (getattr(part, "text", None) or getattr(part, "refusal", None) for part in content)
-        return "".join(text for text in texts if isinstance(text, str))
-    return ""
-
-
-def tool_calls_text(tool_calls: list[dict[str, Any]]) -> str:
-    """The characters of tool calls that count as tokens: each call's function name followed by its arguments."""
-    text = []
-    for call in tool_calls:
-        function = call.get("function") if isinstance(call, dict) else None
-        if isinstance(function, dict):
-            text.append(f"{function.get('name') or ''}{function.get('arguments') or ''}")
-    return "".join(text)
-
-
-def estimate_prompt_tokens(request: ChatCompletionRequest) -> int:
-    """Estimated prompt tokens: the characters of every message's text, of the history's tool calls (names and
-    arguments) and of the tool definitions (compact JSON), at :data:`CHARACTERS_PER_TOKEN`.
-    """
-    characters = []
-    for message in request.messages:
-        characters.append(_content_text(message.content))
-        calls = getattr(message, "tool_calls", None) or []
-        characters.append(tool_calls_text([call.model_dump() for call in calls]))
-    if request.tools:
-        tools = [tool.model_dump(exclude_none=True, by_alias=True) for tool in request.tools]
-        characters.append(json.dumps(tools, separators=(",", ":"), ensure_ascii=False))
-    return estimate_tokens("".join(characters))

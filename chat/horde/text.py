@@ -36,7 +36,7 @@ from chat.errors import OpenAIError
 from chat.horde import real_horde_answers, refusals
 from chat.horde.cancels import CancelQueue
 from chat.horde.native import HordeClient, HordeRefusal, HordeUnreachable, NativeGeneration, NativeStatus, SubmitResult
-from chat.horde.native_payload import estimate_tokens
+from chat.horde.tokens import estimate_tokens
 from chat.horde.worker_limits import WorkerDirectory, apply_liveness
 
 TEXT_ASYNC_PATH: Final[str] = AI_HORDE_API_ENDPOINT_SUBPATH.v2_generate_text_async.value

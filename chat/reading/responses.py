@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from chat import errors
 from chat.errors import OpenAIError
+from chat.protocol.capabilities import CAPABILITIES, responses_renames
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.protocol.responses_api import (
     RESPONSES_UNION_TAGS,
@@ -72,15 +73,34 @@ validation."""
 SUPPORTED_TOOL_TYPES: Final[tuple[str, ...]] = ("function",)
 """The ``tools[].type`` the Horde serves; built-in tools (``web_search``, ``file_search``, ...) run at OpenAI."""
 
+RESPONSES_PATH_TAILS: Final[Mapping[str, str]] = {
+    "response_format": r"(?:\.json_schema)?",
+    "models": r"(?:\[\d+\])?",
+}
+"""The part of a chat path after a renamed parameter that its Responses parameter also stands for (a ``json_schema``
+format's keys are ``text.format``'s own; any ``models`` entry is ``model``)."""
+
 CHAT_TO_RESPONSES_PARAMS: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
-    (re.compile(r"^response_format(?:\.json_schema)?"), "text.format"),
-    (re.compile(r"^max_completion_tokens|^max_tokens"), "max_output_tokens"),
-    (re.compile(r"^reasoning_effort"), "reasoning.effort"),
+    *(
+        (re.compile(rf"^{re.escape(field)}(?!\w){RESPONSES_PATH_TAILS.get(field, '')}"), responses)
+        for field, responses in responses_renames()
+    ),
     (re.compile(r"^tools\[(\d+)\]\.function"), r"tools[\1]"),
     (re.compile(r"^tool_choice\.function"), "tool_choice"),
-    (re.compile(r"^models?(?:\[\d+\])?"), "model"),
 )
-"""Chat completions params and the Responses params they stand for (the rest keep their name)."""
+"""Chat completions params and the Responses params they stand for (chat.protocol.capabilities' ``responses``, and a
+function tool's and a forced function's keys one level up); the rest keep their name."""
+
+CHAT_BODY_CONVERTED: Final[frozenset[str]] = frozenset({"model", "tools", "tool_choice", "stream", "metadata", "horde"})
+"""Parameters of the same name in both APIs that :func:`chat_body` sets or converts itself."""
+
+COPIED_PARAMETERS: Final[tuple[str, ...]] = tuple(
+    capability.field
+    for capability in CAPABILITIES
+    if capability.responses == capability.field and capability.field not in CHAT_BODY_CONVERTED
+)
+"""Responses parameters copied into the chat body as they are: ``temperature``, ``top_p``, ``parallel_tool_calls``,
+``user``, ``safety_identifier``, ``prompt_cache_key``."""
 
 _MESSAGE_PARAM: Final[re.Pattern[str]] = re.compile(r"^messages(?:\.?\[(\d+)\])?")
 
@@ -239,7 +259,7 @@ def chat_body(request: ResponsesRequest) -> tuple[dict[str, Any], list[str]]:
     body: dict[str, Any] = {"model": request.model, "messages": messages}
     if request.max_output_tokens is not None:
         body["max_completion_tokens"] = request.max_output_tokens
-    for key in ("temperature", "top_p", "parallel_tool_calls", "user", "safety_identifier", "prompt_cache_key"):
+    for key in COPIED_PARAMETERS:
         value = getattr(request, key)
         if value is not None:
             body[key] = value

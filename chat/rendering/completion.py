@@ -23,7 +23,7 @@ from typing import Any, Final, Literal
 from horde_sdk.worker.chat_declaration import ChatFinishReason
 
 from chat.horde.native import NativeGeneration, NativeStatus
-from chat.horde.native_payload import completion_limit, estimate_prompt_tokens, estimate_tokens, tool_calls_text
+from chat.horde.tokens import completion_limit, estimate_prompt_tokens, estimate_tokens, tool_calls_text
 from chat.limits import DEFAULT_CHAT_MAX_TOKENS
 from chat.protocol.chat_request import ChatCompletionRequest
 
@@ -144,7 +144,7 @@ def build_usage(
 ) -> tuple[dict[str, Any], bool]:
     """Return ``(usage, estimated)`` for a generation (reference: Reasoning and usage).
 
-    Counts the worker reported pass unchanged. A missing count is estimated at :data:`CHARACTERS_PER_TOKEN`:
+    Counts the worker reported pass unchanged. A missing count is estimated at chat.horde.tokens.CHARACTERS_PER_TOKEN:
     ``completion_tokens`` from the reasoning, reply text and tool calls together, ``reasoning_tokens`` from the
     reasoning characters, each capped at :func:`effective_completion_limit`; ``prompt_tokens`` from the request
     (:func:`estimate_prompt_tokens`, not capped). ``total_tokens`` is their sum.

@@ -9,8 +9,8 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 from chat.horde.native import NativeStatus
-from chat.horde.native_payload import estimate_tokens
 from chat.horde.text import PreparedTextRequest
+from chat.horde.tokens import estimate_tokens
 from chat.protocol.legacy_completion import CompletionRequest
 from chat.rendering.completion import build_system_fingerprint, reply_text
 from chat.rendering.sse import DONE_EVENT, KEEPALIVE_COMMENT, data_event

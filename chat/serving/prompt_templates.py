@@ -25,7 +25,7 @@ before rendering, by chat.serving.text_route).
 
 The prompt fits the context by dropping whole turns (:func:`render_within_context`): while the estimated prompt
 tokens exceed ``max_context_length - max_length``, the oldest message that is not a system message and not the
-last message is dropped. Tokens are estimated at chat.rendering.completion's ``CHARACTERS_PER_TOKEN``.
+last message is dropped. Tokens are estimated at chat.horde.tokens' ``CHARACTERS_PER_TOKEN``.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from horde_model_reference.text_guidance_store import TextGuidanceStore
 from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from chat.horde.native_payload import estimate_tokens
+from chat.horde.tokens import estimate_tokens
 
 SYSTEM_ROLES: Final[frozenset[str]] = frozenset({"system", "developer"})
 """Roles rendered as the template's ``system`` role."""

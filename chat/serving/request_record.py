@@ -22,7 +22,7 @@ from loguru import logger
 from chat import errors
 from chat.errors import OpenAIError
 from chat.horde.native import NativeStatus
-from chat.horde.native_payload import completion_limit
+from chat.horde.tokens import completion_limit
 from chat.metrics import (
     CLIENT_DISCONNECTED,
     CLIENT_ERROR,

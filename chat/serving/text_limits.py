@@ -32,8 +32,8 @@ from typing import Any, Final, Protocol
 from loguru import logger
 
 from chat.horde.native import HordeRefusal
-from chat.horde.native_payload import completion_limit
 from chat.horde.text import PreparedTextRequest, TextBounds
+from chat.horde.tokens import completion_limit
 from chat.horde.upfront_kudos import (
     DOWNGRADE_REFUSALS,
     KudosSource,

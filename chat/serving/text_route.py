@@ -63,10 +63,11 @@ from chat.errors import OpenAIError
 from chat.horde import real_horde_answers
 from chat.horde.budget import single_flight
 from chat.horde.native import HordeRefusal, HordeUnreachable
-from chat.horde.native_payload import completion_limit, estimate_tokens
 from chat.horde.text import PreparedTextRequest, TextBounds
+from chat.horde.tokens import completion_limit, estimate_tokens
 from chat.horde.upfront_kudos import asks_free_ceiling
 from chat.limits import DEFAULT_CHAT_MAX_TOKENS
+from chat.protocol.capabilities import TEXT_API_REFUSED
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.protocol.legacy_completion import CompletionRequest
 from chat.serving.prompt_templates import PromptTooLong, render_within_context, template_for_model
@@ -109,8 +110,9 @@ SMALLEST_TEXT_TOP_P: Final[float] = _bound("top_p", Ge)
 WORKER_OPTION_KEYS: Final[tuple[str, ...]] = ("trusted_workers", "slow_workers", "workers", "worker_blacklist")
 """``horde`` options the text API takes as they are."""
 
-REFUSED_SAMPLING_KEYS: Final[tuple[str, ...]] = ("seed", "frequency_penalty", "presence_penalty", "reasoning_effort")
-"""Parameters the text API has no equivalent for; a request that sets one is refused on the text path."""
+REFUSED_SAMPLING_KEYS: Final[tuple[str, ...]] = TEXT_API_REFUSED
+"""Parameters the text API has no equivalent for (``text_api`` ``refused`` in chat.protocol.capabilities); a request
+that sets one is refused on the text path."""
 
 CONTEXT_LENGTH_EXCEEDED: Final[str] = errors.CONTEXT_LENGTH_EXCEEDED
 """OpenAI's code for a prompt that does not fit the model's context."""
@@ -241,6 +243,13 @@ def text_api_refusal(request: ChatCompletionRequest) -> OpenAIError | None:
     at its parameter (see the module docstring), or a completion limit outside the text API's range as 400
     ``no_worker_supports_limit``; None when the text path can serve it.
     """
+    return limited_text_api_refusal(request, completion_limit(request))
+
+
+def limited_text_api_refusal(request: ChatCompletionRequest, limit: int | None) -> OpenAIError | None:
+    """:func:`text_api_refusal` of a request whose completion limit (chat.horde.tokens.completion_limit) is ``limit``,
+    for a caller that has it already.
+    """
     for index, message in enumerate(request.messages):
         content = message.content
         if isinstance(content, list):
@@ -253,7 +262,6 @@ def text_api_refusal(request: ChatCompletionRequest) -> OpenAIError | None:
     horde = request.horde
     if horde is not None and horde.conformance is not None and horde.conformance == ChatConformance.STRICT:
         return _gap(request, "horde.conformance", 'horde.conformance "strict" (it gives no worker guarantees)')
-    limit = completion_limit(request)
     if limit is not None:
         param = real_horde_answers.completion_limit_key(request)
         return real_horde_answers.text_length_refusal(limit, param, (MIN_TEXT_MAX_LENGTH, MAX_TEXT_MAX_LENGTH))
@@ -350,7 +358,8 @@ def prepare_chat_request(
         OpenAIError: :func:`text_api_refusal`'s refusal; 400 ``ChatRequestConflict`` at ``models`` when the listed
             models use different prompt formats; 400 ``context_length_exceeded`` when the prompt cannot fit.
     """
-    refusal = text_api_refusal(request)
+    limit = completion_limit(request)
+    refusal = limited_text_api_refusal(request, limit)
     if refusal is not None:
         raise refusal
     models = request.requested_models
@@ -365,7 +374,6 @@ def prepare_chat_request(
         )
     template = templates[0]
     tool_format = tool_format_for(template.profile_id)
-    limit = completion_limit(request)
     max_length = limit if limit is not None else DEFAULT_CHAT_MAX_TOKENS
     horde = request.horde.model_dump(exclude_none=True) if request.horde is not None else {}
     max_context_length = int(horde.get("max_context_length") or DEFAULT_TEXT_MAX_CONTEXT_LENGTH)

@@ -51,8 +51,10 @@ def output_text(response: dict[str, Any]) -> str:
 def native_messages(stack: LiveStack, request_id: str | None = None) -> list[dict[str, Any]]:
     """The messages of the devhorde's native request ``request_id``, or of its latest one when None: a response's id
     is random and names no native request (issue 35), and a worker's tests run one at a time on its own stack."""
-    requests = stack.native_requests()
-    entry = requests[-1] if request_id is None else {entry["id"]: entry for entry in requests}[request_id]
+    if request_id is None:
+        entry = stack.latest_native_request()
+    else:
+        entry = {entry["id"]: entry for entry in stack.native_requests()}[request_id]
     messages: list[dict[str, Any]] = entry["payload"]["messages"]
     return messages
 

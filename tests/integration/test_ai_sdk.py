@@ -55,17 +55,8 @@ def run_client(stack: LiveStack, scenario: str, **extra_env: str) -> dict[str, A
     return result
 
 
-def latest_native_id(stack: LiveStack, response_id: str) -> str:
-    """The devhorde's latest native request: the one behind ``response_id`` (a response's id is random and names no
-    native request, issue 35; these tests make one request at a time on their stack)."""
-    assert response_id.startswith("resp_")
-    request_id: str = stack.native_requests()[-1]["id"]
-    assert request_id not in response_id
-    return request_id
-
-
 def native_generation(stack: LiveStack, response_id: str) -> dict[str, Any]:
-    request_id = latest_native_id(stack, response_id)
+    request_id = stack.latest_native_request(response_id)["id"]
     status = httpx.get(f"{stack.horde_url}/v2/generate/chat/status/{request_id}", timeout=5).json()
     generation: dict[str, Any] = status["generations"][0]
     return generation
@@ -106,9 +97,7 @@ def test_tools_round_trip(stack: LiveStack, scenario: str) -> None:
 
 def native_messages(stack: LiveStack, response_id: str) -> list[dict[str, Any]]:
     """The chat messages the front submitted for one response (the devhorde's record of its request)."""
-    request_id = latest_native_id(stack, response_id)
-    [entry] = [entry for entry in stack.native_requests() if entry["id"] == request_id]
-    messages: list[dict[str, Any]] = entry["payload"]["messages"]
+    messages: list[dict[str, Any]] = stack.latest_native_request(response_id)["payload"]["messages"]
     return messages
 
 

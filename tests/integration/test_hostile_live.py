@@ -1,7 +1,7 @@
 """Hostile clients against the running front (issue 35): what a log reader or a trace reader must never learn.
 
 The front runs under uvicorn with JSON logs (``HORDE_OAI_LOG_JSON=true``), a proxy passkey, and telemetry exported
-over OTLP/HTTP to a receiver of this test's own (tests/integration/test_otlp_export.py). A client on its own loopback
+over OTLP/HTTP to a receiver of this test's own (tests/integration/otlp_receiver.py). A client on its own loopback
 address (127.0.0.2) lists the models with a query string, asks a chat completion and stores a response with a key of
 its own, then reads the stored response back by its id. Everything the front wrote and exported is then searched.
 """
@@ -9,7 +9,6 @@ its own, then reads the stored response back by its id. Everything the front wro
 from __future__ import annotations
 
 import secrets
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import httpx
 import pytest
 
 from tests.conftest import start_devhorde, start_front
-from tests.integration.test_otlp_export import Received, receiver
+from tests.integration.otlp_receiver import running_receiver
 
 pytestmark = pytest.mark.integration
 
@@ -43,51 +42,43 @@ class Captured:
 @pytest.fixture(scope="module")
 def captured(tmp_path_factory: pytest.TempPathFactory) -> Captured:
     tmp: Path = tmp_path_factory.mktemp("hostile")
-    received = Received()
-    server = receiver(received)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     key = f"hostilekey{secrets.token_hex(8)}"
     passkey = f"passkey{secrets.token_hex(8)}"
     prompt = f"zebrafinch{secrets.token_hex(6)}"
     query = f"querymark{secrets.token_hex(6)}"
-    devhorde, horde_url = start_devhorde(tmp, scenario="fast")
-    try:
-        env = {
-            "HORDE_OAI_LOG_JSON": "true",
-            "HORDE_OAI_PROXY_PASSKEY": passkey,
-            "HORDE_OAI_STORED_RESPONSES_PER_KEY": "1",
-            "HORDE_OAI_TELEMETRY_ENABLED": "true",
-            "HORDE_OAI_DELTA_PACING_MAX_WINDOW_SECONDS": "0",
-            "LOGFIRE_SEND_TO_LOGFIRE": "false",
-            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}",
-            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-            "OTEL_METRIC_EXPORT_INTERVAL": "500",
-            "OTEL_BSP_SCHEDULE_DELAY": "200",
-            "OTEL_BLRP_SCHEDULE_DELAY": "200",
-        }
-        front, base = start_front(tmp, horde_url, env=env)
+    with running_receiver() as otlp:
+        devhorde, horde_url = start_devhorde(tmp, scenario="fast")
         try:
-            transport = httpx.HTTPTransport(local_address=CLIENT_ADDRESS)
-            headers = {"Authorization": f"Bearer {key}"}
-            with httpx.Client(base_url=base, transport=transport, headers=headers, timeout=30) as client:
-                models = client.get(f"/v1/models?apikey={query}")
-                assert models.status_code == 200, models.text
-                model = models.json()["data"][0]["id"]
-                message = {"role": "user", "content": f"Tell me about {prompt}."}
-                completion = client.post("/v1/chat/completions", json={"model": model, "messages": [message]})
-                assert completion.status_code == 200, completion.text
-                stored = client.post("/v1/responses", json={"model": model, "input": f"And {prompt}?"})
-                assert stored.status_code == 200, stored.text
-                response_id = stored.json()["id"]
-                read_back = client.get(f"/v1/responses/{response_id}?include={query}")
-                assert read_back.status_code == 200, read_back.text
-                over_quota = client.post("/v1/responses", json={"model": model, "input": "Once more?"})
-                assert over_quota.status_code == 200, over_quota.text
+            env = {
+                **otlp.env,
+                "HORDE_OAI_LOG_JSON": "true",
+                "HORDE_OAI_PROXY_PASSKEY": passkey,
+                "HORDE_OAI_STORED_RESPONSES_PER_KEY": "1",
+                "HORDE_OAI_DELTA_PACING_MAX_WINDOW_SECONDS": "0",
+            }
+            front, base = start_front(tmp, horde_url, env=env)
+            try:
+                transport = httpx.HTTPTransport(local_address=CLIENT_ADDRESS)
+                headers = {"Authorization": f"Bearer {key}"}
+                with httpx.Client(base_url=base, transport=transport, headers=headers, timeout=30) as client:
+                    models = client.get(f"/v1/models?apikey={query}")
+                    assert models.status_code == 200, models.text
+                    model = models.json()["data"][0]["id"]
+                    message = {"role": "user", "content": f"Tell me about {prompt}."}
+                    completion = client.post("/v1/chat/completions", json={"model": model, "messages": [message]})
+                    assert completion.status_code == 200, completion.text
+                    stored = client.post("/v1/responses", json={"model": model, "input": f"And {prompt}?"})
+                    assert stored.status_code == 200, stored.text
+                    response_id = stored.json()["id"]
+                    read_back = client.get(f"/v1/responses/{response_id}?include={query}")
+                    assert read_back.status_code == 200, read_back.text
+                    over_quota = client.post("/v1/responses", json={"model": model, "input": "Once more?"})
+                    assert over_quota.status_code == 200, over_quota.text
+            finally:
+                front.stop()
         finally:
-            front.stop()
-    finally:
-        devhorde.stop()
-        server.shutdown()
+            devhorde.stop()
+    received = otlp.received
     exported = "\n".join(str(message) for exports in received.exports.values() for message in exports)
     return Captured(
         log=front.log(),

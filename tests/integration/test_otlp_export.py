@@ -2,29 +2,22 @@
 Spans, Metrics, Histogram buckets, Finished-request log line).
 
 The front runs under uvicorn with ``HORDE_OAI_TELEMETRY_ENABLED=true``, ``HORDE_OAI_METRICS_ENDPOINT=true`` and
-``OTEL_EXPORTER_OTLP_ENDPOINT`` naming the receiver, which decodes every export (traces, metrics, logs) with
-opentelemetry-proto. The test drives the model list, a non-streamed and a streamed chat completion (a prompt and a key
-of its own, and a user agent and ``Host`` headers of its own on some requests), scrapes ``/metrics`` and polls the
-probes, stops the front (which flushes its exporters) and reads what arrived.
+``OTEL_EXPORTER_OTLP_ENDPOINT`` naming the receiver (tests/integration/otlp_receiver.py), which decodes every export
+(traces, metrics, logs) with opentelemetry-proto. The test drives the model list, a non-streamed and a streamed chat
+completion (a prompt and a key of its own, and a user agent and ``Host`` headers of its own on some requests), scrapes
+``/metrics`` and polls the probes, stops the front (which flushes its exporters) and reads what arrived.
 """
 
 from __future__ import annotations
 
-import gzip
-import threading
 import uuid
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 import pytest
-from google.protobuf.message import Message
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from prometheus_client.parser import text_string_to_metric_families
@@ -36,6 +29,7 @@ from chat.metrics import (
     HISTOGRAM_BOUNDARIES,
 )
 from tests.conftest import start_devhorde, start_front
+from tests.integration.otlp_receiver import Received, running_receiver
 
 pytestmark = pytest.mark.integration
 
@@ -45,46 +39,6 @@ API_KEY = "0000000000"
 USER_AGENT = f"otlp-test-agent/{uuid.uuid4().hex[:12]}"
 HOSTS = [f"host-{index}-{uuid.uuid4().hex[:6]}.example" for index in range(5)]
 """``Host`` headers of the test's own (the spans and metrics must not carry them)."""
-
-REQUESTS: dict[str, type[Message]] = {
-    "/v1/traces": ExportTraceServiceRequest,
-    "/v1/metrics": ExportMetricsServiceRequest,
-    "/v1/logs": ExportLogsServiceRequest,
-}
-
-
-@dataclass
-class Received:
-    """Every export the receiver decoded, by signal path."""
-
-    exports: dict[str, list[Any]] = field(default_factory=lambda: {path: [] for path in REQUESTS})
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-def receiver(received: Received) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            if self.headers.get("Content-Encoding") == "gzip":
-                body = gzip.decompress(body)
-            kind = REQUESTS.get(self.path)
-            if kind is None:
-                self.send_response(404)
-                self.end_headers()
-                return
-            message = kind()
-            message.ParseFromString(body)
-            with received.lock:
-                received.exports[self.path].append(message)
-            self.send_response(200)
-            self.send_header("Content-Type", "application/x-protobuf")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-    return ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 
 
 def value_of(value: AnyValue) -> Any:
@@ -114,48 +68,42 @@ class Exported:
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> Exported:
     tmp: Path = tmp_path_factory.mktemp("otlp")
-    received = Received()
-    server = receiver(received)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    devhorde, horde_url = start_devhorde(tmp, scenario="fast")
-    try:
-        env = {
-            "HORDE_OAI_TELEMETRY_ENABLED": "true",
-            "HORDE_OAI_METRICS_ENDPOINT": "true",
-            "HORDE_OAI_DELTA_PACING_MAX_WINDOW_SECONDS": "0",
-            "LOGFIRE_SEND_TO_LOGFIRE": "false",
-            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}",
-            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-            "OTEL_METRIC_EXPORT_INTERVAL": "500",
-            "OTEL_BSP_SCHEDULE_DELAY": "200",
-            "OTEL_BLRP_SCHEDULE_DELAY": "200",
-        }
-        front, base = start_front(tmp, horde_url, env=env)
+    with running_receiver() as otlp:
+        devhorde, horde_url = start_devhorde(tmp, scenario="fast")
         try:
-            headers = {"User-Agent": USER_AGENT}
-            client = openai.OpenAI(
-                base_url=f"{base}/v1", api_key=API_KEY, max_retries=0, timeout=30, default_headers=headers
-            )
-            model = client.models.list().data[0].id
-            completion = client.chat.completions.create(
-                model=model, messages=[{"role": "user", "content": f"Say hi. {PROMPT_MARKER}"}]
-            )
-            chunks = list(
-                client.chat.completions.create(
-                    model=model, messages=[{"role": "user", "content": f"Tell me about {PROMPT_MARKER}."}], stream=True
+            env = {
+                **otlp.env,
+                "HORDE_OAI_METRICS_ENDPOINT": "true",
+                "HORDE_OAI_DELTA_PACING_MAX_WINDOW_SECONDS": "0",
+            }
+            front, base = start_front(tmp, horde_url, env=env)
+            try:
+                headers = {"User-Agent": USER_AGENT}
+                client = openai.OpenAI(
+                    base_url=f"{base}/v1", api_key=API_KEY, max_retries=0, timeout=30, default_headers=headers
                 )
-            )
-            for host in HOSTS:
-                refused = httpx.get(f"{base}/v1/models", headers={"Host": host, **headers}, timeout=10)
-                assert refused.status_code == 200
-            for probe in ("/healthz", "/readyz"):
-                httpx.get(f"{base}{probe}", timeout=10)
-            metrics_on = httpx.get(f"{base}/metrics", timeout=10)
+                model = client.models.list().data[0].id
+                completion = client.chat.completions.create(
+                    model=model, messages=[{"role": "user", "content": f"Say hi. {PROMPT_MARKER}"}]
+                )
+                chunks = list(
+                    client.chat.completions.create(
+                        model=model,
+                        messages=[{"role": "user", "content": f"Tell me about {PROMPT_MARKER}."}],
+                        stream=True,
+                    )
+                )
+                for host in HOSTS:
+                    refused = httpx.get(f"{base}/v1/models", headers={"Host": host, **headers}, timeout=10)
+                    assert refused.status_code == 200
+                for probe in ("/healthz", "/readyz"):
+                    httpx.get(f"{base}{probe}", timeout=10)
+                metrics_on = httpx.get(f"{base}/metrics", timeout=10)
+            finally:
+                front.stop()
         finally:
-            front.stop()
-    finally:
-        devhorde.stop()
-        server.shutdown()
+            devhorde.stop()
+    received = otlp.received
     native_ids = [completion.id.removeprefix("chatcmpl-"), chunks[0].id.removeprefix("chatcmpl-")]
     return decode(received, metrics_on, native_ids)
 

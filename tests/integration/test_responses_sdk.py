@@ -49,18 +49,9 @@ def client(stack: LiveStack, api_key: str = "0000000000") -> openai.OpenAI:
     return openai.OpenAI(base_url=stack.openai_base_url, api_key=api_key, max_retries=0, timeout=30)
 
 
-def native_request(stack: LiveStack, response_id: str) -> dict[str, Any]:
-    """The devhorde's record of the native request behind a response: the latest one (these tests make one at a
-    time; a response's own id is random and names no native request, issue 35)."""
-    assert response_id.startswith("resp_")
-    entry: dict[str, Any] = stack.native_requests()[-1]
-    assert entry["id"] not in response_id
-    return entry
-
-
 def native_generation(stack: LiveStack, response_id: str) -> dict[str, Any]:
     """The finished generation of the native request behind a response, from the devhorde's status route."""
-    request_id = native_request(stack, response_id)["id"]
+    request_id = stack.latest_native_request(response_id)["id"]
     status = httpx.get(f"{stack.horde_url}/v2/generate/chat/status/{request_id}", timeout=5).json()
     generation: dict[str, Any] = status["generations"][0]
     return generation
@@ -84,7 +75,7 @@ def test_create_text(stack: LiveStack) -> None:
     assert response.usage.output_tokens == generation["completion_tokens"]
     assert response.usage.input_tokens == generation["prompt_tokens"]
     assert response.to_dict()["store"] is True  # OpenAI's default: the response is stored
-    native = native_request(stack, response.id)
+    native = stack.latest_native_request(response.id)
     assert native["apikey"] == "responses-key-1"
     assert native["payload"]["messages"] == [
         {"role": "system", "content": "Be brief."},
@@ -123,7 +114,7 @@ def test_stream_text_is_relayed_live_in_openais_event_order(stack: LiveStack) ->
     assert [event.sequence_number for event in events] == list(range(len(events)))
     deltas = "".join(event.delta for event in events if event.type == "response.output_text.delta")
     assert deltas == final.output_text == native_generation(stack, final.id)["message"]["content"]
-    assert native_request(stack, final.id)["payload"]["stream"] is True  # the relay ran: the worker posted deltas
+    assert stack.latest_native_request(final.id)["payload"]["stream"] is True  # the relay ran: the worker posted deltas
 
 
 @pytest.mark.asyncio
@@ -203,7 +194,7 @@ def tool_round_trip(stack: LiveStack, *, stream: bool) -> tuple[openai.types.res
     history += [item.model_dump(exclude_none=True) for item in first.output]
     history.append({"type": "function_call_output", "call_id": calls[0].call_id, "output": "sunny, 21 C"})
     second = respond(history)
-    return second, native_request(stack, second.id)["payload"]
+    return second, stack.latest_native_request(second.id)["payload"]
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -230,7 +221,7 @@ def test_parse_json_schema(stack: LiveStack) -> None:
     assert CityFacts.model_validate_json(native_generation(stack, response.id)["message"]["content"]) == (
         response.output_parsed
     )
-    format_sent = native_request(stack, response.id)["payload"]["response_format"]
+    format_sent = stack.latest_native_request(response.id)["payload"]["response_format"]
     assert format_sent["type"] == "json_schema" and format_sent["json_schema"]["name"] == "CityFacts"
     assert format_sent["json_schema"]["strict"] is True
 
@@ -260,7 +251,7 @@ def test_reasoning_item_and_tokens(stack: LiveStack) -> None:
     assert [part.text for part in reasoning.summary] == [generation["message"]["reasoning_content"]]
     assert response.usage is not None
     assert response.usage.output_tokens_details.reasoning_tokens == generation["reasoning_tokens"] > 0
-    assert native_request(stack, response.id)["payload"]["params"]["reasoning_effort"] == "low"
+    assert stack.latest_native_request(response.id)["payload"]["params"]["reasoning_effort"] == "low"
 
 
 def test_stream_reasoning_then_text(stack: LiveStack) -> None:
@@ -398,7 +389,7 @@ async def test_agents_sdk_second_turn_continues_the_conversation(stack: LiveStac
         assert "previous_response_id" not in bodies[1]
         assert [item.get("role") for item in bodies[1]["input"]] == ["user", "assistant", "user"]
     assert second.last_response_id is not None
-    entry = native_request(stack, second.last_response_id)
+    entry = stack.latest_native_request(second.last_response_id)
     history = [m for m in entry["payload"]["messages"] if m["role"] != "system"]
     assert [m["role"] for m in history] == ["user", "assistant", "user"], history
     assert history[1]["content"] == first.final_output

@@ -34,9 +34,7 @@ def a_key() -> str:
 def native_messages(stack: LiveStack, response_id: str) -> list[dict[str, Any]]:
     """The chat messages the devhorde received for a response: its latest request (these tests make one at a time; a
     response's own id is random and names no native request, issue 35)."""
-    assert response_id.startswith("resp_")
-    entry = stack.native_requests()[-1]
-    messages: list[dict[str, Any]] = entry["payload"]["messages"]
+    messages: list[dict[str, Any]] = stack.latest_native_request(response_id)["payload"]["messages"]
     return messages
 
 

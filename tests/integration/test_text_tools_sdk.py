@@ -235,16 +235,21 @@ def test_the_agents_sdk_runs_a_function_tool_and_answers_with_its_result(tools_s
 # --- LangChain ------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_langchain_bind_tools_and_a_tool_message_turn(tools_stack: LiveStack, family: str) -> None:
-    mark = marker()
-    chat = ChatOpenAI(
-        base_url=tools_stack.openai_base_url,
+def langchain_chat(stack: LiveStack, family: str) -> ChatOpenAI:
+    """LangChain's ``ChatOpenAI`` on the stack's front, for the family's model, 300 tokens a reply."""
+    return ChatOpenAI(
+        base_url=stack.openai_base_url,
         api_key="0000000000",  # type: ignore[arg-type]
         model=MODELS[family],
         max_retries=0,
         max_tokens=300,  # type: ignore[call-arg]
     )
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_langchain_bind_tools_and_a_tool_message_turn(tools_stack: LiveStack, family: str) -> None:
+    mark = marker()
+    chat = langchain_chat(tools_stack, family)
     bound = chat.bind_tools([WEATHER])
     history: list[Any] = [HumanMessage(f"What is the weather in Oslo? [{mark}]")]
     reply = bound.invoke(history)
@@ -261,13 +266,7 @@ def test_langchain_bind_tools_and_a_tool_message_turn(tools_stack: LiveStack, fa
 @pytest.mark.parametrize("family", FAMILIES)
 def test_langchain_with_structured_output_a_pydantic_model(tools_stack: LiveStack, family: str) -> None:
     mark = marker()
-    chat = ChatOpenAI(
-        base_url=tools_stack.openai_base_url,
-        api_key="0000000000",  # type: ignore[arg-type]
-        model=MODELS[family],
-        max_retries=0,
-        max_tokens=300,  # type: ignore[call-arg]
-    )
+    chat = langchain_chat(tools_stack, family)
     city = chat.with_structured_output(City).invoke(f"Describe the city of Lisbon. [{mark}]")
     assert isinstance(city, City)
     [prompt] = prompts(tools_stack, mark)

@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -129,19 +130,33 @@ def test_n_2_as_url_gives_the_hordes_own_links(realhorde: RealHorde, front: Fron
             assert (image.format, image.size) == ("WEBP", (512, 512))
 
 
+def refused_image(
+    front: Front,
+    realhorde: RealHorde,
+    helper_worker: str,
+    refusal: type[openai.APIStatusError],
+    prompt: str,
+    timeout: float,
+) -> dict[str, Any]:
+    """The ``error`` object of a 512x512 ``Deliberate`` image asked of ``helper_worker`` alone, which the SDK raises
+    as ``refusal``."""
+    with pytest.raises(refusal) as raised:
+        client(front, realhorde.client_key, timeout=timeout).images.generate(
+            model="Deliberate",
+            prompt=prompt,
+            size="512x512",
+            extra_body={"horde": {"workers": [helper_worker], "steps": 20}},
+        )
+    body: dict[str, Any] = raised.value.response.json()["error"]
+    return body
+
+
 @retry_a_foreign_429
 @pytest.mark.parametrize("helper_worker", ["censored"], indirect=True)
 def test_a_censored_image_is_content_policy_violation(
     realhorde: RealHorde, front: Front, image_worker_online: None, helper_worker: str
 ) -> None:
-    with pytest.raises(openai.BadRequestError) as raised:
-        client(front, realhorde.client_key, timeout=120).images.generate(
-            model="Deliberate",
-            prompt=f"a portrait [{marker()}]",
-            size="512x512",
-            extra_body={"horde": {"workers": [helper_worker], "steps": 20}},
-        )
-    body = raised.value.response.json()["error"]
+    body = refused_image(front, realhorde, helper_worker, openai.BadRequestError, f"a portrait [{marker()}]", 120)
     assert (body["code"], body["type"]) == ("content_policy_violation", "invalid_request_error")
     assert body["message"].startswith("Your request was rejected by the Horde worker's safety filter: 1 of the 1")
 
@@ -152,14 +167,7 @@ def test_a_faulted_job_is_image_request_incomplete(
     realhorde: RealHorde, front: Front, image_worker_online: None, helper_worker: str
 ) -> None:
     """The Horde requeues a faulted job once, then ends the request ``done`` with no image (real-horde.md)."""
-    with pytest.raises(openai.InternalServerError) as raised:
-        client(front, realhorde.client_key, timeout=180).images.generate(
-            model="Deliberate",
-            prompt=f"a bridge [{marker()}]",
-            size="512x512",
-            extra_body={"horde": {"workers": [helper_worker], "steps": 20}},
-        )
-    body = raised.value.response.json()["error"]
+    body = refused_image(front, realhorde, helper_worker, openai.InternalServerError, f"a bridge [{marker()}]", 180)
     assert body["code"] == "ImageRequestIncomplete"
     assert body["message"].startswith("The Horde finished this request with 0 of the 1 images asked")
 

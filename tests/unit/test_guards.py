@@ -7,7 +7,6 @@ wraps a stand-in ASGI app here, so each test counts exactly how many body bytes 
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import pytest
@@ -16,55 +15,13 @@ from loguru import logger
 from chat.errors import CORS_HEADERS
 from chat.settings import DEFAULT_MAX_BODY_BYTES, FrontSettings
 from oaifront.guards import AdmissionGuards, Slot
+from tests.asgi_driver import Body, Held, Recorder, scope
 
 MIB = 1024 * 1024
 
 
 def settings(**changes: Any) -> FrontSettings:
     return FrontSettings(**changes)
-
-
-class Recorder:
-    """An ASGI ``send`` that keeps the response."""
-
-    def __init__(self) -> None:
-        self.messages: list[dict[str, Any]] = []
-
-    async def __call__(self, message: dict[str, Any]) -> None:
-        self.messages.append(message)
-
-    @property
-    def status(self) -> int:
-        return int(self.messages[0]["status"])
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {name.decode(): value.decode() for name, value in self.messages[0]["headers"]}
-
-    @property
-    def body(self) -> dict[str, Any]:
-        return json.loads(b"".join(m.get("body", b"") for m in self.messages[1:]))
-
-
-def scope(path: str = "/v1/chat/completions", client: str = "10.0.0.1", headers: list[Any] | None = None) -> Any:
-    return {"type": "http", "method": "POST", "path": path, "client": (client, 5555), "headers": headers or []}
-
-
-class Body:
-    """An ASGI ``receive`` that yields ``total`` bytes in ``piece``-byte messages and counts what was pulled."""
-
-    def __init__(self, total: int, piece: int = 64 * 1024, stall_after: int | None = None) -> None:
-        self.total = total
-        self.piece = piece
-        self.stall_after = stall_after
-        self.pulled = 0
-
-    async def __call__(self) -> dict[str, Any]:
-        if self.stall_after is not None and self.pulled >= self.stall_after:
-            await asyncio.sleep(3600)
-        size = min(self.piece, self.total - self.pulled)
-        self.pulled += size
-        return {"type": "http.request", "body": b"x" * size, "more_body": self.pulled < self.total}
 
 
 async def echo_app(scope: Any, receive: Any, send: Any) -> None:
@@ -130,21 +87,6 @@ async def test_a_slow_body_is_408_request_body_timeout() -> None:
         "param": None,
         "code": "RequestBodyTimeout",
     }
-
-
-class Held:
-    """An app whose requests stay in flight until released."""
-
-    def __init__(self) -> None:
-        self.release = asyncio.Event()
-        self.entered = 0
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await receive()
-        self.entered += 1
-        await self.release.wait()
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b""})
 
 
 async def refused(guards: AdmissionGuards, request_scope: Any) -> Recorder:

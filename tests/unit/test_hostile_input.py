@@ -21,6 +21,7 @@ from loguru import logger
 from chat.serving.stored_responses import RESPONSE_KEY, ResponseStore, owner_of, resolve_stored_input
 from chat.settings import DEFAULT_MAX_BODY_BYTES, FrontSettings
 from oaifront.guards import AdmissionGuards
+from tests.asgi_driver import Body, Held, Recorder, scope
 
 NOT_JSON: Final[str] = (
     "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library "
@@ -346,56 +347,6 @@ def test_no_key_or_an_empty_bearer_key_is_the_anonymous_key(header: str) -> None
 # Memory not bounded by the documented limits (issue 35, finding 2): the request-body budget of the process
 
 
-class HeldApp:
-    """An app that reads its body, then holds its request open until :attr:`done` is set (a request being served)."""
-
-    def __init__(self) -> None:
-        self.done = asyncio.Event()
-        self.entered = 0
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await receive()
-        self.entered += 1
-        await self.done.wait()
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b"{}"})
-
-
-class Chunks:
-    """An ASGI ``receive`` that yields ``total`` bytes in 64 KiB messages (no ``Content-Length``: chunked) and counts
-    the bytes pulled."""
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.pulled = 0
-
-    async def __call__(self) -> dict[str, Any]:
-        size = min(64 * 1024, self.total - self.pulled)
-        self.pulled += size
-        return {"type": "http.request", "body": b"x" * size, "more_body": self.pulled < self.total}
-
-
-class Sent:
-    def __init__(self) -> None:
-        self.messages: list[dict[str, Any]] = []
-
-    async def __call__(self, message: dict[str, Any]) -> None:
-        self.messages.append(message)
-
-    @property
-    def status(self) -> int:
-        return int(self.messages[0]["status"])
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {name.decode(): value.decode() for name, value in self.messages[0]["headers"]}
-
-
-def http_scope(client: str, headers: list[tuple[bytes, bytes]] | None = None) -> dict[str, Any]:
-    path = "/v1/chat/completions"
-    return {"type": "http", "method": "POST", "path": path, "client": (client, 5555), "headers": headers or []}
-
-
 BODIES_FULL: Final[dict[str, Any]] = {
     "error": {
         "message": "The front is holding as many request bodies as its memory allows. Retry shortly.",
@@ -417,25 +368,25 @@ async def test_bodies_past_the_process_budget_are_refused_as_they_arrive() -> No
     """Each body under the size limit, from different clients (so no per-client cap applies), but together past the
     body budget: the body that would pass it is 503 ``FrontAtCapacity`` with ``Retry-After`` and
     ``x-should-retry: true`` while the first is held; once the first request ends its bytes are free again."""
-    app = HeldApp()
+    app = Held()
     guards = budget_guards(app)
-    first = asyncio.create_task(guards(http_scope("10.0.0.1"), Chunks(MIB), Sent()))
+    first = asyncio.create_task(guards(scope(client="10.0.0.1"), Body(MIB), Recorder()))
     while app.entered < 1:
         await asyncio.sleep(0)
     assert guards.buffered_body_bytes == MIB
-    refused, second_body = Sent(), Chunks(MIB)
-    await guards(http_scope("10.0.0.2"), second_body, refused)
+    refused, second_body = Recorder(), Body(MIB)
+    await guards(scope(client="10.0.0.2"), second_body, refused)
     assert refused.status == 503
     assert refused.headers["retry-after"] == str(guards.retry_after)
     assert refused.headers["x-should-retry"] == "true"
     assert json.loads(refused.messages[1]["body"]) == BODIES_FULL
     assert second_body.pulled <= MIB // 2 + 64 * 1024  # refused as its bytes came, not after the whole body
     assert guards.buffered_body_bytes == MIB  # the refused body's bytes are given back
-    app.done.set()
+    app.release.set()
     await first
     assert guards.buffered_body_bytes == 0
-    served = Sent()
-    third = asyncio.create_task(guards(http_scope("10.0.0.3"), Chunks(MIB), served))
+    served = Recorder()
+    third = asyncio.create_task(guards(scope(client="10.0.0.3"), Body(MIB), served))
     while app.entered < 2:
         await asyncio.sleep(0)
     await third
@@ -446,16 +397,16 @@ async def test_bodies_past_the_process_budget_are_refused_as_they_arrive() -> No
 @pytest.mark.asyncio
 async def test_a_declared_body_past_the_budget_is_refused_unread() -> None:
     """A ``Content-Length`` that the budget has no room for is refused on the request's head: no byte is read."""
-    app = HeldApp()
+    app = Held()
     guards = budget_guards(app)
-    first = asyncio.create_task(guards(http_scope("10.0.0.1"), Chunks(MIB), Sent()))
+    first = asyncio.create_task(guards(scope(client="10.0.0.1"), Body(MIB), Recorder()))
     while app.entered < 1:
         await asyncio.sleep(0)
-    refused, body = Sent(), Chunks(MIB)
-    await guards(http_scope("10.0.0.2", [(b"content-length", str(MIB).encode())]), body, refused)
+    refused, body = Recorder(), Body(MIB)
+    await guards(scope(client="10.0.0.2", headers=[(b"content-length", str(MIB).encode())]), body, refused)
     assert (refused.status, body.pulled) == (503, 0)
     assert json.loads(refused.messages[1]["body"]) == BODIES_FULL
-    app.done.set()
+    app.release.set()
     await first
     assert guards.buffered_body_bytes == 0
 

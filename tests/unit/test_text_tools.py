@@ -21,6 +21,7 @@ from chat.rendering.completion import buffered_chunks, build_completion
 from chat.serving.text_replies import ReplyRules
 from chat.serving.text_route import prepare_chat_request, text_api_refusal
 from chat.serving.tool_formats import HermesTools, Llama3Tools, MalformedCalls, MistralTools
+from tests.tool_prompts import CITY_FORMAT
 
 QWEN = "koboldcpp/Qwen2.5-7B-Instruct"
 LLAMA = "koboldcpp/Llama-3.1-8B-Instruct"
@@ -63,15 +64,12 @@ def rules_of(model: str = QWEN, **body: Any) -> ReplyRules:
 # --- the prompt ----------------------------------------------------------------------------------------------------
 
 HERMES_BLOCK = (
-    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+    HermesTools.PREAMBLE
     + json.dumps(
         {"type": "function", "function": {k: v for k, v in WEATHER["function"].items() if k != "strict"}},
         separators=(",", ":"),
     )
-    + "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
-    '<tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n'
-    "</tool_call>"
+    + HermesTools.INSTRUCTION
 )
 
 
@@ -149,10 +147,8 @@ def test_llama_3_writes_the_tools_at_the_start_of_the_first_user_turn_and_result
     prompt = prepare_chat_request(chat(LLAMA, messages=messages, tools=[SEARCH])).payload["prompt"]
     assert prompt == (
         "<|start_header_id|>user<|end_header_id|>\n\n"
-        "Given the following functions, please respond with a JSON for a function call with its proper arguments "
-        'that best answers the given prompt.\n\nRespond in the format {"name": function name, "parameters": '
-        "dictionary of argument name and its value}. Do not use variables.\n\n"
-        '{"type":"function","function":{"name":"search","parameters":{"type":"object","properties":{"q":'
+        + Llama3Tools.PREAMBLE
+        + '{"type":"function","function":{"name":"search","parameters":{"type":"object","properties":{"q":'
         '{"type":"object"}}}}}\n\nWeather?<|eot_id|>'
         '<|start_header_id|>assistant<|end_header_id|>\n\n{"name":"get_weather","parameters":{"city":"Paris"}}<|eot_id|>'
         "<|start_header_id|>ipython<|end_header_id|>\n\n12C<|eot_id|>"
@@ -495,19 +491,7 @@ def test_auto_without_a_call_is_plain_content_and_a_truncated_call_says_so() -> 
     )
 
 
-SCHEMA_FORMAT = {
-    "type": "json_schema",
-    "json_schema": {
-        "name": "city",
-        "strict": True,
-        "schema": {
-            "type": "object",
-            "properties": {"name": {"type": "string"}, "population": {"type": "integer"}},
-            "required": ["name", "population"],
-            "additionalProperties": False,
-        },
-    },
-}
+SCHEMA_FORMAT = CITY_FORMAT
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from chat.horde.native import NativeStatus
-from chat.horde.native_payload import CHARACTERS_PER_TOKEN, estimate_prompt_tokens, estimate_tokens
+from chat.horde.tokens import CHARACTERS_PER_TOKEN, estimate_prompt_tokens, estimate_tokens
 from chat.limits import DEFAULT_CHAT_MAX_TOKENS
 from chat.protocol.chat_request import ChatCompletionRequest, ChatCompletionResponse
 from chat.rendering.completion import build_completion, build_usage, effective_completion_limit
