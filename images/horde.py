@@ -147,29 +147,29 @@ class ImageHorde:
             warnings=[entry for entry in body.get("warnings") or [] if isinstance(entry, dict)],
         )
 
+    async def _read[M: NativeModel](
+        self, method: str, path: str, apikey: str | None, what: str, model: type[M]
+    ) -> M:
+        """One ``method`` ``path`` call whose answer must be ``model``; anything else is ``HordeUnreachable``
+        (:func:`outside_contract`).
+        """
+        body = await self.client.call(method, path, apikey)
+        try:
+            return model.model_validate(_object(body, what))
+        except ValidationError as exc:
+            raise outside_contract(what, exc) from exc
+
     async def check(self, request_id: str, apikey: str | None) -> NativeStatus:
         """``GET /v2/generate/check/{id}`` as a :class:`NativeStatus` (the read schedule's input)."""
-        body = await self.client.call("GET", CHECK_PATH.format(id=request_id), apikey)
-        try:
-            return NativeStatus.model_validate(_object(body, "a check"))
-        except ValidationError as exc:
-            raise outside_contract("a check", exc) from exc
+        return await self._read("GET", CHECK_PATH.format(id=request_id), apikey, "a check", NativeStatus)
 
     async def status(self, request_id: str, apikey: str | None) -> ImageStatus:
         """``GET /v2/generate/status/{id}`` with the images."""
-        body = await self.client.call("GET", STATUS_PATH.format(id=request_id), apikey)
-        try:
-            return ImageStatus.model_validate(_object(body, "a status"))
-        except ValidationError as exc:
-            raise outside_contract("a status", exc) from exc
+        return await self._read("GET", STATUS_PATH.format(id=request_id), apikey, "a status", ImageStatus)
 
     async def cancel(self, request_id: str, apikey: str | None) -> NativeStatus:
         """``DELETE /v2/generate/status/{id}`` (chat.horde.ports.HordeCanceller, for the cancel queue)."""
-        body = await self.client.call("DELETE", STATUS_PATH.format(id=request_id), apikey)
-        try:
-            return NativeStatus.model_validate(_object(body, "a cancel answer"))
-        except ValidationError as exc:
-            raise outside_contract("a cancel answer", exc) from exc
+        return await self._read("DELETE", STATUS_PATH.format(id=request_id), apikey, "a cancel answer", NativeStatus)
 
     async def image_models(self) -> list[dict[str, Any]]:
         """``GET /v2/status/models?type=image``: entries ``{"name", "count", "queued", "eta", "performance", ...}``."""
