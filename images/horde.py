@@ -147,9 +147,7 @@ class ImageHorde:
             warnings=[entry for entry in body.get("warnings") or [] if isinstance(entry, dict)],
         )
 
-    async def _read[M: NativeModel](
-        self, method: str, path: str, apikey: str | None, what: str, model: type[M]
-    ) -> M:
+    async def _read[M: NativeModel](self, method: str, path: str, apikey: str | None, what: str, model: type[M]) -> M:
         """One ``method`` ``path`` call whose answer must be ``model``; anything else is ``HordeUnreachable``
         (:func:`outside_contract`).
         """
