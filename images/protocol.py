@@ -75,6 +75,18 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
 
 
+class LoraEntry(LorasPayloadEntry):
+    """horde-sdk's ``LorasPayloadEntry`` read strictly, as the request schema documents it (``true`` is no number)."""
+
+    model_config = ConfigDict(strict=True)
+
+
+class TextualInversionEntry(TIPayloadEntry):
+    """horde-sdk's ``TIPayloadEntry`` read strictly, as the request schema documents it (``false`` is no number)."""
+
+    model_config = ConfigDict(strict=True)
+
+
 class HordeImageOptions(_Strict):
     """The Horde's own options of an image request (``horde``): the generation's ``params`` and the request's worker
     options, each bounded as the real AI Horde bounds it (``horde/apis/models/stable_v2.py``).
@@ -96,9 +108,9 @@ class HordeImageOptions(_Strict):
     post_processing: list[str] | None = None
     """Post-processors by the Horde's names (``RealESRGAN_x4plus``, ``GFPGAN``, ...), checked by the Horde."""
     facefixer_strength: float | None = Field(default=None, ge=0, le=1)
-    loras: list[LorasPayloadEntry] | None = Field(default=None, max_length=5)
+    loras: list[LoraEntry] | None = Field(default=None, max_length=5)
     """LoRAs (at most 5, the Horde's bound): ``{"name", "model", "clip", "inject_trigger", "is_version"}``."""
-    tis: list[TIPayloadEntry] | None = Field(default=None, max_length=20)
+    tis: list[TextualInversionEntry] | None = Field(default=None, max_length=20)
     """Textual inversions: ``{"name", "inject_ti", "strength"}``."""
     nsfw: bool = False
     """Whether NSFW workers may serve it. False by default here, sent explicitly: the Horde's parser defaults it to

@@ -828,3 +828,22 @@ def test_the_largest_legal_image_request_fits_the_default_body_limit() -> None:
     assert len(raw) < DEFAULT_MAX_BODY_BYTES // 100
     plan = read_image_request(raw, DEFAULT_IMAGE_MODEL_ALIASES)
     assert (len(plan.prompt), plan.n, plan.size) == (32000, 10, "3072x3072")
+
+
+@pytest.mark.parametrize(
+    ("horde", "param"),
+    [
+        ({"tis": [{"name": "0", "strength": False}]}, "horde.tis[0].strength"),
+        ({"loras": [{"name": "a", "clip": True}]}, "horde.loras[0].clip"),
+    ],
+)
+def test_a_boolean_where_horde_sdks_entries_take_a_number_is_refused(horde: dict[str, Any], param: str) -> None:
+    """horde-sdk's LoRA and textual inversion entries are read as strictly as the request schema documents them
+    (schemathesis found ``strength: false`` accepted as 0)."""
+    assert refused({"prompt": "x", "horde": horde}) == {
+        "message": f"Invalid type for '{param}': expected a decimal, but got a boolean instead.",
+        "type": "invalid_request_error",
+        "param": param,
+        "code": "BadRequest",
+        "status": 400,
+    }
