@@ -155,6 +155,12 @@ def test_a_minimal_request_takes_openais_defaults_on_the_dall_e_2_alias() -> Non
             "BadRequest",
         ),
         (
+            {"prompt": "x", "stream": True, "partial_images": 2},
+            "The AI Horde sends no partial images: 'partial_images' must be 0 or absent.",
+            "partial_images",
+            None,
+        ),
+        (
             {"prompt": "x", "stream": True, "response_format": "url"},
             "A streamed image comes as 'b64_json' in its completed event: 'url' cannot be streamed.",
             "response_format",
