@@ -235,6 +235,11 @@ class FrontSettings(BaseSettings):
     """``HORDE_OAI_IMAGE_MODEL_ALIASES``: the OpenAI image model names ``POST /v1/images/generations`` maps to Horde
     image models, as ``name=Horde model`` pairs separated by commas (docs/images.md); empty: no alias."""
 
+    image_model_reference_url: str | None = None
+    """``HORDE_OAI_IMAGE_MODEL_REFERENCE_URL``: the image model reference the Horde reads (its
+    ``HORDE_IMAGE_COMPVIS_REFERENCE``, ``stable_diffusion.json``), for each image card's baseline and max steps
+    (docs/images.md); unset (the default): not read, and the cards say null. The Horde's API does not serve it."""
+
     @field_validator("image_model_aliases")
     @classmethod
     def _alias_pairs(cls, value: str) -> str:

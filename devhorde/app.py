@@ -8,7 +8,7 @@ Native routes (contract ``native-horde-chat.md``), under the API root ``/api``:
 - ``GET /api/v2/status/models?type=text``: the model list with ``chat`` entries.
 - ``POST /api/v2/generate/text/async``, ``GET`` / ``DELETE /api/v2/generate/text/status/{id}``: the text generation
   API (devhorde.text_api), with horde_sdk's ``TextGenerateAsyncRequest`` / ``TextGenerateStatusResponse`` shapes.
-- ``GET /api/v2/workers?type=text``: the workers counted online, with their declared limits.
+- ``GET /api/v2/workers?type=text`` (and ``type=image``): the workers counted online, with their declared limits.
 - ``GET /api/v2/status/performance`` and ``GET /api/v2/find_user`` (``aihorde`` only): the Horde's totals and the
   key's user (its ``kudos``).
 - ``GET /api/v2/status/heartbeat``: ``{"message": "OK"}``, for readiness checks.
@@ -202,9 +202,11 @@ async def models(request: Request) -> Response:
 
 
 async def workers(request: Request) -> Response:
-    """``GET /v2/workers?type=text``: the workers the Horde counts online, with their declared limits."""
+    """``GET /v2/workers?type=text`` (or ``type=image``): the workers the Horde counts online, with their limits."""
     horde = _horde(request)
     await horde.start()
+    if request.query_params.get("type") == "image":
+        return JSONResponse(request.app.state.images.workers_status())
     if request.query_params.get("type", "text") not in ("text", "all", ""):
         return JSONResponse([])
     return JSONResponse(horde.text.workers_status())

@@ -343,6 +343,35 @@ class ImageSim:
             job.cancelled_at = self.clock()
         return body
 
+    def workers_status(self) -> list[dict[str, Any]]:
+        """``GET /v2/workers?type=image``: each online image worker with the real server's fields (``id``, ``name``,
+        ``type``, ``online``, ``models``, ``threads``, ``max_pixels``, ``nsfw``, ``trusted``, ``maintenance_mode``,
+        ``img2img``, ``painting``, ``lora``, ...; ``horde/classes/stable/worker.py`` ``get_details``).
+        """
+        return [
+            {
+                "id": hashlib.sha256(worker.name.encode()).hexdigest()[:32],
+                "name": worker.name,
+                "type": "image",
+                "online": True,
+                "maintenance_mode": False,
+                "models": list(worker.models),
+                "threads": worker.threads,
+                "max_pixels": worker.max_pixels,
+                "nsfw": worker.nsfw,
+                "trusted": worker.trusted,
+                "img2img": False,
+                "painting": False,
+                "post-processing": False,
+                "controlnet": False,
+                "sdxl_controlnet": False,
+                "lora": False,
+                "bridge_agent": "devhorde simulated image worker",
+            }
+            for worker in self.current().workers
+            if worker.online
+        ]
+
     def models_status(self) -> list[dict[str, Any]]:
         """``GET /v2/status/models?type=image``: each model an online worker serves."""
         counts: Counter[str] = Counter()

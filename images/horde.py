@@ -8,6 +8,10 @@ calls, each through the chat path's pooled client, so they are paced, proxied an
 - ``GET /v2/generate/status/{id}`` -> with ``generations`` (read once, at the end: 10 a minute per request)
 - ``DELETE /v2/generate/status/{id}`` -> cancel
 - ``GET /v2/status/models?type=image`` -> the image models with an online worker
+- ``GET /v2/workers?type=image`` -> the online image workers (``max_pixels``: the image cards' max size)
+
+and the image model reference the Horde reads (``HORDE_OAI_IMAGE_MODEL_REFERENCE_URL``: each model's baseline and
+``max_steps``), which the Horde's API does not serve.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+import httpx
 from horde_sdk.ai_horde_api.endpoints import AI_HORDE_API_ENDPOINT_SUBPATH
 from pydantic import Field, ValidationError
 
@@ -147,29 +152,27 @@ class ImageHorde:
             warnings=[entry for entry in body.get("warnings") or [] if isinstance(entry, dict)],
         )
 
+    async def _read[M: NativeModel](self, method: str, path: str, apikey: str | None, what: str, model: type[M]) -> M:
+        """One ``method`` ``path`` call whose answer must be ``model``; anything else is ``HordeUnreachable``
+        (:func:`outside_contract`).
+        """
+        body = await self.client.call(method, path, apikey)
+        try:
+            return model.model_validate(_object(body, what))
+        except ValidationError as exc:
+            raise outside_contract(what, exc) from exc
+
     async def check(self, request_id: str, apikey: str | None) -> NativeStatus:
         """``GET /v2/generate/check/{id}`` as a :class:`NativeStatus` (the read schedule's input)."""
-        body = await self.client.call("GET", CHECK_PATH.format(id=request_id), apikey)
-        try:
-            return NativeStatus.model_validate(_object(body, "a check"))
-        except ValidationError as exc:
-            raise outside_contract("a check", exc) from exc
+        return await self._read("GET", CHECK_PATH.format(id=request_id), apikey, "a check", NativeStatus)
 
     async def status(self, request_id: str, apikey: str | None) -> ImageStatus:
         """``GET /v2/generate/status/{id}`` with the images."""
-        body = await self.client.call("GET", STATUS_PATH.format(id=request_id), apikey)
-        try:
-            return ImageStatus.model_validate(_object(body, "a status"))
-        except ValidationError as exc:
-            raise outside_contract("a status", exc) from exc
+        return await self._read("GET", STATUS_PATH.format(id=request_id), apikey, "a status", ImageStatus)
 
     async def cancel(self, request_id: str, apikey: str | None) -> NativeStatus:
         """``DELETE /v2/generate/status/{id}`` (chat.horde.ports.HordeCanceller, for the cancel queue)."""
-        body = await self.client.call("DELETE", STATUS_PATH.format(id=request_id), apikey)
-        try:
-            return NativeStatus.model_validate(_object(body, "a cancel answer"))
-        except ValidationError as exc:
-            raise outside_contract("a cancel answer", exc) from exc
+        return await self._read("DELETE", STATUS_PATH.format(id=request_id), apikey, "a cancel answer", NativeStatus)
 
     async def image_models(self) -> list[dict[str, Any]]:
         """``GET /v2/status/models?type=image``: entries ``{"name", "count", "queued", "eta", "performance", ...}``."""
@@ -177,3 +180,34 @@ class ImageHorde:
         if not isinstance(body, list):
             raise HordeUnreachable("a model list that is not a list", reached=True)
         return [entry for entry in body if isinstance(entry, dict) and isinstance(entry.get("name"), str)]
+
+    async def image_workers(self) -> list[dict[str, Any]]:
+        """``GET /v2/workers?type=image``: the online image workers, entries ``{"id", "models", "max_pixels", "online",
+        "maintenance_mode", ...}`` (the real server's worker details, ``horde/classes/stable/worker.py``).
+        """
+        body = await self.client.call("GET", "/v2/workers", None, params={"type": "image"})
+        if not isinstance(body, list):
+            raise HordeUnreachable("a worker list that is not a list", reached=True)
+        return [entry for entry in body if isinstance(entry, dict)]
+
+
+async def read_model_reference(
+    url: str, timeout: float, transport: httpx.AsyncBaseTransport | None = None
+) -> dict[str, dict[str, Any]]:
+    """The image model reference the Horde reads (its ``HORDE_IMAGE_COMPVIS_REFERENCE``, ``stable_diffusion.json`` of
+    Haidra-Org/AI-Horde-image-model-reference): ``{model: {"baseline", "requirements": {"max_steps", ...}, ...}}``, the
+    entries that are objects.
+
+    Raises:
+        HordeUnreachable: it cannot be fetched, or is not a JSON object.
+    """
+    async with httpx.AsyncClient(timeout=timeout, transport=transport) as client:
+        try:
+            response = await client.get(url)
+            response.raise_for_status()
+            body = response.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise HordeUnreachable(f"the image model reference: {type(exc).__name__}") from exc
+    if not isinstance(body, dict):
+        raise HordeUnreachable("an image model reference that is not an object", reached=True)
+    return {name: entry for name, entry in body.items() if isinstance(entry, dict)}

@@ -75,6 +75,18 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
 
 
+class LoraEntry(LorasPayloadEntry):
+    """horde-sdk's ``LorasPayloadEntry`` read strictly, as the request schema documents it (``true`` is no number)."""
+
+    model_config = ConfigDict(strict=True)
+
+
+class TextualInversionEntry(TIPayloadEntry):
+    """horde-sdk's ``TIPayloadEntry`` read strictly, as the request schema documents it (``false`` is no number)."""
+
+    model_config = ConfigDict(strict=True)
+
+
 class HordeImageOptions(_Strict):
     """The Horde's own options of an image request (``horde``): the generation's ``params`` and the request's worker
     options, each bounded as the real AI Horde bounds it (``horde/apis/models/stable_v2.py``).
@@ -96,9 +108,9 @@ class HordeImageOptions(_Strict):
     post_processing: list[str] | None = None
     """Post-processors by the Horde's names (``RealESRGAN_x4plus``, ``GFPGAN``, ...), checked by the Horde."""
     facefixer_strength: float | None = Field(default=None, ge=0, le=1)
-    loras: list[LorasPayloadEntry] | None = Field(default=None, max_length=5)
+    loras: list[LoraEntry] | None = Field(default=None, max_length=5)
     """LoRAs (at most 5, the Horde's bound): ``{"name", "model", "clip", "inject_trigger", "is_version"}``."""
-    tis: list[TIPayloadEntry] | None = Field(default=None, max_length=20)
+    tis: list[TextualInversionEntry] | None = Field(default=None, max_length=20)
     """Textual inversions: ``{"name", "inject_ti", "strength"}``."""
     nsfw: bool = False
     """Whether NSFW workers may serve it. False by default here, sent explicitly: the Horde's parser defaults it to
@@ -135,18 +147,30 @@ class ImageGenerationRequest(_Strict):
     model: str | None = None
     """An image model the Horde serves (``GET /v1/models``), or an alias (``HORDE_OAI_IMAGE_MODEL_ALIASES``); none:
     the ``dall-e-2`` alias's model."""
-    n: int | None = None
+    n: int | None = Field(default=None, ge=1, le=OPENAI_MAX_IMAGES)
+    """How many images, 1-10 (OpenAI's bound); the Horde's ``params.n``."""
     size: str | None = None
     """``auto`` (1024x1024) or ``WIDTHxHEIGHT``, each a multiple of 64 from 64 to 3072."""
     quality: Literal["low", "medium", "high", "xhigh", "max", "auto", "standard", "hd"] | None = None
+    """The Horde's ``steps``: ``low`` 20, ``auto``, ``standard`` and ``medium`` 30, ``high`` and ``hd`` 40, ``xhigh``
+    50, ``max`` 60 (over 40 the Horde asks kudos upfront); ``horde.steps`` overrides."""
     style: Literal["vivid", "natural"] | None = None
+    """``vivid`` only (no effect); ``natural`` is refused."""
     response_format: ResponseFormat | None = None
+    """``b64_json`` (the default here) or ``url``, the Horde's own link, valid 30 minutes."""
     output_format: Literal["png", "jpeg", "webp", "gif", "svg"] | None = None
+    """``png`` (default), ``jpeg`` or ``webp`` for ``b64_json``; ``webp`` only for ``url``; ``gif`` and ``svg`` are
+    refused."""
     output_compression: int | None = Field(default=None, ge=0, le=100)
+    """0-100, the quality of ``jpeg`` and ``webp`` output (100: lossless WebP)."""
     background: Literal["transparent", "opaque", "auto"] | None = None
+    """``transparent`` asks the Horde's ``params.transparent`` (with ``png`` or ``webp``)."""
     moderation: Literal["low", "auto"] | None = None
+    """``auto`` only: the Horde's moderation is ``horde.nsfw`` and ``horde.censor_nsfw``."""
     partial_images: int | None = Field(default=None, ge=0, le=3)
+    """0 only: the Horde sends no partial images."""
     stream: bool | None = None
+    """``true``: server-sent ``image_generation.completed`` events (``b64_json`` only)."""
     user: str | None = None
     safety_identifier: str | None = None
     complexity: Literal["low", "medium", "high"] | None = None
@@ -154,3 +178,36 @@ class ImageGenerationRequest(_Strict):
     frame_duration_ms: int | None = None
     svg: dict[str, Any] | None = None
     horde: HordeImageOptions = Field(default_factory=HordeImageOptions)
+
+
+class _Answer(BaseModel):
+    """A part of an answer; keys the front does not send are refused, so the models stay exact."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class ImageData(_Answer):
+    """One image of an ``ImagesResponse``: ``b64_json`` or ``url``, as ``response_format`` asked."""
+
+    b64_json: str | None = None
+    """The image, base64, in ``output_format`` (PNG by default), converted from the Horde's WebP."""
+    url: str | None = None
+    """The Horde's own link to its WebP (``response_format: url``): a presigned URL of its image store, valid 30
+    minutes."""
+
+
+class ImagesResponse(_Answer):
+    """OpenAI's ``ImagesResponse``: every image asked, uncensored (no ``usage``: the Horde counts kudos, not tokens)."""
+
+    created: int
+    """Unix seconds when the answer was made."""
+    data: list[ImageData]
+    """One entry per image, ``n`` of them."""
+    background: Literal["transparent", "opaque"]
+    """``transparent`` for ``background: transparent``, else ``opaque``."""
+    output_format: OutputFormat
+    """The images' format: ``png``, ``jpeg`` or ``webp`` (``webp`` for ``url``)."""
+    size: str
+    """``WIDTHxHEIGHT`` of the images."""
+    quality: Literal["low", "medium", "high", "xhigh", "max"] | None = None
+    """The ``quality`` asked, when it is one OpenAI reports (absent for ``auto``, ``standard`` and ``hd``)."""

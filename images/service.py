@@ -25,6 +25,7 @@ from chat.horde.native import HordeRefusal, HordeUnreachable, NativeStatus, Subm
 from chat.horde.real_horde_answers import cancelled_error
 from chat.horde.refusals import error_from_refusal
 from chat.metrics import STAGE_GRACE, STAGE_SUBMIT, front_metrics, outcome_class_for
+from chat.rendering.progress import QueueProgress
 from chat.serving.runtime import FrontRuntime
 from chat.waiting.read_schedule import ReadSchedule
 from chat.waiting.waiter import MAX_CONSECUTIVE_READ_FAILURES, backoff_ceiling
@@ -45,14 +46,17 @@ KUDOS_UPFRONT_IMAGE_ADVICE: Final[str] = (
 
 class ImageRuntime:
     """What the image route shares per front runtime: the image routes over the runtime's client, and a cancel queue
-    that retries their cancels (chat.horde.cancels).
+    that retries their cancels (chat.horde.cancels), drained with the chat route's at shutdown
+    (chat.serving.runtime.FrontRuntime.add_cancel_queue).
     """
 
     def __init__(self, runtime: FrontRuntime) -> None:
         self.horde = ImageHorde(runtime.horde)
         settings = runtime.settings
-        self.cancels = CancelQueue(
-            self.horde, retry_seconds=settings.cancel_retry_seconds, attempt_timeout=settings.horde_timeout_seconds
+        self.cancels = runtime.add_cancel_queue(
+            CancelQueue(
+                self.horde, retry_seconds=settings.cancel_retry_seconds, attempt_timeout=settings.horde_timeout_seconds
+            )
         )
 
 
@@ -78,6 +82,8 @@ class ImageOutcome:
     images: int = 0
     kudos: float | None = None
     checks: int = 0
+    progress: QueueProgress | None = None
+    """The place the latest check read (chat.rendering.progress): a waiting stream's comment says it."""
 
 
 def refusal_error(refusal: HordeRefusal) -> OpenAIError:
@@ -278,6 +284,8 @@ class ImageService:
                     if failures >= MAX_CONSECUTIVE_READ_FAILURES:
                         raise errors.horde_unavailable(exc.detail, reached=exc.reached, request_id=request_id) from exc
                 outcome.checks += 1
+                if check is not None:
+                    outcome.progress = QueueProgress.of(check)
                 now = self.clock()
                 if check is not None and check.done:
                     break
@@ -349,17 +357,21 @@ async def image_events(
     plan: ImagePlan,
     keepalive_seconds: float,
     on_done: Callable[[OpenAIError | None], None],
+    progress: Callable[[], QueueProgress | None] = lambda: None,
 ) -> AsyncIterator[bytes]:
-    """The streamed form: a keepalive comment every ``keepalive_seconds`` while ``task`` (the request's
-    :meth:`ImageService.generate`) waits, then one ``image_generation.completed`` event per image, or the error as one
-    ``data: {"error": ...}`` event, then ``data: [DONE]``. No partial images: the Horde sends none. ``on_done`` gets
-    the error (None when served); a client that leaves cancels ``task``, which cancels the request at the Horde.
+    """The streamed form: a comment every ``keepalive_seconds`` while ``task`` (the request's
+    :meth:`ImageService.generate`) waits, the request's place at the Horde (``progress()``, the latest check: ``: queue
+    position 3, estimated wait 12 s``, ``: processing``; chat.rendering.progress) or ``: keepalive`` before the first
+    check, then one ``image_generation.completed`` event per image, or the error as one ``data: {"error": ...}`` event,
+    then ``data: [DONE]``. No partial images: the Horde sends none. ``on_done`` gets the error (None when served); a
+    client that leaves cancels ``task``, which cancels the request at the Horde.
     """
     try:
         while not task.done():
             await asyncio.wait({task}, timeout=keepalive_seconds)
             if not task.done():
-                yield KEEPALIVE_COMMENT
+                place = progress()
+                yield KEEPALIVE_COMMENT if place is None else place.comment()
         try:
             body = task.result()
         except OpenAIError as error:
@@ -377,11 +389,18 @@ async def image_events(
 
 
 def record_image_request(plan: ImagePlan | None, outcome: ImageOutcome, started: float) -> None:
-    """The finished line (no prompt, key or image) and the duration metric with its outcome class."""
+    """The finished line (no prompt, key or image) and the duration metric with its outcome class (``horde.streamed``
+    true for ``stream: true``).
+    """
     seconds = time.monotonic() - started
     outcome_class = outcome_class_for(outcome.code, outcome.stage)
     front_metrics().request_duration.record(
-        seconds, {"horde.status": outcome.status, "horde.outcome_class": outcome_class, "horde.streamed": False}
+        seconds,
+        {
+            "horde.status": outcome.status,
+            "horde.outcome_class": outcome_class,
+            "horde.streamed": bool(plan is not None and plan.stream),
+        },
     )
     logger.bind(
         route="images", status=outcome.status, code=outcome.code, outcome_class=outcome_class, checks=outcome.checks

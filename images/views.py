@@ -73,5 +73,5 @@ def streamed(
             outcome.status, outcome.code = 499, CLIENT_DISCONNECTED
             record(None)
 
-    events = image_events(task, plan, runtime.settings.keepalive_seconds, record)
+    events = image_events(task, plan, runtime.settings.keepalive_seconds, record, lambda: outcome.progress)
     return event_stream_response(events, finish)

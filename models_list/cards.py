@@ -2,7 +2,8 @@
 
 A card has OpenAI's model object keys (``id``, ``object``, ``created``, ``owned_by``) and OpenRouter's card shape
 (``name``, ``context_length``, ``architecture``, ``pricing``, ``top_provider``, ``supported_parameters``), plus
-``x_horde`` with the worker count and the queued work.
+``x_horde`` with the worker count and the queued work. Every card, text, chat and image (models_list.image_cards),
+is built by one function, :func:`card`.
 """
 
 from __future__ import annotations
@@ -38,6 +39,80 @@ OWNED_BY: Final[str] = "aihorde"
 """``owned_by`` of every card: the models run on the Horde's volunteer workers."""
 
 
+def card(  # noqa: PLR0913 - one keyword per part of a card that differs between the text and image cards
+    entry: dict[str, Any],
+    *,
+    api: str,
+    routes: tuple[str, ...],
+    supported: list[str],
+    workers: object,
+    card_id: str | None = None,
+    context_length: int | None = None,
+    max_completion_tokens: int | None = None,
+    vision: bool = False,
+    output: str = "text",
+    instruct_type: str | None = None,
+    is_moderated: bool = False,
+    threads: int | None = None,
+    features: list[str] | None = None,
+    image_transports: list[str] | None = None,
+    tool_calls: str | None = None,
+    tool_format: str | None = None,
+    image: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The one card builder every card goes through (text, chat and image, models_list.schema.ModelCard), from a
+    model list ``entry`` (``name``, ``queued``, ``jobs``, ``eta``, ``performance``).
+
+    ``card_id`` lists the entry under another id (an image alias): named ``<alias> (alias of <model>)``, with the model
+    as ``canonical_slug``. ``vision`` adds the image input; ``output`` is ``text`` or ``image``. ``image`` (an image
+    model's baseline, max size and max steps) is ``x_horde.image``, left out when None.
+    """
+    model = entry["name"]
+    shown = card_id or model
+    inputs = ["text", "image"] if vision else ["text"]
+    x_horde: dict[str, Any] = {
+        "workers": workers,
+        "threads": threads,
+        "queued": entry.get("queued"),
+        "jobs": entry.get("jobs"),
+        "eta": entry.get("eta"),
+        "performance": entry.get("performance"),
+        "features": features or [],
+        "image_transports": image_transports or [],
+        "api": api,
+        "routes": list(routes),
+        "tool_calls": tool_calls,
+        "tool_format": tool_format,
+    }
+    if image is not None:
+        x_horde["image"] = image
+    return {
+        "id": shown,
+        "object": "model",
+        "created": 0,
+        "owned_by": OWNED_BY,
+        "name": f"{shown} (alias of {model})" if card_id else model,
+        "canonical_slug": model,
+        "context_length": context_length,
+        "architecture": {
+            "modality": f"{'+'.join(inputs)}->{output}",
+            "input_modalities": inputs,
+            "output_modalities": [output],
+            "tokenizer": "Other",
+            "instruct_type": instruct_type,
+        },
+        "pricing": {"prompt": "0", "completion": "0", "request": "0", "image": "0"},
+        "top_provider": {
+            "context_length": context_length,
+            "max_completion_tokens": max_completion_tokens,
+            "is_moderated": is_moderated,
+        },
+        "per_request_limits": None,
+        "supported_parameters": supported,
+        "x_horde": x_horde,
+    }
+
+
 def supported_parameters(features: list[str]) -> list[str]:
     """``max_tokens, temperature, top_p, stop``, then ``seed, frequency_penalty, presence_penalty,
     reasoning_effort`` for the features with the same values, ``tools, parallel_tool_calls`` for tools (with
@@ -51,47 +126,19 @@ def model_card(entry: dict[str, Any]) -> dict[str, Any]:
     """The card of a native entry that has a ``chat`` object."""
     chat = entry["chat"]
     features = [feature for feature in _as_list(chat.get("features")) if isinstance(feature, str)]
-    vision = ChatFeature.VISION.value in features
-    input_modalities = ["text", "image"] if vision else ["text"]
-    name = entry["name"]
-    return {
-        "id": name,
-        "object": "model",
-        "created": 0,
-        "owned_by": OWNED_BY,
-        "name": name,
-        "canonical_slug": name,
-        "context_length": chat.get("max_context_length"),
-        "architecture": {
-            "modality": "text+image->text" if vision else "text->text",
-            "input_modalities": input_modalities,
-            "output_modalities": ["text"],
-            "tokenizer": "Other",
-            "instruct_type": None,
-        },
-        "pricing": {"prompt": "0", "completion": "0", "request": "0", "image": "0"},
-        "top_provider": {
-            "context_length": chat.get("max_context_length"),
-            "max_completion_tokens": chat.get("max_length"),
-            "is_moderated": False,
-        },
-        "per_request_limits": None,
-        "supported_parameters": supported_parameters(features),
-        "x_horde": {
-            "workers": chat.get("workers"),
-            "threads": chat.get("threads"),
-            "queued": entry.get("queued"),
-            "jobs": entry.get("jobs"),
-            "eta": entry.get("eta"),
-            "performance": entry.get("performance"),
-            "features": sorted(features),
-            "image_transports": [item for item in _as_list(chat.get("image_transports")) if isinstance(item, str)],
-            "api": CHAT_API,
-            "routes": list(CHAT_API_ROUTES),
-            "tool_calls": None,
-            "tool_format": None,
-        },
-    }
+    return card(
+        entry,
+        api=CHAT_API,
+        routes=CHAT_API_ROUTES,
+        supported=supported_parameters(features),
+        workers=chat.get("workers"),
+        context_length=chat.get("max_context_length"),
+        max_completion_tokens=chat.get("max_length"),
+        vision=ChatFeature.VISION.value in features,
+        threads=chat.get("threads"),
+        features=sorted(features),
+        image_transports=[item for item in _as_list(chat.get("image_transports")) if isinstance(item, str)],
+    )
 
 
 TEXT_API_SUPPORTED_PARAMETERS: Final[tuple[str, ...]] = (
@@ -119,50 +166,22 @@ def text_model_card(entry: dict[str, Any], workers: ModelWorkers | None = None) 
     ``x_horde.api`` is ``text`` and ``x_horde.workers`` the online text workers (``count``); ``x_horde.tool_calls``
     is ``prompted`` and ``x_horde.tool_format`` the family's tool format (chat.serving.tool_formats).
     """
-    name = entry["name"]
-    template = template_for_model(name).profile_id
+    template = template_for_model(entry["name"]).profile_id
     declared = workers if workers is not None and workers.workers > 0 else None
-    context_length = declared.max_context_length if declared is not None else None
     max_length = declared.max_length if declared is not None else None
-    completion_tokens = min(max_length, MAX_TEXT_MAX_LENGTH) if max_length is not None else None
-    return {
-        "id": name,
-        "object": "model",
-        "created": 0,
-        "owned_by": OWNED_BY,
-        "name": name,
-        "canonical_slug": name,
-        "context_length": context_length,
-        "architecture": {
-            "modality": "text->text",
-            "input_modalities": ["text"],
-            "output_modalities": ["text"],
-            "tokenizer": "Other",
-            "instruct_type": template,
-        },
-        "pricing": {"prompt": "0", "completion": "0", "request": "0", "image": "0"},
-        "top_provider": {
-            "context_length": context_length,
-            "max_completion_tokens": completion_tokens,
-            "is_moderated": False,
-        },
-        "per_request_limits": None,
-        "supported_parameters": list(TEXT_API_SUPPORTED_PARAMETERS),
-        "x_horde": {
-            "workers": entry.get("count"),
-            "threads": declared.threads if declared is not None else None,
-            "queued": entry.get("queued"),
-            "jobs": entry.get("jobs"),
-            "eta": entry.get("eta"),
-            "performance": entry.get("performance"),
-            "features": [],
-            "image_transports": [],
-            "api": TEXT_API,
-            "routes": list(TEXT_API_ROUTES),
-            "tool_calls": PROMPTED_TOOL_CALLS,
-            "tool_format": tool_format_for(template).profile,
-        },
-    }
+    return card(
+        entry,
+        api=TEXT_API,
+        routes=TEXT_API_ROUTES,
+        supported=list(TEXT_API_SUPPORTED_PARAMETERS),
+        workers=entry.get("count"),
+        context_length=declared.max_context_length if declared is not None else None,
+        max_completion_tokens=min(max_length, MAX_TEXT_MAX_LENGTH) if max_length is not None else None,
+        instruct_type=template,
+        threads=declared.threads if declared is not None else None,
+        tool_calls=PROMPTED_TOOL_CALLS,
+        tool_format=tool_format_for(template).profile,
+    )
 
 
 def _as_list(value: Any) -> list[Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Card(BaseModel):
@@ -22,13 +22,14 @@ class ModelArchitecture(_Card):
     """What the model reads and writes (OpenRouter's ``architecture``)."""
 
     modality: Literal["text->text", "text+image->text", "text->image"]
-    """``text+image->text`` when an online worker serving the model declares vision, else ``text->text``."""
+    """``text+image->text`` when an online worker serving the model declares vision, ``text->image`` for an image
+    model, else ``text->text``."""
 
     input_modalities: list[Literal["text", "image"]]
     """``["text"]``, with ``image`` added for vision."""
 
     output_modalities: list[Literal["text", "image"]]
-    """Always ``["text"]``."""
+    """``["image"]`` for an image model, else ``["text"]``."""
 
     tokenizer: str
     """Always ``Other``: workers do not report their tokenizer."""
@@ -66,7 +67,26 @@ class ModelTopProvider(_Card):
     ``max_tokens`` is lowered to it at submit."""
 
     is_moderated: bool
-    """Always false."""
+    """True for an image model (the workers' NSFW censor, ``horde.censor_nsfw``), else false."""
+
+
+class ImageModelLimits(_Card):
+    """An image model's limits, where the Horde says them (``x_horde.image``)."""
+
+    baseline: str | None
+    """The model's baseline in the image model reference the Horde reads (``stable diffusion 1``,
+    ``stable_diffusion_xl``, ``flux_1``, ...); null when ``HORDE_OAI_IMAGE_MODEL_REFERENCE_URL`` is not set or the
+    reference lacks the model."""
+
+    max_pixels: int | None
+    """The most pixels (width x height) an online worker serving the model takes (the workers' ``max_pixels``)."""
+
+    max_size: str | None
+    """The largest square size within ``max_pixels``, in the Horde's steps of 64 (``1024x1024`` for 1048576)."""
+
+    max_steps: int | None
+    """The most steps a request may ask without kudos upfront: the reference's ``requirements.max_steps``, 40 (the
+    Horde's default) when it names none; null without the reference."""
 
 
 class ModelHordeExtras(_Card):
@@ -106,7 +126,8 @@ class ModelHordeExtras(_Card):
     routes: list[str]
     """The front's routes that serve the model: ``/v1/chat/completions``, ``/v1/responses`` and the legacy
     ``/v1/completions``, for a model with an online chat worker (``api`` ``chat``: a legacy prompt is one user
-    message) and for a model served through the text generation API (``api`` ``text``: the raw prompt)."""
+    message) and for a model served through the text generation API (``api`` ``text``: the raw prompt);
+    ``/v1/images/generations`` for an image model (``api`` ``image``)."""
 
     tool_calls: Literal["prompted"] | None
     """``prompted`` for a model served through the text generation API: tools and JSON response formats are written
@@ -117,6 +138,9 @@ class ModelHordeExtras(_Card):
     tool_format: str | None
     """With ``tool_calls``: the family tool format, ``chatml`` (Hermes ``<tool_call>``; also every family without a
     format of its own), ``llama-3`` or ``mistral``."""
+
+    image: ImageModelLimits | None = Field(default=None, exclude_if=lambda value: value is None)
+    """An image model's baseline, max size and max steps; only on an image model's card (``api`` ``image``)."""
 
 
 class ModelCard(_Card):
@@ -180,4 +204,12 @@ class ModelList(_Card):
     """The model cards."""
 
 
-__all__ = ["ModelArchitecture", "ModelCard", "ModelHordeExtras", "ModelList", "ModelPricing", "ModelTopProvider"]
+__all__ = [
+    "ImageModelLimits",
+    "ModelArchitecture",
+    "ModelCard",
+    "ModelHordeExtras",
+    "ModelList",
+    "ModelPricing",
+    "ModelTopProvider",
+]

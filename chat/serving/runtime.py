@@ -11,8 +11,9 @@ Shutdown, in two steps (a host project's own ASGI wrapper calls the same functio
    ``FrontShuttingDown`` SSE error event and ``data: [DONE]``; a request waiting before its response gets 503
    ``FrontShuttingDown`` JSON with ``Retry-After``; a request arriving later is refused the same way before submit.
    Each native request is cancelled (the views' usual end), so the server's graceful wait ends within seconds.
-2. :func:`close_runtime` (the lifespan shutdown): waits for those cancels, retries failed ones once more, stops the
-   Redis tasks and closes the HTTP pool.
+2. :func:`close_runtime` (the lifespan shutdown): waits for those cancels, in every cancel queue of the runtime (the
+   image route's too, :meth:`FrontRuntime.add_cancel_queue`), retries failed ones once more, stops the Redis tasks and
+   closes the HTTP pool.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ class FrontRuntime:
         self.settings = settings
         self.budget = HordeBudget.from_settings(settings)
         """The process's budgets at the Horde, shared by both clients (chat.horde.budget)."""
+        self.added_cancel_queues: list[CancelQueue] = []
+        """The cancel queues other apps keep over this runtime's clients (:meth:`add_cancel_queue`, such as the image
+        route's), drained at shutdown with :attr:`cancels` and :attr:`text_cancels` (:meth:`aclose`)."""
         self.horde, self.cancels = self._client_and_cancels(HordeClient)
         # The text generation API (chat.serving.text_route): its own client and cancel queue, the same settings.
         self.text_horde, self.text_cancels = self._client_and_cancels(TextHordeClient)
@@ -76,6 +80,13 @@ class FrontRuntime:
             client, retry_seconds=settings.cancel_retry_seconds, attempt_timeout=settings.horde_timeout_seconds
         )
         return client, cancels
+
+    def add_cancel_queue(self, queue: CancelQueue) -> CancelQueue:
+        """Have :meth:`aclose` drain ``queue`` (its running cancels awaited, its pending ones retried once more) before
+        the HTTP pool closes; returns ``queue``.
+        """
+        self.added_cancel_queues.append(queue)
+        return queue
 
     @property
     def has_redis(self) -> bool:
@@ -113,10 +124,12 @@ class FrontRuntime:
         return task.result()
 
     async def aclose(self) -> None:
-        """Retry pending cancels once more, stop the Redis tasks, close the HTTP pool."""
+        """Drain every cancel queue (running cancels awaited, pending ones retried once more), stop the Redis tasks,
+        close the HTTP pool.
+        """
         self.begin_shutdown()
-        await self.cancels.aclose()
-        await self.text_cancels.aclose()
+        for queue in (self.cancels, self.text_cancels, *self.added_cancel_queues):
+            await queue.aclose()
         for resource in (self.signals, self.deltas):
             if resource is not None:
                 await resource.aclose()

@@ -26,9 +26,11 @@ from chat.protocol.chat_request import (
 )
 from chat.protocol.legacy_completion import CompletionRequest, TextCompletion
 from chat.protocol.responses_api import ResponseObject, ResponsesRequest
+from images.protocol import ImageGenerationRequest, ImagesResponse
 from models_list.schema import ModelCard, ModelList
 from oaifront.openapi.error_table import (
     CHAT_COMPLETION_ERRORS,
+    IMAGE_GENERATION_ERRORS,
     LEGACY_COMPLETION_ERRORS,
     MODEL_LIST_ERRORS,
     MODEL_RETRIEVE_ERRORS,
@@ -39,6 +41,9 @@ from oaifront.openapi.error_table import (
 )
 from oaifront.openapi.schemas import (
     CHAT_REQUEST_EXAMPLE,
+    IMAGE_REQUEST_EXAMPLE,
+    IMAGE_SSE_DESCRIPTION,
+    IMAGE_STREAM_EVENT,
     RESPONSE_STREAM_EVENT,
     RESPONSES_REQUEST_EXAMPLE,
     RESPONSES_SSE_DESCRIPTION,
@@ -47,6 +52,7 @@ from oaifront.openapi.schemas import (
     STREAM_EVENT,
     TEXT_COMPLETION_STREAM_EVENT,
     component_schemas,
+    image_stream_event_schema,
     response_stream_event_schema,
     schema_ref,
     stream_event_schema,
@@ -150,8 +156,9 @@ DELETED_RESPONSE_SCHEMA: Final[Mapping[str, Any]] = MappingProxyType(
 
 
 def front_paths() -> dict[str, Any]:
-    """The front's documented routes: ``POST /v1/chat/completions``, ``POST /v1/responses``,
-    ``POST /v1/completions``, ``GET /v1/models`` and ``GET /v1/models/{model}``.
+    """The front's documented routes: ``POST /v1/chat/completions``, ``POST /v1/responses`` (and ``GET`` / ``DELETE
+    /v1/responses/{response_id}``), ``POST /v1/completions``, ``POST /v1/images/generations``, ``GET /v1/models`` and
+    ``GET /v1/models/{model}``.
 
     ``/healthz``, ``/``, ``/openapi.json``, ``/docs`` and ``/redoc`` are left out (reference: API documentation).
     """
@@ -201,6 +208,13 @@ def front_paths() -> dict[str, Any]:
         schema_ref(TextCompletion),
         LEGACY_COMPLETION_ERRORS,
         stream_event=TEXT_COMPLETION_STREAM_EVENT,
+    )
+    image_responses = route_responses(
+        "OpenAI's `ImagesResponse` (`application/json`): one `data` entry per image, `b64_json` (PNG by default, "
+        "converted from the Horde's WebP) or `url` (the Horde's own link, valid 30 minutes). " + IMAGE_SSE_DESCRIPTION,
+        schema_ref(ImagesResponse),
+        IMAGE_GENERATION_ERRORS,
+        stream_event=IMAGE_STREAM_EVENT,
     )
     return {
         "/v1/chat/completions": {
@@ -294,14 +308,36 @@ def front_paths() -> dict[str, Any]:
                 "responses": legacy_responses,
             },
         },
+        "/v1/images/generations": {
+            "post": {
+                "operationId": "createImage",
+                "tags": ["Images"],
+                "summary": "Create an image",
+                "description": (
+                    "OpenAI's image generation, served by the AI Horde's volunteer image workers (Stable Diffusion and "
+                    "the other models they run). `model` is a Horde image model as `GET /v1/models` lists it or an "
+                    "alias (`dall-e-2`, `dall-e-3`, `gpt-image-1`: `HORDE_OAI_IMAGE_MODEL_ALIASES`); the Horde's own "
+                    "options go under `horde`, bounded as the Horde bounds them. With `horde.max_kudos` the Horde's "
+                    "dry run comes first. The front submits, reads the Horde's check on the read schedule and the "
+                    "images once at the end; a censored image is never a success (`content_policy_violation`), fewer "
+                    "images than `n` is 502 `ImageRequestIncomplete`, and an abandoned request is cancelled at the "
+                    "Horde. `POST /v1/images/edits` is not served. "
+                    "See the [images guide](/docs/images) for the details."
+                ),
+                "security": security,
+                "requestBody": request_body(ImageGenerationRequest, IMAGE_REQUEST_EXAMPLE),
+                "responses": image_responses,
+            },
+        },
         "/v1/models": {
             "get": {
                 "operationId": "listModels",
                 "tags": ["Models"],
                 "summary": "List the models",
                 "description": (
-                    "The Horde's text models that have at least one online chat worker, as OpenAI model objects "
-                    "shaped like OpenRouter's model cards, with the workers' limits and features."
+                    "The Horde's text models that have at least one online chat worker, and its image models with an "
+                    "online image worker (with the image aliases), as OpenAI model objects shaped like OpenRouter's "
+                    "model cards, with the workers' limits and features."
                 ),
                 "security": security,
                 "responses": models_responses,
@@ -363,6 +399,7 @@ def _front_document() -> tuple[dict[str, Any], dict[str, Any]]:
     schemas[STREAM_EVENT] = stream_event_schema()
     schemas[RESPONSE_STREAM_EVENT] = response_stream_event_schema()
     schemas[TEXT_COMPLETION_STREAM_EVENT] = text_completion_stream_event_schema()
+    schemas[IMAGE_STREAM_EVENT] = image_stream_event_schema()
     return front_paths(), schemas
 
 

@@ -272,6 +272,79 @@ passed through (oaifront.openapi.document.route_responses, ``calls_the_horde``);
 (oaifront.guards)."""
 
 
+IMAGE_GENERATION_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = by_status(
+    (
+        DocumentedError(
+            errors.BAD_REQUEST,
+            "The body is not a JSON object or fails validation (OpenAI's wording: `n` 1-10, `size` `WIDTHxHEIGHT` in "
+            "multiples of 64 from 64 to 3072, a `horde` option outside the Horde's bounds, an unknown key), or the "
+            "Horde refused the payload; `param` is the first failing field.",
+        ),
+        DocumentedError(
+            errors.UNSUPPORTED_CHAT_PARAMETER,
+            "A key or value the Horde cannot serve (`style: natural`, `moderation: low`, `output_format` `gif` or "
+            "`svg`, `partial_images` above 0, a streamed `url`, `complexity`, `frame_count`, `svg`); `param` is the "
+            "key.",
+        ),
+        DocumentedError(
+            errors.CONTENT_POLICY_VIOLATION,
+            "A worker's NSFW censor blanked an image: never returned as a success, whatever the other images; "
+            "`metadata.request_id` names the request.",
+        ),
+        DocumentedError(
+            errors.MAX_KUDOS_EXCEEDED,
+            "The Horde's dry run prices the request (one image's kudos times `n`) above `horde.max_kudos`; nothing "
+            "was submitted. `metadata` holds `kudos_estimate` and `max_kudos`.",
+        ),
+        DocumentedError(errors.INVALID_API_KEY, "The Horde does not know the bearer key."),
+        DocumentedError(
+            errors.KUDOS_UPFRONT,
+            "The request needs kudos upfront (over 1024x1024, over 40 steps, `horde.slow_workers: false`) and the "
+            f"key lacks them; `param` is `size`, {fixed_headers(errors.KUDOS_UPFRONT)}, and the message says how to "
+            "get kudos or what to lower (`size`, `quality`, `horde.steps`, `horde.allow_downgrade: true`).",
+        ),
+        DocumentedError(REQUEST_NOT_FOUND, "The Horde no longer knows the request (it expired)."),
+        DocumentedError(
+            errors.CHAT_REQUEST_TIMEOUT,
+            "No image within `HORDE_OAI_NONSTREAM_TIMEOUT_SECONDS`; the request was cancelled. "
+            f"{fixed_headers(errors.CHAT_REQUEST_TIMEOUT)}.",
+        ),
+        DocumentedError(
+            errors.REQUEST_BODY_TIMEOUT, "The body did not arrive within `HORDE_OAI_BODY_TIMEOUT_SECONDS`."
+        ),
+        DocumentedError(errors.REQUEST_TOO_LARGE, "The body is over the front's limit (`HORDE_OAI_MAX_BODY_BYTES`)."),
+        *_RATE_LIMITS,
+        DocumentedError(
+            errors.CHAT_REQUEST_CANCELLED,
+            "The Horde cancelled or dropped the request before its images were made. "
+            f"{fixed_headers(errors.CHAT_REQUEST_CANCELLED)}: send it again to start a new request.",
+        ),
+        DocumentedError(
+            errors.IMAGE_REQUEST_INCOMPLETE,
+            "The Horde ended the request with fewer images than `n` (its workers failed the rest); no image is "
+            "returned. `metadata` holds `request_id`, `images` and `n`.",
+        ),
+        _HORDE_UNAVAILABLE,
+        DocumentedError(
+            errors.NO_ELIGIBLE_WORKER,
+            "No online image worker serves the model (or the size and options): at once, from the Horde's "
+            "`NoAvailableWorker` warning at submit, or after `HORDE_OAI_FAIL_FAST_GRACE_SECONDS` of the Horde "
+            f"reporting the request impossible; the request is cancelled. {fixed_headers(errors.NO_ELIGIBLE_WORKER)}.",
+        ),
+        _MAINTENANCE,
+        DocumentedError(
+            errors.FRONT_SHUTTING_DOWN,
+            "The front is stopping: it gave up waiting and cancelled the request at the Horde. "
+            f"{fixed_headers(errors.FRONT_SHUTTING_DOWN)}. In a stream already open it is the error event before "
+            "`data: [DONE]`.",
+        ),
+        _FRONT_AT_CAPACITY,
+    )
+)
+"""The error statuses of ``POST /v1/images/generations`` with the codes each carries (docs/images.md, "Errors"). A
+streamed request gets them as plain JSON before any stream header, an error after them as one error event."""
+
+
 def _enumerate(items: Sequence[str], last: str = " and ") -> str:
     """``a, b and c`` (``last`` before the last item)."""
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + last + items[-1]

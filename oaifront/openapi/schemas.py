@@ -1,13 +1,15 @@
 """The component schemas of the front's OpenAPI document, generated from the pydantic models (reference: Schema
 generation, Field descriptions).
 
-``ChatCompletionRequest``, ``ResponsesRequest`` and ``CompletionRequest`` are documented as validated, the replies
-(``ChatCompletionResponse``, ``ChatCompletionChunk``, ``ResponseObject``, ``OpenAIErrorEnvelope``, ``ModelList``,
-``ModelCard``, ``TextCompletion``) as serialized, with :class:`DocumentedJsonSchema`. The generated schemas are adjusted
-where the handlers differ from the models: the no-op parameters (:data:`NO_OP_PARAMETER_SCHEMAS`), the objects whose
-unknown keys screening drops (:data:`KEY_DROPPING_MODELS`), the model selection rule (:data:`MODEL_SELECTION_SCHEMA`).
+``ChatCompletionRequest``, ``ResponsesRequest``, ``CompletionRequest`` and ``ImageGenerationRequest`` are documented
+as validated, the replies (``ChatCompletionResponse``, ``ChatCompletionChunk``, ``ResponseObject``,
+``OpenAIErrorEnvelope``, ``ModelList``, ``ModelCard``, ``TextCompletion``, ``ImagesResponse``) as serialized, with
+:class:`DocumentedJsonSchema`. The generated schemas are adjusted where the handlers differ from the models: the no-op
+parameters (:data:`NO_OP_PARAMETER_SCHEMAS`), the objects whose unknown keys screening drops
+(:data:`KEY_DROPPING_MODELS`), the model selection rule (:data:`MODEL_SELECTION_SCHEMA`).
 Each field's description is its model field's docstring, passed through :func:`plain_description`. The stream event
-schemas (:func:`stream_event_schema`, :func:`response_stream_event_schema`) and the request examples live here too.
+schemas (:func:`stream_event_schema`, :func:`response_stream_event_schema`, :func:`image_stream_event_schema`)
+and the request examples live here too.
 """
 
 from __future__ import annotations
@@ -48,12 +50,18 @@ from chat.protocol.legacy_completion import CompletionRequest, TextCompletion
 from chat.protocol.responses_api import ResponseObject, ResponsesRequest
 from chat.reading.parameters import CHAT_REQUEST_KEYS, DEFAULT_NO_OP_PARAMETERS
 from chat.reading.responses import INCLUDE_REASON, STATE_FLAGS, STATEFUL_PARAMETERS
+from images.protocol import ImageGenerationRequest, ImagesResponse
 from models_list.schema import ModelCard, ModelList
 
 SCHEMA_REF: Final = "#/components/schemas/{model}"
 """Where a component schema lives in the document; pydantic's ``ref_template``."""
 
-REQUEST_MODELS: Final[tuple[type[BaseModel], ...]] = (ChatCompletionRequest, ResponsesRequest, CompletionRequest)
+REQUEST_MODELS: Final[tuple[type[BaseModel], ...]] = (
+    ChatCompletionRequest,
+    ResponsesRequest,
+    CompletionRequest,
+    ImageGenerationRequest,
+)
 """Models documented as validated (``mode="validation"``): what a client may send."""
 
 RESPONSE_MODELS: Final[tuple[type[BaseModel], ...]] = (
@@ -64,6 +72,7 @@ RESPONSE_MODELS: Final[tuple[type[BaseModel], ...]] = (
     ModelList,
     ModelCard,
     TextCompletion,
+    ImagesResponse,
 )
 """Models documented as serialized (``mode="serialization"``): what the front answers."""
 
@@ -279,6 +288,16 @@ RESPONSES_REQUEST_EXAMPLE: Final[Mapping[str, Any]] = MappingProxyType(
     }
 )
 
+IMAGE_REQUEST_EXAMPLE: Final[Mapping[str, Any]] = MappingProxyType(
+    {
+        "model": "dall-e-2",
+        "prompt": "A lighthouse at dusk, oil painting.",
+        "n": 1,
+        "size": "512x512",
+        "horde": {"steps": 20, "max_kudos": 20},
+    }
+)
+
 STREAM_EVENT: Final = "ChatCompletionStreamEvent"
 """The component name of one server-sent event of a streamed completion."""
 
@@ -359,6 +378,52 @@ def text_completion_stream_event_schema() -> dict[str, Any]:
     )
     schema["properties"]["data"]["anyOf"][0] = chunk
     return schema
+
+
+IMAGE_STREAM_EVENT: Final = "ImageGenerationStreamEvent"
+"""The component name of one server-sent event of a streamed image request (``POST /v1/images/generations``)."""
+
+
+def image_stream_event_schema() -> dict[str, Any]:
+    """One server-sent event of a streamed image request, described as :func:`stream_event_schema` describes a chat
+    completion's: ``data`` is an ``image_generation.completed`` event (one per image; OpenAI's
+    ``ImageGenCompletedEvent`` without ``usage``), an error envelope, or ``[DONE]``.
+    """
+    schema = stream_event_schema()
+    completed = {
+        "description": "One image, as JSON (images.service.completed_event).",
+        "type": "string",
+        "contentMediaType": "application/json",
+        "contentSchema": {
+            "type": "object",
+            "required": ["type", "b64_json", "created_at", "size", "quality", "background", "output_format"],
+            "properties": {
+                "type": {"const": "image_generation.completed"},
+                "b64_json": {"type": "string", "description": "The image, base64, in `output_format`."},
+                "created_at": {"type": "integer", "description": "Unix seconds."},
+                "size": {"type": "string", "description": "`WIDTHxHEIGHT`."},
+                "quality": {"enum": ["low", "medium", "high", "xhigh", "max", "auto"]},
+                "background": {"enum": ["transparent", "opaque"]},
+                "output_format": {"enum": ["png", "jpeg", "webp"]},
+            },
+            "additionalProperties": False,
+        },
+    }
+    schema["title"] = IMAGE_STREAM_EVENT
+    schema["description"] = (
+        "One server-sent event of a streamed image request: a `data:` line holding an `image_generation.completed` "
+        "event, an error, or `[DONE]`, then a blank line."
+    )
+    schema["properties"]["data"]["anyOf"][0] = completed
+    return schema
+
+
+IMAGE_SSE_DESCRIPTION: Final = (
+    "With `stream: true`, server-sent events (`text/event-stream`): a `: keepalive` comment line every "
+    "`HORDE_OAI_KEEPALIVE_SECONDS` while the request waits, then one `image_generation.completed` event per image, "
+    "then `data: [DONE]`. No `image_generation.partial_image` event: the Horde's workers send none. An error after the "
+    "headers is one `data:` event holding OpenAI's error envelope, followed by `data: [DONE]`."
+)
 
 
 RESPONSE_STREAM_EVENT: Final = "ResponseStreamEvent"

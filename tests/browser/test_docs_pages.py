@@ -33,6 +33,9 @@ def test_swagger_ui_renders_the_chat_operation_and_its_request_schema(
     assert operation.locator(".opblock-summary-method").inner_text() == "POST"
     assert operation.locator(".opblock-summary-path").inner_text() == "/v1/chat/completions"
     assert page.locator("#operations-Models-listModels .opblock-summary-path").inner_text() == "/v1/models"
+    assert page.locator("#operations-Images-createImage .opblock-summary-path").inner_text() == (
+        "/v1/images/generations"
+    )
 
     operation.locator(".opblock-summary").first.click()
     request_body = operation.locator(".opblock-section-request-body")
@@ -95,6 +98,11 @@ def test_redoc_renders_the_chat_operation_and_its_request_schema(offline_page: O
     assert "The conversation, oldest first." in text
     assert "/v1/chat/completions" in text
     assert page.locator('[id="operation/listModels"]').inner_text().startswith("List the models")
+    image = page.locator('[id="operation/createImage"]').inner_text()
+    assert image.startswith("Create an image")
+    assert "/v1/images/generations" in image
+    for field in ("prompt", "size", "response_format", "horde"):
+        assert f"\n{field}" in image, field
 
     assert offline_page.blocked == []
     assert offline_page.errors == []

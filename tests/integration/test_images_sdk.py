@@ -232,8 +232,8 @@ def test_bad_input_is_openais_envelope(stack: LiveStack) -> None:
 
 
 def test_the_model_list_holds_the_served_image_models_and_their_aliases(stack: LiveStack) -> None:
-    """Image models with an online worker, and each alias of one, as cards that say ``text->image``; ``Deliberate``
-    (known, no online worker) is not listed."""
+    """Image models with an online worker, and each alias of one, as cards that say ``text->image`` with the workers'
+    max size; ``Deliberate`` (known, no online worker) is not listed."""
     cards = {card.id: card.model_dump() for card in client(stack).models.list()}
     assert {"stable_diffusion", "AlbedoBase XL (SDXL)", "dall-e-2", "dall-e-3", "gpt-image-1"} <= set(cards)
     assert "Deliberate" not in cards
@@ -246,6 +246,13 @@ def test_the_model_list_holds_the_served_image_models_and_their_aliases(stack: L
     assert alias["architecture"]["output_modalities"] == ["image"]
     assert (alias["x_horde"]["api"], alias["x_horde"]["routes"]) == ("image", ["/v1/images/generations"])
     assert cards["stable_diffusion"]["x_horde"]["workers"] == 1
+    # The worker list's max_pixels gives the max size; without HORDE_OAI_IMAGE_MODEL_REFERENCE_URL no baseline or steps.
+    assert cards["dall-e-3"]["x_horde"]["image"] == {
+        "baseline": None,
+        "max_pixels": 1048576,
+        "max_size": "1024x1024",
+        "max_steps": None,
+    }
     assert client(stack).models.retrieve("dall-e-2").name == "dall-e-2 (alias of stable_diffusion)"
 
 

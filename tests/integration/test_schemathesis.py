@@ -31,6 +31,10 @@ pytestmark = pytest.mark.integration
 SERVED_MODEL = "schemathesis/omni-8b"
 """The one model the devhorde serves during the run."""
 
+SERVED_IMAGE_MODEL = "stable_diffusion"
+"""The one image model: every size, ``nsfw`` or not; also what a request without ``model`` gets (the ``dall-e-2``
+alias)."""
+
 MAX_EXAMPLES = int(os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", "50"))
 """Generated requests per operation in the fuzzing phase (the coverage and examples phases add their own):
 ``SCHEMATHESIS_MAX_EXAMPLES``, default 50 (the suite's bound); a hostile-input run raises it to hundreds, which makes
@@ -58,6 +62,18 @@ OMNI_SCENARIO: dict[str, Any] = {
             "reply_words": 20,
         }
     ],
+    "images": {
+        "workers": [
+            {
+                "name": "painter-omni-1",
+                "models": ["stable_diffusion"],
+                "max_pixels": 3072 * 3072,
+                "nsfw": True,
+                "threads": 10,
+                "seconds_per_image": 0.01,
+            }
+        ]
+    },
 }
 
 MIN_CONTEXT_LENGTH = 4096
@@ -78,8 +94,9 @@ CONFIG = SchemathesisConfig.from_dict(
 )
 
 
-def serve_on_the_served_model(body: Any) -> Any:
-    """Point a valid generated chat body at the served model (see the module docstring).
+def serve_on_the_served_model(body: Any, path: str = "") -> Any:
+    """Point a valid generated chat body (or image body, on ``/v1/images/generations``: at
+    :data:`SERVED_IMAGE_MODEL`) at the served model (see the module docstring).
 
     The result is as valid as the input: a string ``model`` stays a string, distinct ``models`` stay distinct, and
     ``horde.workers`` is optional; a ``horde.max_context_length`` below :data:`MIN_CONTEXT_LENGTH` is raised to it.
@@ -88,7 +105,7 @@ def serve_on_the_served_model(body: Any) -> Any:
         return body
     body = dict(body)
     if isinstance(body.get("model"), str):
-        body["model"] = SERVED_MODEL
+        body["model"] = SERVED_IMAGE_MODEL if path == "/v1/images/generations" else SERVED_MODEL
     if isinstance(body.get("models"), list) and body["models"]:
         body["models"] = [SERVED_MODEL]
     horde = body.get("horde")
@@ -122,5 +139,5 @@ def test_every_response_is_described_by_the_document(case: Any) -> None:
     # Every phase (examples, coverage, fuzzing) comes through here; only valid bodies are pointed at the served
     # model, so an invalid body stays exactly as invalid as schemathesis made it.
     if case.meta is not None and case.meta.generation.mode == GenerationMode.POSITIVE:
-        case.body = serve_on_the_served_model(case.body)
+        case.body = serve_on_the_served_model(case.body, case.path)
     case.call_and_validate()

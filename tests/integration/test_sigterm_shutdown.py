@@ -186,3 +186,58 @@ def test_sigterm_ends_every_open_request_properly_and_cancels_it(tmp_path_factor
         if front is not None:
             front.stop()
         devhorde.stop()
+
+
+IMAGE_SHUTDOWN_SCENARIO: dict[str, Any] = {
+    "name": "image-shutdown",
+    "description": "An image worker that holds its job for ten minutes (tests/integration/test_sigterm_shutdown.py).",
+    "queue_position_delay_seconds": 0,
+    "workers": [],
+    "images": {"workers": [{"name": "stuck-painter", "models": ["stable_diffusion"], "seconds_per_image": 600}]},
+}
+
+
+def test_sigterm_cancels_a_waiting_image_request_at_the_horde(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """An image request waiting when SIGTERM arrives gets 503 ``FrontShuttingDown`` with ``Retry-After: 5`` and is
+    cancelled at the Horde before the process exits (issue 39). The cancel goes out during the graceful wait; that the
+    lifespan shutdown also drains the image route's queue (a failed cancel tried once more) is pinned in process by
+    tests/unit/test_images.py::test_the_image_cancel_queue_is_drained_when_the_runtime_closes."""
+    tmp = tmp_path_factory.mktemp("image-shutdown")
+    devhorde, horde_url = start_devhorde(tmp, scenario=None)
+    control = horde_url.removesuffix("/api") + "/_devhorde"
+    front = None
+    try:
+        httpx.put(f"{control}/scenario", json=IMAGE_SHUTDOWN_SCENARIO, timeout=5).raise_for_status()
+        front, base = start_front(tmp, horde_url)
+        answers: list[httpx.Response] = []
+        request = threading.Thread(
+            target=lambda: answers.append(
+                httpx.post(
+                    f"{base}/v1/images/generations",
+                    json={"model": "stable_diffusion", "prompt": "a lighthouse", "size": "512x512"},
+                    headers={"Authorization": f"Bearer {API_KEY}"},
+                    timeout=60,
+                )
+            ),
+            daemon=True,
+        )
+        request.start()
+
+        def image_requests() -> list[dict[str, Any]]:
+            return list(httpx.get(f"{control}/images", timeout=5).json()["requests"])
+
+        eventually(lambda: len(image_requests()) == 1, timeout=20.0, what="the image request at the Horde")
+        front.popen.send_signal(signal.SIGTERM)
+        request.join(STOP_BUDGET_SECONDS)
+        assert not request.is_alive()
+        assert front.popen.wait(STOP_BUDGET_SECONDS) in (0, -signal.SIGTERM), front.log()
+        (response,) = answers
+        assert response.status_code == 503
+        assert response.headers["Retry-After"] == "5"
+        error = response.json()["error"]
+        assert (error["code"], error["message"]) == ("FrontShuttingDown", MESSAGE)
+        assert [entry["cancelled"] for entry in image_requests()] == [True]
+    finally:
+        if front is not None:
+            front.stop()
+        devhorde.stop()

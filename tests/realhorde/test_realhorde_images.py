@@ -23,6 +23,7 @@ import openai
 import pytest
 from PIL import Image
 
+from models_list.image_cards import image_cards, max_pixels_by_model, reference_limits
 from tests.realhorde.conftest import Front, RealHorde, client, eventually, marker, retry_a_foreign_429
 from tests.realhorde.harness import REALHORDE_DIR, sql
 
@@ -240,3 +241,26 @@ def test_the_streamed_form_gets_the_completed_event(
     assert [event.type for event in events] == ["image_generation.completed"]
     image = decoded(events[0].b64_json)
     assert (image.format, image.size) == ("PNG", (512, 512))
+
+
+def test_the_image_cards_limits_come_from_what_the_real_horde_serves(
+    realhorde: RealHorde, image_worker_online: None
+) -> None:
+    """The image cards' ``x_horde.image`` read from the real server's own answers: ``GET /v2/workers?type=image``
+    carries ``max_pixels`` (1048576 for the harness's image worker), and the model reference the Horde reads (the
+    harness serves it on ``RH_REF_PORT``) the baseline; it names no ``max_steps``, so the Horde's default 40 applies."""
+    workers = httpx.get(f"{realhorde.horde_url}/v2/workers", params={"type": "image"}, timeout=10).json()
+    models = httpx.get(f"{realhorde.horde_url}/v2/status/models", params={"type": "image"}, timeout=10).json()
+    reference_url = f"http://127.0.0.1:{os.environ.get('RH_REF_PORT', '17002')}/stable_diffusion.json"
+    reference = httpx.get(reference_url, timeout=10).json()
+    listed = image_cards(
+        models, {"dall-e-3": "AlbedoBase XL (SDXL)"}, max_pixels_by_model(workers), reference_limits(reference)
+    )
+    cards = {card["id"]: card for card in listed}
+    assert cards["dall-e-3"]["x_horde"]["image"] == {
+        "baseline": "stable_diffusion_xl",
+        "max_pixels": 1048576,
+        "max_size": "1024x1024",
+        "max_steps": 40,
+    }
+    assert cards["stable_diffusion"]["x_horde"]["image"]["baseline"] == "stable diffusion 1"

@@ -103,6 +103,10 @@ class RealHorde:
     budget_time: BudgetTime = field(default_factory=BudgetTime)
     """The front's budget clock (:func:`installed`): the ``Retry-After`` waits it slept."""
     submitted: list[dict[str, Any]] = field(default_factory=list)
+    image_models: list[dict[str, Any]] = field(default_factory=list)
+    """``GET /v2/status/models?type=image``."""
+    image_workers: list[dict[str, Any]] = field(default_factory=list)
+    """``GET /v2/workers?type=image``."""
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path.removeprefix("/api")
@@ -111,6 +115,10 @@ class RealHorde:
             if self.heartbeat_alive:
                 return self.json(200, {"message": "OK", "version": "5.1.5"})
             return httpx.Response(404, content=FLASK_404, headers={"Content-Type": "text/html"})
+        if path == "/v2/status/models" and request.url.params.get("type") == "image":
+            return self.json(200, self.image_models)
+        if path == "/v2/workers" and request.url.params.get("type") == "image":
+            return self.json(200, self.image_workers)
         if path == "/v2/status/models":
             if self.models_status != 200:
                 return self.json(self.models_status, {"message": "2 per 1 second"})

@@ -8,24 +8,51 @@ import asyncio
 import base64
 import io
 import json
+import re
+import time
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
+import httpx
 import pytest
+from loguru import logger
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from PIL import Image
 
+import chat.metrics
 from chat import errors
 from chat.errors import OpenAIError
 from chat.horde.budget import HordeBudget
-from chat.horde.native import HordeRefusal, NativeStatus, SubmitResult
+from chat.horde.native import HordeRefusal, HordeUnreachable, NativeStatus, SubmitResult
 from chat.horde.pacing import IMAGE_STATUS_READS, STATUS_READS
-from chat.settings import DEFAULT_IMAGE_MODEL_ALIASES, FrontSettings, alias_pairs_problem, image_model_aliases
+from chat.metrics import configure_metrics, histogram_views
+from chat.rendering.progress import QueueProgress
+from chat.serving.runtime import FrontRuntime
+from chat.settings import (
+    DEFAULT_IMAGE_MODEL_ALIASES,
+    DEFAULT_MAX_BODY_BYTES,
+    FrontSettings,
+    alias_pairs_problem,
+    image_model_aliases,
+)
 from chat.waiting.read_schedule import ReadBudget
 from images.convert import NotAnImage, convert_image
 from images.horde import ImageGeneration, ImageStatus, horde_payload
 from images.reading import ImagePlan, read_image_request
-from images.service import ImageOutcome, ImageService, refusal_error
-from models_list.image_cards import image_cards
+from images.service import (
+    ImageOutcome,
+    ImageService,
+    censored_error,
+    image_events,
+    image_runtime,
+    record_image_request,
+    refusal_error,
+)
+from models_list.image_cards import image_cards, max_pixels_by_model, max_size, reference_limits, served_image_cards
+from models_list.schema import ModelList
+from tests.unit.fake_real_horde import RealHorde, installed
 
 
 def read(body: dict[str, Any], aliases: str = DEFAULT_IMAGE_MODEL_ALIASES) -> ImagePlan:
@@ -127,6 +154,12 @@ def test_a_minimal_request_takes_openais_defaults_on_the_dall_e_2_alias() -> Non
             "Transparent background requires 'output_format' to be 'png' or 'webp', not 'jpeg'.",
             "background",
             "BadRequest",
+        ),
+        (
+            {"prompt": "x", "stream": True, "partial_images": 2},
+            "The AI Horde sends no partial images: 'partial_images' must be 0 or absent.",
+            "partial_images",
+            None,
         ),
         (
             {"prompt": "x", "stream": True, "response_format": "url"},
@@ -417,6 +450,138 @@ def test_image_cards_list_served_models_and_the_aliases_of_served_ones() -> None
     assert cards[0]["architecture"]["modality"] == "text->image"
 
 
+HARNESS_IMAGE_MODELS = [
+    {"name": name, "count": 1, "performance": 0.0, "queued": 0, "jobs": 0, "eta": 0, "type": "image"}
+    for name in ("AlbedoBase XL (SDXL)", "Deliberate", "stable_diffusion")
+]
+"""``GET /v2/status/models?type=image`` of the real-Horde harness with its image worker (realhorde README, Images)."""
+
+HARNESS_IMAGE_WORKER = {
+    "name": "sim-image-worker-1",
+    "id": "0f4c3d1e-6a7b-4c2d-9e8f-1a2b3c4d5e6f",
+    "type": "image",
+    "online": True,
+    "maintenance_mode": False,
+    "models": ["AlbedoBase XL (SDXL)", "Deliberate", "stable_diffusion"],
+    "threads": 1,
+    "max_pixels": 1048576,
+    "megapixelsteps_generated": 0.0,
+    "img2img": False,
+    "painting": False,
+    "post-processing": False,
+    "controlnet": False,
+    "sdxl_controlnet": False,
+    "lora": False,
+    "nsfw": False,
+    "trusted": False,
+}
+"""One entry of ``GET /v2/workers?type=image`` on the harness (``image_worker.py``'s defaults; the real server's
+fields, ``horde/classes/stable/worker.py`` ``get_details``)."""
+
+HARNESS_REFERENCE = {
+    "stable_diffusion": {"name": "stable_diffusion", "baseline": "stable diffusion 1", "type": "ckpt", "nsfw": False},
+    "AlbedoBase XL (SDXL)": {"name": "AlbedoBase XL (SDXL)", "baseline": "stable_diffusion_xl", "nsfw": False},
+    "Deliberate": {"name": "Deliberate", "baseline": "stable diffusion 1", "type": "ckpt", "nsfw": True},
+}
+"""The harness's ``stable_diffusion.json`` (its ``up``, the model reference the Horde reads): no ``requirements``."""
+
+REFERENCE_URL = "http://127.0.0.1:17002/stable_diffusion.json"
+
+
+def test_an_image_card_gives_the_baseline_max_size_and_max_steps_the_horde_works_with() -> None:
+    """``x_horde.image``: the baseline and max steps from the reference (40, the Horde's default, when it names
+    none), the max size from the workers' largest ``max_pixels``; every card passes the list's schema."""
+    cards = image_cards(
+        HARNESS_IMAGE_MODELS,
+        image_model_aliases(DEFAULT_IMAGE_MODEL_ALIASES),
+        max_pixels_by_model([HARNESS_IMAGE_WORKER, {**HARNESS_IMAGE_WORKER, "max_pixels": 4194304, "online": False}]),
+        reference_limits(
+            {**HARNESS_REFERENCE, "Turbo": {"baseline": "stable_diffusion_xl", "requirements": {"max_steps": 8}}}
+        ),
+    )
+    by_id = {card["id"]: card for card in cards}
+    assert by_id["dall-e-3"]["x_horde"]["image"] == {
+        "baseline": "stable_diffusion_xl",
+        "max_pixels": 1048576,
+        "max_size": "1024x1024",
+        "max_steps": 40,
+    }
+    assert by_id["stable_diffusion"]["x_horde"]["image"]["baseline"] == "stable diffusion 1"
+    assert by_id["stable_diffusion"]["top_provider"] == {
+        "context_length": None,
+        "max_completion_tokens": None,
+        "is_moderated": True,
+    }
+    assert (
+        by_id["stable_diffusion"]["x_horde"]["tool_calls"],
+        by_id["stable_diffusion"]["x_horde"]["tool_format"],
+    ) == (
+        None,
+        None,
+    )
+    assert reference_limits({"Turbo": {"baseline": "stable_diffusion_xl", "requirements": {"max_steps": 8}}}) == {
+        "Turbo": {"baseline": "stable_diffusion_xl", "max_steps": 8}
+    }
+    ModelList.model_validate({"object": "list", "data": cards})
+
+
+def test_without_the_reference_or_a_worker_list_the_limits_are_null() -> None:
+    (card,) = image_cards(HARNESS_IMAGE_MODELS[2:], {})
+    assert card["x_horde"]["image"] == {"baseline": None, "max_pixels": None, "max_size": None, "max_steps": None}
+    assert max_size(640 * 480) == "512x512"
+    assert max_size(3072 * 3072 * 4) == "3072x3072"
+
+
+def test_the_real_hordes_image_lists_and_the_reference_make_the_cards() -> None:
+    """Against the fake real Horde (the harness's answers): the image model list, the image worker list and the
+    model reference the Horde reads; the real server serves no baseline or max steps of its own."""
+    horde = RealHorde(image_models=HARNESS_IMAGE_MODELS, image_workers=[HARNESS_IMAGE_WORKER])
+    fetched: list[str] = []
+
+    def reference(request: httpx.Request) -> httpx.Response:
+        fetched.append(str(request.url))
+        return httpx.Response(200, json=HARNESS_REFERENCE)
+
+    async def list_cards() -> list[dict[str, Any]]:
+        with installed(horde, image_model_reference_url=REFERENCE_URL) as runtime:
+            return await served_image_cards(runtime, httpx.MockTransport(reference))
+
+    cards = {card["id"]: card for card in asyncio.run(list_cards())}
+    assert set(cards) == {
+        "AlbedoBase XL (SDXL)",
+        "Deliberate",
+        "stable_diffusion",
+        "dall-e-2",
+        "dall-e-3",
+        "gpt-image-1",
+    }
+    assert cards["Deliberate"]["x_horde"]["image"] == {
+        "baseline": "stable diffusion 1",
+        "max_pixels": 1048576,
+        "max_size": "1024x1024",
+        "max_steps": 40,
+    }
+    assert cards["gpt-image-1"]["x_horde"]["image"]["baseline"] == "stable_diffusion_xl"
+    assert ("GET", "/v2/workers") in horde.calls
+    assert fetched == [REFERENCE_URL]
+
+
+def test_a_reference_that_cannot_be_read_leaves_baseline_and_steps_null() -> None:
+    horde = RealHorde(image_models=HARNESS_IMAGE_MODELS[2:], image_workers=[HARNESS_IMAGE_WORKER])
+
+    async def list_cards() -> list[dict[str, Any]]:
+        with installed(horde, image_model_reference_url=REFERENCE_URL, image_model_aliases="") as runtime:
+            return await served_image_cards(runtime, httpx.MockTransport(lambda request: httpx.Response(404)))
+
+    (card,) = asyncio.run(list_cards())
+    assert card["x_horde"]["image"] == {
+        "baseline": None,
+        "max_pixels": 1048576,
+        "max_size": "1024x1024",
+        "max_steps": None,
+    }
+
+
 def test_a_client_that_leaves_during_the_submit_has_the_created_request_cancelled() -> None:
     """The submit is finished at the Horde even when the client leaves while it is there; its request is cancelled."""
     release = asyncio.Event()
@@ -442,3 +607,250 @@ def test_a_client_that_leaves_during_the_submit_has_the_created_request_cancelle
 
     asyncio.run(leave_during_the_submit())
     assert (horde.calls, cancels.cancelled) == (["submit"], ["req-1"])
+
+
+# --- shutdown ---------------------------------------------------------------------------------------------------
+
+
+def test_the_image_cancel_queue_is_drained_when_the_runtime_closes() -> None:
+    """An image cancel in flight at shutdown is awaited and, when it failed, tried once more before the HTTP pool
+    closes, as the chat route's are (chat.serving.runtime.FrontRuntime.aclose).
+
+    ref: cancel-outcomes.2"""
+
+    class FailingOnceCanceller:
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, str | None]] = []
+
+        async def cancel(self, request_id: str, apikey: str | None) -> NativeStatus:
+            self.calls.append((request_id, apikey))
+            if len(self.calls) == 1:
+                raise HordeUnreachable("the Horde did not answer", reached=False)
+            return NativeStatus.model_validate({"done": True})
+
+    async def close_with_one_cancel_pending() -> list[tuple[str, str | None]]:
+        runtime = FrontRuntime(FrontSettings(horde_url="http://127.0.0.1:9/api", cancel_retry_seconds=600))
+        canceller = FailingOnceCanceller()
+        queue = image_runtime(runtime).cancels
+        queue.horde = canceller
+        queue.cancel_soon("img-1", "key-1", time.time())
+        await runtime.aclose()
+        assert queue.outcome_counts == {"failed": 1, "cancelled": 1}
+        return canceller.calls
+
+    assert asyncio.run(close_with_one_cancel_pending()) == [("img-1", "key-1"), ("img-1", "key-1")]
+
+
+# --- the edges of issue 39 not pinned elsewhere -----------------------------------------------------------------
+
+
+class RateLimitedHorde(ScriptedImageHorde):
+    """The Horde's limiter past the front's pacing: a 429 ``{"message": "2 per 1 second"}`` without ``rc``."""
+
+    async def submit(self, payload: dict[str, Any], apikey: str | None) -> SubmitResult:
+        self.calls.append("submit")
+        raise HordeRefusal(429, "2 per 1 second", None, {"message": "2 per 1 second"}, {"Retry-After": "1"})
+
+
+def test_the_hordes_rate_limit_is_429_with_its_retry_after() -> None:
+    """A 429 the Horde sends past the front's pacing (and the budget's retry) is OpenAI's ``rate_limit_exceeded`` with
+    the Horde's ``Retry-After``; nothing was submitted, so nothing is cancelled."""
+    horde = RateLimitedHorde([], {}, [])
+    made, cancels = service(horde)
+    outcome = ImageOutcome()
+    with pytest.raises(OpenAIError) as raised:
+        asyncio.run(made.generate(read({"prompt": "x"}), None, outcome))
+    error = raised.value
+    assert (error.status, error.code, error.type) == (429, "rate_limit_exceeded", "rate_limit_error")
+    assert error.headers() == {"Retry-After": "1"}
+    assert (outcome.stage, cancels.cancelled, horde.calls) == ("submit", [], ["submit"])
+
+
+def test_no_image_within_the_timeout_is_408_and_cancelled() -> None:
+    """A request still waiting at ``HORDE_OAI_NONSTREAM_TIMEOUT_SECONDS`` is 408 ``ChatRequestTimeout`` with
+    ``x-should-retry: false``, cancelled at the Horde; the status (10 a minute) is never read."""
+    horde = ScriptedImageHorde([WAITING] * 500, {}, [])
+    made, cancels = service(horde)
+    with pytest.raises(OpenAIError) as raised:
+        asyncio.run(made.generate(read({"prompt": "x"}), None, ImageOutcome()))
+    error = raised.value
+    assert (error.status, error.code) == (408, "ChatRequestTimeout")
+    assert error.message == "The Horde made no image within 60 s; the request was cancelled at the Horde."
+    assert error.headers() == {"x-should-retry": "false"}
+    assert cancels.cancelled == ["req-1"]
+    assert "status" not in horde.calls
+
+
+def sse_data(event: bytes) -> Any:
+    text = event.decode()
+    assert text.startswith("data: ") and text.endswith("\n\n"), text
+    body = text.removeprefix("data: ").removesuffix("\n\n")
+    return body if body == "[DONE]" else json.loads(body)
+
+
+def test_a_stream_sends_keepalives_while_waiting_then_each_image_then_done() -> None:
+    """The streamed form's events in order: ``: keepalive`` while the request waits, one
+    ``image_generation.completed`` per image (OpenAI's ``ImageGenCompletedEvent`` keys), ``data: [DONE]``."""
+    plan = read({"prompt": "x", "n": 2, "size": "256x256", "quality": "low", "stream": True})
+    ended: list[OpenAIError | None] = []
+
+    async def run() -> tuple[bytes, list[bytes]]:
+        task: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        events = image_events(task, plan, 0.001, ended.append)
+        first = await anext(events)
+        task.set_result({"created": 1700000000, "data": [{"b64_json": "AAAA"}, {"b64_json": "BBBB"}]})
+        return first, [event async for event in events]
+
+    first, rest = asyncio.run(run())
+    assert first == b": keepalive\n\n"
+    assert [sse_data(event) for event in rest] == [
+        {
+            "type": "image_generation.completed",
+            "b64_json": image,
+            "created_at": 1700000000,
+            "size": "256x256",
+            "quality": "low",
+            "background": "opaque",
+            "output_format": "png",
+        }
+        for image in ("AAAA", "BBBB")
+    ] + ["[DONE]"]
+    assert ended == [None]
+
+
+def test_a_waiting_stream_says_its_place_at_the_horde_in_its_comments() -> None:
+    """Queue progress for streamed requests: once a check has placed the request, each tick's comment is its place
+    (chat.rendering.progress), as the chat route's streams say it; the check's ``processing`` reads ``: processing``."""
+    plan = read({"prompt": "x", "stream": True})
+    places = [QueueProgress.of(NativeStatus.model_validate(WAITING))]
+
+    async def run() -> list[bytes]:
+        task: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        events = image_events(task, plan, 0.001, lambda error: None, lambda: places[-1])
+        first = await anext(events)
+        places.append(QueueProgress.of(NativeStatus.model_validate({"done": False, "processing": 1})))
+        second = await anext(events)
+        task.cancel()
+        return [first, second]
+
+    assert asyncio.run(run()) == [b": queue position 1, estimated wait 3 s\n\n", b": processing\n\n"]
+
+
+def test_the_wait_keeps_the_latest_checks_place_for_the_stream() -> None:
+    horde = ScriptedImageHorde([WAITING, DONE], {"done": True, "generations": [{"img": webp(64, 64)}]}, [])
+    made, _ = service(horde)
+    outcome = ImageOutcome()
+    asyncio.run(made.generate(read({"prompt": "x", "size": "64x64"}), None, outcome))
+    assert outcome.progress == QueueProgress(state="processing", queue_position=0, wait_time=0, waiting=0, processing=0)
+
+
+def test_a_stream_refused_after_its_headers_ends_with_the_error_event_then_done() -> None:
+    plan = read({"prompt": "x", "stream": True})
+    ended: list[OpenAIError | None] = []
+    refusal = censored_error("req-1", 1, 1)
+
+    async def run() -> list[bytes]:
+        task: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        task.set_exception(refusal)
+        return [event async for event in image_events(task, plan, 0.001, ended.append)]
+
+    events = asyncio.run(run())
+    assert [sse_data(event) for event in events] == [refusal.envelope(), "[DONE]"]
+    assert events[0] == refusal.stream_event()
+    assert ended == [refusal]
+
+
+@pytest.fixture
+def metric_reader() -> Iterator[InMemoryMetricReader]:
+    memory = InMemoryMetricReader()
+    configure_metrics(MeterProvider(metric_readers=[memory], views=histogram_views()))
+    yield memory
+    chat.metrics._metrics = None
+
+
+@pytest.mark.parametrize(
+    ("stream", "status", "code", "stage", "outcome_class"),
+    [
+        (False, 200, "", "", "served"),
+        (True, 200, "", "", "served"),
+        (False, 400, "content_policy_violation", "", "client_error"),
+        (False, 502, "ImageRequestIncomplete", "", "service_fault"),
+        (False, 503, "no_eligible_worker", "submit", "unservable"),
+        (False, 503, "no_eligible_worker", "grace", "capacity"),
+        (False, 408, "ChatRequestTimeout", "", "capacity"),
+        (True, 499, "ClientDisconnected", "", "abandoned"),
+    ],
+)
+def test_the_log_line_and_the_duration_metric_carry_the_outcome_class(
+    metric_reader: InMemoryMetricReader, stream: bool, status: int, code: str, stage: str, outcome_class: str
+) -> None:
+    """One ``Image request finished`` line per request (no prompt, key or image) and one
+    ``horde.oai.request.duration`` point with its status, outcome class and whether it streamed."""
+    plan = read({"prompt": "a secret prompt", "size": "512x512", "stream": stream})
+    lines: list[str] = []
+    sink = logger.add(lambda message: lines.append(str(message).rstrip("\n")), format="{message}")
+    try:
+        record_image_request(plan, ImageOutcome(status=status, code=code, stage=stage, checks=3), time.monotonic())
+    finally:
+        logger.remove(sink)
+    (line,) = lines
+    assert re.fullmatch(
+        rf"Image request finished: status={status} code={code or '-'} outcome_class={outcome_class} "
+        r"model=stable_diffusion n=1 size=512x512 images=0 kudos=- checks=3 seconds=\d+\.\d\d",
+        line,
+    ), line
+    assert "secret" not in line
+    data = metric_reader.get_metrics_data()
+    (point,) = [
+        point
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == "horde.oai.request.duration"
+        for point in metric.data.data_points
+    ]
+    assert dict(point.attributes) == {
+        "horde.status": status,
+        "horde.outcome_class": outcome_class,
+        "horde.streamed": stream,
+    }
+
+
+def test_the_largest_legal_image_request_fits_the_default_body_limit() -> None:
+    """Body limits sized for images: an image request is a prompt and options, no image; OpenAI's longest prompt
+    with every byte JSON-escaped and every ``horde`` list at its bound is far under ``HORDE_OAI_MAX_BODY_BYTES``'s
+    default (sized for a chat request carrying an image), so no legal image request is refused 413."""
+    body = {
+        "prompt": "\u0001" * 32000,
+        "n": 10,
+        "size": "3072x3072",
+        "horde": {
+            "loras": [{"name": str(index), "model": 1, "clip": 1} for index in range(5)],
+            "tis": [{"name": str(index)} for index in range(20)],
+            "workers": [f"{index:032x}" for index in range(5)],
+            "post_processing": ["RealESRGAN_x4plus", "GFPGAN"],
+        },
+    }
+    raw = json.dumps(body).encode()
+    assert len(raw) < DEFAULT_MAX_BODY_BYTES // 100
+    plan = read_image_request(raw, DEFAULT_IMAGE_MODEL_ALIASES)
+    assert (len(plan.prompt), plan.n, plan.size) == (32000, 10, "3072x3072")
+
+
+@pytest.mark.parametrize(
+    ("horde", "param"),
+    [
+        ({"tis": [{"name": "0", "strength": False}]}, "horde.tis[0].strength"),
+        ({"loras": [{"name": "a", "clip": True}]}, "horde.loras[0].clip"),
+    ],
+)
+def test_a_boolean_where_horde_sdks_entries_take_a_number_is_refused(horde: dict[str, Any], param: str) -> None:
+    """horde-sdk's LoRA and textual inversion entries are read as strictly as the request schema documents them
+    (schemathesis found ``strength: false`` accepted as 0)."""
+    assert refused({"prompt": "x", "horde": horde}) == {
+        "message": f"Invalid type for '{param}': expected a decimal, but got a boolean instead.",
+        "type": "invalid_request_error",
+        "param": param,
+        "code": "BadRequest",
+        "status": 400,
+    }

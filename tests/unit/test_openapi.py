@@ -35,6 +35,7 @@ from chat.errors import OpenAIError
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.reading.parameters import DEFAULT_NO_OP_PARAMETERS
 from chat.reading.screening import read_chat_request
+from images.protocol import ImageGenerationRequest, ImagesResponse
 from models_list.cards import model_list
 from models_list.schema import ModelCard, ModelList
 from oaifront.openapi import error_table
@@ -54,6 +55,7 @@ CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
 MODELS = "/v1/models"
 MODEL = "/v1/models/{model}"
+IMAGES = "/v1/images/generations"
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +96,7 @@ def test_document_lists_the_four_routes_and_leaves_out_health_and_docs(document:
         RESPONSES: ["post"],
         f"{RESPONSES}/{{response_id}}": ["delete", "get"],
         "/v1/completions": ["post"],
+        IMAGES: ["post"],
         MODELS: ["get"],
         MODEL: ["get"],
     }
@@ -572,6 +575,74 @@ def test_success_responses_are_the_completion_the_event_stream_and_the_model_lis
     assert model_ok["description"] == "The model's card, as `GET /v1/models` lists it."
 
 
+def test_the_images_route_is_described_with_its_request_answer_stream_and_errors(document: dict[str, Any]) -> None:
+    """``POST /v1/images/generations``: the request schema with OpenAI's keys and the ``horde`` options within the
+    Horde's bounds, ``ImagesResponse`` and the image stream event, and the failure catalogue's examples (issue 39)."""
+    operation = document["paths"][IMAGES]["post"]
+    assert (operation["operationId"], operation["tags"]) == ("createImage", ["Images"])
+    body = operation["requestBody"]["content"]["application/json"]
+    assert body["schema"] == ref(ImageGenerationRequest)
+    assert body["example"]["model"] == "dall-e-2"
+    request = schemas(document)["ImageGenerationRequest"]
+    assert request["required"] == ["prompt"]
+    assert request["additionalProperties"] is False
+    assert {"prompt", "model", "n", "size", "quality", "response_format", "output_format", "stream", "horde"} <= set(
+        request["properties"]
+    )
+    assert request["properties"]["prompt"] == {"type": "string", "minLength": 1, "maxLength": 32000}
+    n = request["properties"]["n"]["anyOf"][0]
+    assert (n["type"], n["minimum"], n["maximum"]) == ("integer", 1, 10)
+    assert request["properties"]["horde"]["$ref"] == SCHEMA_REF.format(model="HordeImageOptions")
+    horde = schemas(document)["HordeImageOptions"]["properties"]
+    assert {key: horde[key]["anyOf"][0] for key in ("steps", "cfg_scale", "clip_skip")} == {
+        "steps": {"type": "integer", "minimum": 1, "maximum": 500},
+        "cfg_scale": {"type": "number", "minimum": 0, "maximum": 100.0},
+        "clip_skip": {"type": "integer", "minimum": 1, "maximum": 12},
+    }
+    assert horde["nsfw"]["default"] is False
+    assert {"max_kudos", "allow_downgrade", "trusted_workers", "loras", "sampler_name"} <= set(horde)
+    ok = operation["responses"]["200"]
+    assert ok["content"] == {
+        "application/json": {"schema": ref(ImagesResponse)},
+        "text/event-stream": {"schema": {"$ref": "#/components/schemas/ImageGenerationStreamEvent"}},
+    }
+    assert set(schemas(document)["ImagesResponse"]["required"]) == {
+        "created",
+        "data",
+        "background",
+        "output_format",
+        "size",
+    }
+    # The url's lifetime is documented where a client reads the answer (issue 39).
+    assert " ".join(schemas(document)["ImageData"]["properties"]["url"]["description"].split()) == (
+        "The Horde's own link to its WebP (``response_format: url``): a presigned URL of its image store, valid 30 "
+        "minutes."
+    )
+    completed = schemas(document)["ImageGenerationStreamEvent"]["properties"]["data"]["anyOf"][0]
+    assert completed["contentSchema"]["properties"]["type"] == {"const": "image_generation.completed"}
+    examples = operation["responses"]["400"]["content"]["application/json"]["examples"]
+    assert examples["content_policy_violation"]["value"] == {
+        "error": {
+            "message": "A worker's NSFW censor blanked an image: never returned as a success, whatever the other "
+            "images; metadata.request_id names the request.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "content_policy_violation",
+        }
+    }
+    unavailable = operation["responses"]["503"]
+    assert next(iter(unavailable["content"]["application/json"]["examples"])) == "no_eligible_worker"
+    assert sorted(unavailable["headers"]) == ["Retry-After", "x-should-retry"]
+
+
+def test_the_served_openapi_json_holds_the_images_path(document: dict[str, Any]) -> None:
+    """What ``/openapi.json`` serves names the images path, its request fields and an error example."""
+    served = json.dumps(document)
+    assert '"/v1/images/generations"' in served
+    assert '"HordeImageOptions"' in served
+    assert '"ImageRequestIncomplete"' in served
+
+
 CHAT_ERROR_CODES = {
     "400": [
         "BadRequest",
@@ -614,6 +685,18 @@ STORED_RESPONSE_ERROR_CODES = {
     "503": ["FrontAtCapacity"],
 }
 """The front's own store: the in-flight caps apply, and no Horde ``rc`` can pass through (it never calls the Horde)."""
+IMAGE_ERROR_CODES = {
+    "400": ["BadRequest", "UnsupportedChatParameter", "content_policy_violation", "max_kudos_exceeded"],
+    "401": ["InvalidAPIKey"],
+    "403": ["KudosUpfront"],
+    "404": ["RequestNotFound"],
+    "408": ["ChatRequestTimeout", "RequestBodyTimeout"],
+    "413": ["RequestTooLarge"],
+    "429": ["rate_limit_exceeded", "TooManyPrompts"],
+    "502": ["ChatRequestCancelled", "ImageRequestIncomplete", "HordeUnavailable"],
+    "503": ["no_eligible_worker", "MaintenanceMode", "FrontShuttingDown", "FrontAtCapacity"],
+}
+"""``POST /v1/images/generations`` (docs/images.md, "Errors")."""
 
 
 @pytest.mark.parametrize(
@@ -625,6 +708,7 @@ STORED_RESPONSE_ERROR_CODES = {
         (f"{RESPONSES}/{{response_id}}", "delete", STORED_RESPONSE_ERROR_CODES),
         (MODELS, "get", MODEL_LIST_ERROR_CODES),
         (MODEL, "get", MODEL_RETRIEVE_ERROR_CODES),
+        (IMAGES, "post", IMAGE_ERROR_CODES),
     ],
 )
 def test_error_responses_by_status_with_their_codes(
@@ -663,7 +747,15 @@ def test_the_admission_guards_responses_are_listed(document: dict[str, Any]) -> 
     assert "RequestTooLarge" in chat["413"]["description"]
     assert "RequestBodyTimeout" in chat["408"]["description"]
     stored = f"{RESPONSES}/{{response_id}}"
-    capped = ((CHAT, "post"), (RESPONSES, "post"), (MODELS, "get"), (MODEL, "get"), (stored, "get"), (stored, "delete"))
+    capped = (
+        (CHAT, "post"),
+        (RESPONSES, "post"),
+        (IMAGES, "post"),
+        (MODELS, "get"),
+        (MODEL, "get"),
+        (stored, "get"),
+        (stored, "delete"),
+    )
     for path, method in capped:
         response = document["paths"][path][method]["responses"]["503"]
         assert "FrontAtCapacity" in response["description"]
@@ -703,6 +795,7 @@ MODEL_ROUTE_RETRY_HEADERS = {"429": ["Retry-After"], "503": ["Retry-After", "x-s
         (CHAT, "post", BODY_ROUTE_RETRY_HEADERS),
         (RESPONSES, "post", BODY_ROUTE_RETRY_HEADERS),
         ("/v1/completions", "post", BODY_ROUTE_RETRY_HEADERS),
+        (IMAGES, "post", BODY_ROUTE_RETRY_HEADERS),
         (f"{RESPONSES}/{{response_id}}", "get", {"401": ["x-should-retry"], "503": ["Retry-After", "x-should-retry"]}),
         (
             f"{RESPONSES}/{{response_id}}",
@@ -751,7 +844,7 @@ def test_bearer_key_is_optional(document: dict[str, Any]) -> None:
             "description": "Your AI Horde API key, forwarded to the Horde. Without one, the anonymous key is used.",
         }
     }
-    for path, method in ((CHAT, "post"), (RESPONSES, "post"), (MODELS, "get"), (MODEL, "get")):
+    for path, method in ((CHAT, "post"), (RESPONSES, "post"), (IMAGES, "post"), (MODELS, "get"), (MODEL, "get")):
         assert document["paths"][path][method]["security"] == [{"HordeApiKey": []}, {}]
 
 

@@ -51,6 +51,7 @@ def test_the_document_describes_the_front_only_with_the_packages_version() -> No
     assert sorted(document["paths"]) == [
         "/v1/chat/completions",
         "/v1/completions",
+        "/v1/images/generations",
         "/v1/models",
         "/v1/models/{model}",
         "/v1/responses",
