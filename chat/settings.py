@@ -218,7 +218,7 @@ class FrontSettings(BaseSettings):
 
     readiness_cache_seconds: float = Field(default=2.0, ge=0)
     """``HORDE_OAI_READINESS_CACHE_SECONDS``: how long ``GET /readyz`` reuses its last checks; the Horde heartbeat's
-    verdict is shared by every process for as long, through Django's cache (oaifront.readiness.check_horde)."""
+    verdict is shared by every process for as long, through Django's cache (front_operations.readiness.check_horde)."""
 
     readiness_strict: bool = False
     """``HORDE_OAI_READINESS_STRICT``: ``GET /readyz`` answers 503 when Redis is down (off by default: Redis down is a

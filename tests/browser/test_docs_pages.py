@@ -11,7 +11,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from oaifront.openapi.pages import DOCS_CONTENT_SECURITY_POLICY
+from front_operations.openapi.pages import DOCS_CONTENT_SECURITY_POLICY
 from tests.browser.conftest import OfflinePage
 
 RENDER_TIMEOUT_MS = 30_000

@@ -35,12 +35,10 @@ from chat.errors import OpenAIError
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.reading.parameters import DEFAULT_NO_OP_PARAMETERS
 from chat.reading.screening import read_chat_request
-from models_list.cards import model_list
-from models_list.schema import ModelCard, ModelList
-from oaifront.openapi import error_table
-from oaifront.openapi.assets import StaticAssetsMiddleware
-from oaifront.openapi.document import CLIENTS_GUIDE_URL, DOCS_URL
-from oaifront.openapi.schemas import (
+from front_operations.openapi import error_table
+from front_operations.openapi.assets import StaticAssetsMiddleware
+from front_operations.openapi.document import CLIENTS_GUIDE_URL, DOCS_URL
+from front_operations.openapi.schemas import (
     KEY_DROPPING_MODELS,
     MODEL_SELECTION_SCHEMA,
     NO_OP_PARAMETER_SCHEMAS,
@@ -49,6 +47,8 @@ from oaifront.openapi.schemas import (
     model_schemas,
     plain_description,
 )
+from models_list.cards import model_list
+from models_list.schema import ModelCard, ModelList
 
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
@@ -155,7 +155,7 @@ def test_the_redoc_bundle_is_the_sidecars_without_its_remote_logo() -> None:
     """The sidecar's ReDoc bundle names one remote asset, its sidebar logo; the served copy has an empty image there."""
     from django.contrib.staticfiles import finders
 
-    from oaifront.openapi.assets import EMPTY_IMAGE, REDOC_BUNDLE, REDOC_CDN_LOGO
+    from front_operations.openapi.assets import EMPTY_IMAGE, REDOC_BUNDLE, REDOC_CDN_LOGO
 
     response = Client().get("/docs/assets/redoc.standalone.js")
     assert response.status_code == 200
@@ -202,7 +202,7 @@ def test_static_assets_middleware_stays_async() -> None:
     # WhiteNoise's own advice: directly after SecurityMiddleware, before everything else.
     assert settings.MIDDLEWARE[:2] == [
         "oaifront.middleware.SecurityMiddleware",
-        "oaifront.openapi.assets.StaticAssetsMiddleware",
+        "front_operations.openapi.assets.StaticAssetsMiddleware",
     ]
 
 
@@ -846,7 +846,7 @@ def test_plain_description(docstring: str, plain: str) -> None:
 
 
 class CrossReferenced(BaseModel):
-    """A model whose docstrings hold cross-references (see [`plain_description`][oaifront.openapi.schemas])."""
+    """A model whose docstrings hold cross-references (see [`plain_description`][front_operations.openapi.schemas])."""
 
     model_config = ConfigDict(use_attribute_docstrings=True)
 
