@@ -40,12 +40,14 @@ from front_operations.openapi.assets import StaticAssetsMiddleware
 from front_operations.openapi.document import CLIENTS_GUIDE_URL, DOCS_URL
 from front_operations.openapi.schemas import (
     KEY_DROPPING_MODELS,
+    MODEL_SELECTION_KEYS,
     MODEL_SELECTION_SCHEMA,
     NO_OP_PARAMETER_SCHEMAS,
     SCHEMA_REF,
     DocumentedJsonSchema,
     model_schemas,
     plain_description,
+    selected_property,
 )
 from models_list.cards import model_list
 from models_list.schema import ModelCard, ModelList
@@ -255,8 +257,10 @@ def test_component_schemas_are_generated_from_the_models(
             }
             assert documented.pop("oneOf") == MODEL_SELECTION_SCHEMA["oneOf"]
             models = json.loads(json.dumps(documented["properties"]["models"]))
-            assert models["anyOf"][0].pop("uniqueItems") is True
+            assert models.pop("uniqueItems") is True
             documented["properties"] = {**documented["properties"], "models": models}
+            for key in MODEL_SELECTION_KEYS:
+                schema["properties"][key] = selected_property(schema["properties"][key])
         if name in {dropping.__name__ for dropping in KEY_DROPPING_MODELS}:
             assert schema.pop("additionalProperties") is False
             assert documented.pop("additionalProperties") is True
@@ -272,6 +276,29 @@ def test_request_is_documented_as_validated_and_responses_as_serialized(document
     assert components["ModelList"]["required"] == ["object", "data"]
 
 
+def test_model_is_documented_as_a_string_required_unless_models_is_given(document: dict[str, Any]) -> None:
+    """The shape ReDoc renders honestly (a string, required in the "With model" variant; no "string or string,
+    Default: null"), with the rule in the field's description. ref: model-selection.1"""
+    request = schemas(document)["ChatCompletionRequest"]
+    description = ChatCompletionRequest.model_fields["model"].description
+    assert description is not None
+    assert description.startswith("The model to use; a non-empty model id. Required unless ``models`` is given: ")
+    assert request["properties"]["model"] == {"minLength": 1, "maxLength": 255, "description": description}
+    assert set(request["properties"]["models"]) == {"items", "minItems", "maxItems", "uniqueItems", "description"}
+    assert request["oneOf"] == [
+        {
+            "title": "With model",
+            "required": ["model"],
+            "properties": {"model": {"type": "string"}, "models": {"type": "null"}},
+        },
+        {
+            "title": "With models",
+            "required": ["models"],
+            "properties": {"models": {"type": "array"}, "model": {"type": "null"}},
+        },
+    ]
+
+
 @pytest.mark.parametrize(
     ("selection", "valid", "param"),
     [
@@ -283,6 +310,8 @@ def test_request_is_documented_as_validated_and_responses_as_serialized(document
         ({"model": None, "models": None}, False, "model"),
         ({"model": "a", "models": ["b"]}, False, "models"),
         ({"models": ["a", "a"]}, False, "models[1]"),
+        ({"model": 5, "models": ["a"]}, False, "model"),
+        ({"model": "", "models": None}, False, "model"),
     ],
 )
 def test_model_selection_rule_is_in_the_schema_as_the_handler_applies_it(
