@@ -25,7 +25,7 @@ import openai
 import pytest
 
 from devhorde.launch import free_port
-from tests.conftest import REDIS_URL, ROOT, STREAM_REDIS_DB, Process, start_devhorde, start_process, wait_started
+from tests.conftest import REDIS_URL, ROOT, STREAM_REDIS_DB, Process, start_devhorde, wait_started
 from tests.fresh_clone import fresh_clone
 from tests.installed import build_wheel, interpreter
 
@@ -113,9 +113,18 @@ def host(request: pytest.FixtureRequest, wheel: Path, tmp_path_factory: pytest.T
     devhorde, horde_url = start_devhorde(tmp, scenario="default")
     processes: list[Process] = [devhorde]
     try:
-        front = start_process(
-            [venv / "bin" / command[0], *command[1:]], {**env, "HORDE_URL": horde_url}, tmp / "host.log", cwd=project
+        # A shell of the host's team: none of this test process's Django settings (pytest-django's
+        # DJANGO_SETTINGS_MODULE would win over the setdefault of startproject's asgi.py and serve another project).
+        shell = {key: value for key, value in os.environ.items() if key not in {"DJANGO_SETTINGS_MODULE", "PYTHONPATH"}}
+        log_path = tmp / "host.log"
+        popen = subprocess.Popen(
+            [venv / "bin" / command[0], *command[1:]],
+            cwd=project,
+            env={**shell, **env, "HORDE_URL": horde_url, "PYTHONUNBUFFERED": "1"},
+            stdout=log_path.open("wb"),
+            stderr=subprocess.STDOUT,
         )
+        front = Process(popen, log_path)
         processes.append(front)
         base = f"http://127.0.0.1:{port}"
         wait_started(front, f"{base}/healthz")
@@ -159,6 +168,13 @@ def test_the_host_is_ready_and_serves_its_docs(host: Host) -> None:
         httpx.get(f"{host.url}/openapi.json", timeout=30).json()["info"]["title"]
         == "AI Horde OpenAI-compatible chat front"
     )
+
+
+def test_the_host_serves_its_own_project(host: Host) -> None:
+    """The routes are the host's own (startproject's admin beside the front's), not another project's."""
+    login = httpx.get(f"{host.url}/admin/login/", timeout=30)
+    assert (login.status_code, login.headers["content-type"]) == (200, "text/html; charset=utf-8")
+    assert "Django administration" in login.text
 
 
 def test_the_host_serves_the_guides_from_the_installed_package(host: Host) -> None:
