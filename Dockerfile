@@ -17,17 +17,21 @@ WORKDIR /app
 COPY requirements.txt /tmp/requirements.txt
 RUN python -m pip install -r /tmp/requirements.txt && rm /tmp/requirements.txt
 
-# Then the distribution itself (the apps, the project, the devhorde and the guides in docs/), installed as a package;
-# the sources are removed after the install.
+# Then the distribution itself (the apps and the operations routes with their guides, from docs/ through the link
+# front_operations/guides), installed as a package; the sources are removed after the install.
 COPY README.md /tmp/src/
 COPY pyproject.toml /tmp/src/
-COPY oaifront /tmp/src/oaifront
 COPY chat /tmp/src/chat
 COPY images /tmp/src/images
 COPY models_list /tmp/src/models_list
-COPY devhorde /tmp/src/devhorde
+COPY front_operations /tmp/src/front_operations
 COPY docs /tmp/src/docs
 RUN python -m pip install --no-deps /tmp/src && rm -rf /tmp/src
+
+# The project that serves the apps (oaifront) and the development Horde (devhorde), which the distribution leaves
+# out: run from the working directory, as a Django project's own package is.
+COPY oaifront /app/oaifront
+COPY devhorde /app/devhorde
 
 RUN useradd --system --no-create-home front
 USER front

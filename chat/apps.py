@@ -10,7 +10,7 @@ from django.apps import AppConfig
 from django.core.exceptions import ImproperlyConfigured
 from loguru import logger
 
-FRONT_LOG_MODULES: Final[tuple[str, ...]] = ("chat", "models_list", "oaifront", "horde_sdk")
+FRONT_LOG_MODULES: Final[tuple[str, ...]] = ("chat", "images", "models_list", "front_operations", "horde_sdk")
 """The modules whose Loguru records ``HORDE_OAI_LOG_LEVEL`` governs in a host project: the front's own and the Horde
 SDK it calls on the host's behalf."""
 

@@ -4,7 +4,8 @@ Django's ASGI handler does not speak the ASGI lifespan protocol (uvicorn logs "A
 unsupported" and skips it), so nothing would run at shutdown. :func:`with_front_lifespan` wraps the application and
 answers the lifespan events itself:
 
-- at startup, one log line names the Redis and the progress streams' database (or says there is none), and
+- at startup, one log line names the Redis and the progress streams' database (or says there is none, or that it is
+  unreachable and why: :func:`redis_problem`), and
   :func:`chat.serving.runtime.chain_shutdown_signals` puts :func:`chat.serving.runtime.stop_open_requests` ahead of the
   server's SIGTERM/SIGINT handler, so a stop ends every open request at once (streams with an error event and ``data:
   [DONE]``, waiting requests with a 503, each native request cancelled);
@@ -24,12 +25,16 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
+import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 from loguru import logger
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from chat.horde.budget import describe_address_budget
 from chat.horde.client_address import address_header_name, scope_client_address, serving_client
@@ -101,6 +106,35 @@ def keep_out_of_collections() -> None:
     gc.freeze()
 
 
+REDIS_CHECK_TIMEOUT_SECONDS: Final = 2.0
+"""How long the start-up check waits for Redis to answer ``PING`` (a refused connection answers at once)."""
+
+
+async def redis_problem(url: str) -> str | None:
+    """Why Redis at ``url`` does not answer ``PING`` within :data:`REDIS_CHECK_TIMEOUT_SECONDS`, or None: the
+    system's reason when the connection failed (``Connection refused``), else redis-py's message with the URL's
+    password, should it hold it, replaced by ``***``. The start log line says it (settings.describe_redis), after the
+    Redis's address.
+    """
+    client = Redis.from_url(
+        url, socket_connect_timeout=REDIS_CHECK_TIMEOUT_SECONDS, socket_timeout=REDIS_CHECK_TIMEOUT_SECONDS
+    )
+    try:
+        await asyncio.wait_for(client.ping(), REDIS_CHECK_TIMEOUT_SECONDS)
+    except TimeoutError:
+        return f"no answer within {REDIS_CHECK_TIMEOUT_SECONDS:g} seconds"
+    except (RedisError, OSError) as failed:
+        cause = failed.__cause__ or failed.__context__
+        if isinstance(cause, OSError) and cause.errno is not None:
+            return os.strerror(cause.errno)  # "Connection refused" on every event loop (their messages differ)
+        why = str(failed) or type(failed).__name__
+        password = urlsplit(url).password
+        return why.replace(password, "***") if password else why
+    finally:
+        await client.aclose()
+    return None
+
+
 async def serve_lifespan(receive: Receive, send: Send, at_shutdown: Sequence[Callable[[], object]] = ()) -> None:
     """Answer ``lifespan.startup`` (logging the Redis line, making the process's runtime: its Horde clients, SSL
     contexts and pools, then :func:`keep_out_of_collections`) and ``lifespan.shutdown`` (closing the runtime).
@@ -117,7 +151,9 @@ async def serve_lifespan(receive: Receive, send: Send, at_shutdown: Sequence[Cal
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
-            logger.info(front_settings().describe_redis())
+            redis_url = front_settings().redis_url
+            unreachable = await redis_problem(redis_url) if redis_url else None
+            logger.info(front_settings().describe_redis(unreachable))
             logger.info(describe_address_budget(front_settings()))
             chain_shutdown_signals()
             get_runtime()

@@ -218,7 +218,7 @@ class FrontSettings(BaseSettings):
 
     readiness_cache_seconds: float = Field(default=2.0, ge=0)
     """``HORDE_OAI_READINESS_CACHE_SECONDS``: how long ``GET /readyz`` reuses its last checks; the Horde heartbeat's
-    verdict is shared by every process for as long, through Django's cache (oaifront.readiness.check_horde)."""
+    verdict is shared by every process for as long, through Django's cache (front_operations.readiness.check_horde)."""
 
     readiness_strict: bool = False
     """``HORDE_OAI_READINESS_STRICT``: ``GET /readyz`` answers 503 when Redis is down (off by default: Redis down is a
@@ -282,17 +282,24 @@ class FrontSettings(BaseSettings):
             return value
         return redis_url_database(info.data.get("redis_url"))
 
-    def describe_redis(self) -> str:
-        """One line naming the Redis and the progress streams' database, with no password (the start log line)."""
+    def describe_redis(self, unreachable: str | None = None) -> str:
+        """One line naming the Redis and the progress streams' database, with no password (the start log line).
+
+        ``unreachable``: why that Redis did not answer at start (chat.asgi.redis_problem), said in the line with what
+        the front does until it answers.
+        """
         if not self.redis_url:
             return (
                 "Redis: none (HORDE_OAI_REDIS_URL unset): streams are delivered whole, the waiter re-reads on its timer"
             )
         source = "HORDE_OAI_STREAM_REDIS_DB" if "stream_redis_db" in self.model_fields_set else "the URL's database"
-        return (
-            f"Redis: {redacted_url(self.redis_url)}; progress streams read on database {self.stream_redis_db} "
-            f"({source})"
-        )
+        database = f"progress streams read on database {self.stream_redis_db} ({source})"
+        if unreachable is not None:
+            return (
+                f"Redis: {redacted_url(self.redis_url)} is unreachable ({unreachable}): until it answers, streams are "
+                f"delivered whole and the waiter re-reads on its timer; {database}"
+            )
+        return f"Redis: {redacted_url(self.redis_url)}; {database}"
 
 
 REDIS_URL_EXAMPLE: Final = "redis://127.0.0.1:6379/0"

@@ -3,7 +3,7 @@
 Django answers some failures with its own HTML: a disallowed ``Host`` (400 "Bad Request (400)", or the debug page),
 an unknown path and an unhandled error under ``DEBUG`` (the technical 404 and 500 pages). An API client or a probe
 reads none of them. :class:`JsonErrorPagesMiddleware`, the outermost middleware, turns any HTML 400, 404 or 500 into
-the envelope of the front's own handlers (oaifront.views): 400 ``BadRequest``, 404 ``unknown_url``, 500
+the envelope of the front's own handlers (front_operations.views): 400 ``BadRequest``, 404 ``unknown_url``, 500
 ``internal_error``. The documentation pages (``/docs``, ``/redoc``) are HTML on purpose and never error pages.
 
 The disallowed-Host line of ``django.security.DisallowedHost`` is kept (once per request) without its traceback.
@@ -19,7 +19,7 @@ from asgiref.sync import markcoroutinefunction
 from django.http import HttpRequest, HttpResponseBase
 
 from chat import errors
-from oaifront.views import not_found, server_error
+from front_operations.views import not_found, server_error
 
 HTML_ERROR_STATUSES: Final[frozenset[int]] = frozenset({400, 404, 500})
 """The statuses whose HTML pages are replaced."""

@@ -7,13 +7,19 @@
 3. When ``HORDE_OAI_REDIS_URL`` is set: Redis answers ``PING``. When it does not, the front still starts (it keeps
    trying that Redis, and meanwhile delivers streams whole and re-reads statuses on its timer): standard output
    carries the reason, which bin/run prints in its ``mode:`` line, and the status is 0.
+
+``python -m oaifront.preflight listen HOST PORT PORT_VARIABLE [OWNER]`` checks one address a server of ``make run``
+will listen on, as uvicorn binds it (:func:`listen_problem`): when it cannot, one line says what is wrong (status 1).
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import socket
 import sys
-from typing import Final
+from collections.abc import Callable, Sequence
+from typing import Any, Final
 
 import httpx
 
@@ -67,8 +73,59 @@ def redis_problem(url: str) -> str | None:
     return None
 
 
+Resolver = Callable[..., Sequence[tuple[Any, ...]]]
+"""``socket.getaddrinfo``'s shape: a test passes one that answers as a resolver would, without asking a DNS server."""
+
+
+def listen_problem(
+    host: str, port: int, port_variable: str, owner: str = "", resolve: Resolver = socket.getaddrinfo
+) -> str | None:
+    """One line saying why a server cannot listen on ``host``:``port``, or None: the socket is bound as uvicorn binds
+    it (``SO_REUSEADDR``, IPv6 when ``host`` holds a colon; only a listener makes a port busy) and released at once.
+
+    Each failure is named as what it is: ``HOST`` that does not resolve (a typo such as ``127.0.0.l``), an address
+    that is not one of this machine's, a port in use (``port_variable`` says which setting moves it; ``owner``, such
+    as ``the devhorde's``, whose port it is), or any other refusal with the system's reason.
+    """
+    where = f"port {port} ({owner})" if owner else f"port {port} on {host}"
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        address = resolve(host, port, family, socket.SOCK_STREAM)[0][4]
+    except socket.gaierror as failed:
+        return (
+            f"HOST={host} does not resolve to an address ({failed.strerror or failed}): set HOST to an address of "
+            "this machine, such as 127.0.0.1"
+        )
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as failed:
+            why = failed.strerror or str(failed)
+            if failed.errno == errno.EADDRNOTAVAIL:
+                return (
+                    f"HOST={host} is not an address of this machine ({why}): set HOST to one of its addresses, such "
+                    "as 127.0.0.1"
+                )
+            if failed.errno == errno.EADDRINUSE:
+                return f"{where} is in use ({why}): stop what holds it or set {port_variable}"
+            return f"{where} cannot be listened on ({why}): set {port_variable} or HOST"
+    return None
+
+
+def listen_main(arguments: Sequence[str]) -> None:
+    """``listen HOST PORT PORT_VARIABLE [OWNER]``: exit with :func:`listen_problem`'s line (status 1), or status 0."""
+    host, port, port_variable, *owner = arguments
+    problem = listen_problem(host, int(port), port_variable, " ".join(owner))
+    if problem is not None:
+        sys.exit(problem)
+
+
 def main() -> None:
-    """Run the three checks of the module docstring."""
+    """Run the three checks of the module docstring, or the listen check (``listen ...``)."""
+    if sys.argv[1:2] == ["listen"]:
+        listen_main(sys.argv[2:])
+        return
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oaifront.settings")
     import django  # noqa: PLC0415 - after the settings module is chosen
 

@@ -11,8 +11,8 @@ from pydantic import ValidationError
 
 from chat.cors_settings import *  # noqa: F403 - CORS_ALLOW_ALL_ORIGINS, CORS_ALLOW_HEADERS, ... (documented there)
 from chat.settings import FrontSettings, describe_invalid_settings
+from front_operations.openapi.page_settings import docs_settings
 from oaifront.middleware import SUBSTITUTED_CHECKS
-from oaifront.openapi.page_settings import docs_settings
 
 
 def whole_seconds(variable: str) -> int:
@@ -81,7 +81,7 @@ MIDDLEWARE = [
     # Django's security, CSRF and clickjacking middleware with their hooks on the event loop (oaifront.middleware).
     "oaifront.middleware.SecurityMiddleware",
     # Serves the Swagger UI and ReDoc assets (drf-spectacular-sidecar) in every mode; WhiteNoise kept async.
-    "oaifront.openapi.assets.StaticAssetsMiddleware",
+    "front_operations.openapi.assets.StaticAssetsMiddleware",
     # Django's HTML 400/404/500 pages (a disallowed Host, DEBUG's technical pages) become JSON envelopes.
     "oaifront.error_pages.JsonErrorPagesMiddleware",
     # Browser access (reference: Browser access) through django-cors-headers, configured by chat.cors_settings.
@@ -126,9 +126,9 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = None
 
 LOGGING_CONFIG = None
 
-# The API description (oaifront.openapi): drf-spectacular serves /openapi.json, /docs and /redoc with settings of
-# their own (oaifront.openapi.page_settings, applied by the views), so a host project needs neither of these; they
-# make `manage.py spectacular` and DRF's defaults agree with the pages. The front has no users or sessions, so DRF
+# The API description (front_operations.openapi): drf-spectacular serves /openapi.json, /docs and /redoc with settings
+# of their own (front_operations.openapi.page_settings, applied by the views), so a host project needs neither of these;
+# they make `manage.py spectacular` and DRF's defaults agree with the pages. The front has no users or sessions, so DRF
 # authenticates nobody.
 REST_FRAMEWORK: dict[str, Any] = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -9,15 +9,23 @@ the checkout (``python -m`` puts the working directory first on the path): run t
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 from tests.conftest import ROOT
 from tests.fresh_clone import fresh_clone
 
-APPS = ("chat", "models_list", "oaifront", "devhorde")
+APPS = ("chat", "images", "models_list", "front_operations")
+"""The distribution's top-level packages: the reusable apps and the operations routes a host includes (``oaifront``
+and ``devhorde`` stay in the checkout)."""
+
+STANDALONE = ("oaifront", "devhorde")
+"""The packages the distribution leaves out: the standalone project and the development Horde, which run from a
+directory of their own (the container image's working directory), beside the installed apps."""
 
 
 def interpreter() -> str:
@@ -79,10 +87,24 @@ def install_the_apps(tmp: Path) -> Path:
     return python
 
 
-def imported_from(python: Path, cwd: Path) -> dict[str, str]:
-    """Where ``python`` run in ``cwd`` imports each of the project's packages from."""
+def wheel_top_levels(wheel: Path) -> set[str]:
+    """The top-level names ``wheel`` installs into site-packages (its ``.dist-info`` directory aside)."""
+    with zipfile.ZipFile(wheel) as archive:
+        return {name.split("/")[0] for name in archive.namelist() if not name.split("/")[0].endswith(".dist-info")}
+
+
+def standalone_copy(clone: Path, destination: Path) -> Path:
+    """``oaifront`` and ``devhorde`` copied from ``clone`` into ``destination``, as the container image lays them
+    out: a command run there (``cwd``) imports them from it and the apps from the venv."""
+    for name in STANDALONE:
+        shutil.copytree(clone / name, destination / name)
+    return destination
+
+
+def imported_from(python: Path, cwd: Path, packages: tuple[str, ...] = APPS) -> dict[str, str]:
+    """Where ``python`` run in ``cwd`` imports each of ``packages`` (the distribution's) from."""
     code = "import importlib, sys; [print(importlib.import_module(name).__file__) for name in sys.argv[1:]]"
     found = subprocess.run(
-        [python, "-c", code, *APPS], cwd=cwd, check=True, capture_output=True, text=True, timeout=120
+        [python, "-c", code, *packages], cwd=cwd, check=True, capture_output=True, text=True, timeout=120
     ).stdout.split()
-    return dict(zip(APPS, found, strict=True))
+    return dict(zip(packages, found, strict=True))

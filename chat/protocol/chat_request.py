@@ -560,8 +560,9 @@ class ChatCompletionRequest(_Strict):
     (OpenAI's deprecated ``function`` role is refused). Unknown keys inside a message are dropped."""
 
     model: ModelId | None = None
-    """The model to use; a non-empty model id. Send exactly one of ``model`` and ``models``. A model the Horde does
-    not know is 400 ``UnknownModel`` at ``model`` (OpenAI answers 404 ``model_not_found``)."""
+    """The model to use; a non-empty model id. Required unless ``models`` is given: send exactly one of ``model`` and
+    ``models``. A model the Horde does not know is 400 ``UnknownModel`` at ``model`` (OpenAI answers 404
+    ``model_not_found``)."""
 
     models: list[ModelId] | None = Field(default=None, min_length=1, max_length=MAX_CHAT_MODEL_COUNT)
     """1 to 5 non-empty, distinct model ids, any of which may serve the request (OpenRouter's fallback list);

@@ -79,8 +79,8 @@ unknown key's refusal (``Unrecognized request argument supplied: logit_bias``) a
 
 The identifiers that never change a reply (``user``, ``safety_identifier``, ``prompt_cache_key``, ``metadata``) are
 request fields accepted with any valid value, because real clients always send them; they are validated and not
-forwarded or logged (see their field descriptions in chat.protocol.chat_request). oaifront.openapi documents the table's
-keys that are not request fields from it (``NO_OP_PARAMETER_SCHEMAS``)."""
+forwarded or logged (see their field descriptions in chat.protocol.chat_request). front_operations.openapi documents
+the table's keys that are not request fields from it (``NO_OP_PARAMETER_SCHEMAS``)."""
 
 UNDEFINED_OPENAI_PARAMETERS: Final[frozenset[str]] = frozenset(
     {

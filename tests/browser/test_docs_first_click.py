@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from oaifront.openapi.assets import EMPTY_IMAGE, REDOC_CDN_LOGO
-from oaifront.openapi.document import DOCS_URL
+from front_operations.openapi.assets import EMPTY_IMAGE, REDOC_CDN_LOGO
+from front_operations.openapi.document import DOCS_URL
 from tests.conftest import ROOT, running_stack
 
 RENDER_TIMEOUT_MS = 30_000

@@ -11,7 +11,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from oaifront.openapi.pages import DOCS_CONTENT_SECURITY_POLICY
+from front_operations.openapi.pages import DOCS_CONTENT_SECURITY_POLICY
 from tests.browser.conftest import OfflinePage
 
 RENDER_TIMEOUT_MS = 30_000
@@ -96,6 +96,9 @@ def test_redoc_renders_the_chat_operation_and_its_request_schema(offline_page: O
     ):
         assert f"\n{field}" in text, field
     assert "The conversation, oldest first." in text
+    # The first variant ("With model"): model a required string, never "string or string, Default: null".
+    model = text[text.index("\nmodel") : text.index("\nmodel") + 400]
+    assert model.startswith("\nmodel\nrequired\n\t\nstring [ 1 .. 255 ] characters\n\nThe model to use;"), model
     assert "/v1/chat/completions" in text
     assert page.locator('[id="operation/listModels"]').inner_text().startswith("List the models")
     image = page.locator('[id="operation/createImage"]').inner_text()

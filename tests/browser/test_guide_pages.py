@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from oaifront.openapi.guides import GUIDE_CONTENT_SECURITY_POLICY
+from front_operations.openapi.guides import GUIDE_CONTENT_SECURITY_POLICY
 from tests.browser.conftest import OfflinePage
 
 ROOT = Path(__file__).resolve().parents[2]

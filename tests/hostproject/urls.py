@@ -7,5 +7,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("chat.urls")),
     path("", include("models_list.urls")),
-    path("", include("oaifront.operations_urls")),
+    path("", include("front_operations.urls")),
 ]

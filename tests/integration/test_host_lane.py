@@ -4,8 +4,10 @@ For Django 5.2 LTS and for the newest Django the package's range allows: the whe
 installed from PyPI into a venv of its own (pip's cache makes a second run quick) next to that Django, a project is
 made with ``django-admin startproject``, the README's ``settings.py``, ``urls.py`` and ``asgi.py`` snippets are added
 at the end of its files as the README says, and the README's ``uvicorn`` command serves it (only the port changed)
-with the devhorde behind. A streamed chat completion, a Responses call, ``/readyz`` and ``/docs`` must answer. The
-snippets are read from the README, so the test breaks when the README drifts from what works.
+with the devhorde behind. A streamed chat completion, a Responses call, ``/readyz``, ``/docs`` and the guides (package
+data of ``front_operations``) must answer, and the host's environment holds the apps only: no ``oaifront``,
+``devhorde`` or ``docs`` package. The snippets are read from the README, so the test breaks when the README drifts
+from what works.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import re
 import shlex
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -22,7 +25,7 @@ import openai
 import pytest
 
 from devhorde.launch import free_port
-from tests.conftest import REDIS_URL, ROOT, STREAM_REDIS_DB, Process, start_devhorde, start_process, wait_started
+from tests.conftest import REDIS_URL, ROOT, STREAM_REDIS_DB, Process, start_devhorde, wait_started
 from tests.fresh_clone import fresh_clone
 from tests.installed import build_wheel, interpreter
 
@@ -58,7 +61,7 @@ def test_the_readme_section_has_the_three_snippets_and_the_command() -> None:
     found = snippets()
     assert sorted(found) == ["asgi.py", "settings.py", "sh", "urls.py"]
     assert found["sh"].strip() == f"uvicorn {PROJECT}.asgi:application --host 127.0.0.1 --port 8000"
-    assert 'include("oaifront.operations_urls")' in found["urls.py"]
+    assert 'include("front_operations.urls")' in found["urls.py"]
 
 
 def run(args: list[str | Path], cwd: Path, timeout: float = 900) -> str:
@@ -73,8 +76,17 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_wheel(fresh_clone(tmp / "clone"), tmp / "dist")
 
 
+@dataclass(frozen=True)
+class Host:
+    """A host project served: its address, its venv's ``python`` and its directory (``manage.py`` is there)."""
+
+    url: str
+    python: Path
+    project: Path
+
+
 @pytest.fixture(scope="module", params=sorted(DJANGO_VERSIONS))
-def host(request: pytest.FixtureRequest, wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def host(request: pytest.FixtureRequest, wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
     tmp = tmp_path_factory.mktemp(request.param)
     venv = tmp / "venv"
     run([interpreter(), "-m", "venv", str(venv)], tmp)
@@ -101,20 +113,29 @@ def host(request: pytest.FixtureRequest, wheel: Path, tmp_path_factory: pytest.T
     devhorde, horde_url = start_devhorde(tmp, scenario="default")
     processes: list[Process] = [devhorde]
     try:
-        front = start_process(
-            [venv / "bin" / command[0], *command[1:]], {**env, "HORDE_URL": horde_url}, tmp / "host.log", cwd=project
+        # A shell of the host's team: none of this test process's Django settings (pytest-django's
+        # DJANGO_SETTINGS_MODULE would win over the setdefault of startproject's asgi.py and serve another project).
+        shell = {key: value for key, value in os.environ.items() if key not in {"DJANGO_SETTINGS_MODULE", "PYTHONPATH"}}
+        log_path = tmp / "host.log"
+        popen = subprocess.Popen(
+            [venv / "bin" / command[0], *command[1:]],
+            cwd=project,
+            env={**shell, **env, "HORDE_URL": horde_url, "PYTHONUNBUFFERED": "1"},
+            stdout=log_path.open("wb"),
+            stderr=subprocess.STDOUT,
         )
+        front = Process(popen, log_path)
         processes.append(front)
         base = f"http://127.0.0.1:{port}"
         wait_started(front, f"{base}/healthz")
-        yield base
+        yield Host(base, python, project)
     finally:
         for process in reversed(processes):
             process.stop()
 
 
-def test_the_host_streams_a_chat_completion(host: str) -> None:
-    client = openai.OpenAI(base_url=f"{host}/v1", api_key="0000000000", max_retries=0)
+def test_the_host_streams_a_chat_completion(host: Host) -> None:
+    client = openai.OpenAI(base_url=f"{host.url}/v1", api_key="0000000000", max_retries=0)
     stream = client.chat.completions.create(
         model="devhorde/tiny-1b",
         messages=[{"role": "user", "content": "Tell me about lighthouses."}],
@@ -125,8 +146,8 @@ def test_the_host_streams_a_chat_completion(host: str) -> None:
     assert len(content) > 1, "a relayed stream arrives in several chunks"
 
 
-def test_the_host_answers_a_responses_call(host: str) -> None:
-    client = openai.OpenAI(base_url=f"{host}/v1", api_key="0000000000", max_retries=0)
+def test_the_host_answers_a_responses_call(host: Host) -> None:
+    client = openai.OpenAI(base_url=f"{host.url}/v1", api_key="0000000000", max_retries=0)
     response = client.responses.create(
         model="devhorde/tiny-1b", input="Tell me about lighthouses.", max_output_tokens=16
     )
@@ -138,11 +159,40 @@ def test_the_host_answers_a_responses_call(host: str) -> None:
     assert response.output_text
 
 
-def test_the_host_is_ready_and_serves_its_docs(host: str) -> None:
-    ready = httpx.get(f"{host}/readyz", timeout=30)
+def test_the_host_is_ready_and_serves_its_docs(host: Host) -> None:
+    ready = httpx.get(f"{host.url}/readyz", timeout=30)
     assert (ready.status_code, ready.json()) == (200, {"status": "ready", "checks": {"horde": "ok", "redis": "ok"}})
-    docs = httpx.get(f"{host}/docs", timeout=30)
+    docs = httpx.get(f"{host.url}/docs", timeout=30)
     assert (docs.status_code, docs.headers["content-type"]) == (200, "text/html; charset=utf-8")
     assert (
-        httpx.get(f"{host}/openapi.json", timeout=30).json()["info"]["title"] == "AI Horde OpenAI-compatible chat front"
+        httpx.get(f"{host.url}/openapi.json", timeout=30).json()["info"]["title"]
+        == "AI Horde OpenAI-compatible chat front"
     )
+
+
+def test_the_host_serves_its_own_project(host: Host) -> None:
+    """The routes are the host's own (startproject's admin beside the front's), not another project's."""
+    login = httpx.get(f"{host.url}/admin/login/", timeout=30)
+    assert (login.status_code, login.headers["content-type"]) == (200, "text/html; charset=utf-8")
+    assert "Django administration" in login.text
+
+
+def test_the_host_serves_the_guides_from_the_installed_package(host: Host) -> None:
+    """The guides are package data of ``front_operations``: the host, outside any checkout, serves the README's
+    guide for it as written."""
+    guide = httpx.get(f"{host.url}/docs/host-project?format=md", timeout=30)
+    assert (guide.status_code, guide.text) == (200, (ROOT / "docs" / "host-project.md").read_text(encoding="utf-8"))
+    page = httpx.get(f"{host.url}/docs/configuration", timeout=30)
+    assert (page.status_code, page.headers["content-type"]) == (200, "text/html; charset=utf-8")
+
+
+def test_the_host_gets_the_apps_and_nothing_of_the_standalone_project(host: Host) -> None:
+    """The wheel installs the apps and the operations routes only: neither the front's own project, nor the devhorde,
+    nor a ``docs`` package is importable in the host's environment."""
+    code = (
+        "import importlib.util, sys; "
+        "print(*[name for name in sys.argv[1:] if importlib.util.find_spec(name) is not None])"
+    )
+    names = ["chat", "images", "models_list", "front_operations", "oaifront", "devhorde", "docs"]
+    found = run([host.python, "-c", code, *names], host.project).split()
+    assert found == ["chat", "images", "models_list", "front_operations"]

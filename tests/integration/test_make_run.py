@@ -267,6 +267,19 @@ def test_a_port_in_use_is_reported_before_anything_starts(tmp_path: Path, make_r
     ), output
 
 
+def test_a_host_that_is_not_this_machines_is_said_so_not_port_in_use(tmp_path: Path, make_run: list[MakeRun]) -> None:
+    """``HOST`` set to an address this machine does not hold (TEST-NET-1: binding it sends nothing) ends the script
+    with one line saying so, before anything starts. A name that does not resolve (``HOST=127.0.0.l``) is said in
+    the same way; tests/unit/test_start_lines.py checks it without asking a DNS server."""
+    run = start_make_run(tmp_path, {"HOST": "192.0.2.1", "REDIS": "off"})
+    make_run.append(run)
+    assert run.popen.wait(60) == 1
+    assert run.output() == (
+        "make run: HOST=192.0.2.1 is not an address of this machine (Cannot assign requested address): set HOST to "
+        "one of its addresses, such as 127.0.0.1\n"
+    )
+
+
 def test_a_bad_horde_url_is_refused_in_one_line_before_anything_starts(tmp_path: Path, make_run: list[MakeRun]) -> None:
     """``make run`` with ``HORDE_URL=not-a-url``: the front's one-line error, no traceback, nothing started."""
     run = start_make_run(tmp_path, {"HORDE_URL": "not-a-url"})
@@ -356,4 +369,9 @@ def test_a_redis_that_does_not_answer_is_said_with_the_mode_it_falls_back_to(
         f"to 127.0.0.1:{redis_port}. Connection refused.); until it does, every stream is delivered whole and waits "
         "re-read the Horde's status on a timer"
     )
+    assert (
+        f"Redis: redis://127.0.0.1:{redis_port}/0 is unreachable (Connection refused): until it answers, streams "
+        "are delivered whole and the waiter re-reads on its timer; progress streams read on database 0 (the URL's "
+        "database)"
+    ) in run.output()
     assert len(content_chunks(run.client)) == 1

@@ -1,13 +1,16 @@
 """The distribution ``pyproject.toml`` declares, installed as a user installs it (``tests/installed.py``): from a
 fresh clone in a temporary directory, ``pip install .`` and a wheel built with ``pip wheel --no-deps .`` each go into
-a new venv, whose Python then imports the apps from its own ``site-packages``, passes ``django check`` and serves:
-the devhorde with its bundled scenario, and the front with the guides it reads from the installed ``docs``.
+a new venv, whose Python then imports the apps from its own ``site-packages``. The wheel installs the apps and the
+operations routes only (no ``oaifront``, ``devhorde`` or ``docs`` at the top of ``site-packages``); the standalone
+project and the devhorde, copied beside it as the container image lays them out, pass ``django check`` and serve the
+front with the guides it reads from the installed ``front_operations``.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import zipfile
 from pathlib import Path
 
 import httpx
@@ -17,7 +20,17 @@ import pytest
 from devhorde.launch import START_UP_TIMEOUT_SECONDS, free_port, wait_http
 from tests.conftest import UNREACHABLE_HORDE_URL, Process
 from tests.fresh_clone import fresh_clone
-from tests.installed import APPS, build_wheel, imported_from, new_venv, pip_install, site_packages
+from tests.installed import (
+    APPS,
+    STANDALONE,
+    build_wheel,
+    imported_from,
+    new_venv,
+    pip_install,
+    site_packages,
+    standalone_copy,
+    wheel_top_levels,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +60,9 @@ def test_the_distribution_installs_into_a_fresh_venv_and_passes_djangos_checks(t
     where = imported_from(python, outside)
     packages = site_packages(python)
     assert {name: Path(path).parent for name, path in where.items()} == {name: Path(packages) / name for name in APPS}
+    assert sorted(path.name for path in Path(packages).iterdir() if path.name in {*STANDALONE, "docs"}) == []
 
+    standalone_copy(clone, outside)
     checked = subprocess.run(
         [python, "-m", "django", "check", "--settings", "oaifront.settings"],
         cwd=outside,
@@ -61,13 +76,38 @@ def test_the_distribution_installs_into_a_fresh_venv_and_passes_djangos_checks(t
     assert "horde_oai.W001" in checked.stderr, checked.stderr
 
 
+def test_the_wheel_holds_the_apps_and_the_operations_routes_only(tmp_path: Path) -> None:
+    """Nothing but the reusable apps at the top of site-packages; the guides are package data of the operations
+    routes, the same files as the checkout's ``docs/``."""
+    clone = fresh_clone(tmp_path / "clone")
+    wheel = build_wheel(clone, tmp_path / "dist")
+    assert sorted(wheel_top_levels(wheel)) == ["chat", "front_operations", "images", "models_list"]
+    with zipfile.ZipFile(wheel) as archive:
+        guides = {
+            name.removeprefix("front_operations/guides/"): archive.read(name)
+            for name in archive.namelist()
+            if name.startswith("front_operations/guides/")
+        }
+        assert (
+            archive.read("front_operations/openapi/guide.css")
+            == (clone / "front_operations" / "openapi" / "guide.css").read_bytes()
+        )
+    assert guides == {path.name: path.read_bytes() for path in (clone / "docs").glob("*.md")}
+    assert len(guides) > 10
+
+
 def test_the_installed_wheel_serves_the_front_the_guides_and_the_devhorde(tmp_path: Path) -> None:
-    """The package data: the devhorde finds its bundled ``fast`` scenario, the front its ``docs/*.md`` guides."""
+    """The package data: the front reads its guides from the installed ``front_operations``; the standalone project
+    and the devhorde (with its bundled ``fast`` scenario) run from a directory of their own beside it."""
+    clone = fresh_clone(tmp_path / "clone")
     python = new_venv(tmp_path / "venv")
-    installed = pip_install(python, build_wheel(fresh_clone(tmp_path / "clone"), tmp_path / "dist"), tmp_path)
+    installed = pip_install(python, build_wheel(clone, tmp_path / "dist"), tmp_path)
     assert installed.returncode == 0, installed.stdout + installed.stderr
-    outside = tmp_path / "elsewhere"
-    outside.mkdir()
+    outside = standalone_copy(clone, tmp_path / "elsewhere")
+    packages = Path(site_packages(python))
+    assert {name: Path(path).parent for name, path in imported_from(python, outside).items()} == {
+        name: packages / name for name in APPS
+    }
 
     horde_port, front_port = free_port(), free_port()
     horde_url = f"http://127.0.0.1:{horde_port}/api"
@@ -86,18 +126,21 @@ def test_the_installed_wheel_serves_the_front_the_guides_and_the_devhorde(tmp_pa
         base = f"http://127.0.0.1:{front_port}"
         wait_http(f"{base}/healthz", front.popen, timeout=START_UP_TIMEOUT_SECONDS)
 
+        guide = httpx.get(f"{base}/docs/host-project?format=md", timeout=30)
+        assert guide.status_code == 200
+        assert guide.text == (clone / "docs" / "host-project.md").read_text(encoding="utf-8")
         guide = httpx.get(f"{base}/docs/behaviour?format=md", timeout=30)
         assert guide.status_code == 200
-        assert guide.text == (tmp_path / "clone" / "docs" / "behaviour.md").read_text(encoding="utf-8")
+        assert guide.text == (clone / "docs" / "behaviour.md").read_text(encoding="utf-8")
         page = httpx.get(f"{base}/docs/behaviour", timeout=30)
         assert page.headers["content-type"] == "text/html; charset=utf-8"
         assert '<h2 id="waiting-and-availability">' in page.text
         stylesheet = httpx.get(f"{base}/docs/assets/guide.css", timeout=30)
         assert stylesheet.status_code == 200
-        assert stylesheet.text == (tmp_path / "clone" / "oaifront" / "openapi" / "guide.css").read_text()
+        assert stylesheet.text == (clone / "front_operations" / "openapi" / "guide.css").read_text()
         clients = httpx.get(f"{base}/docs/clients?format=md", timeout=30)
         assert clients.status_code == 200
-        assert clients.text == (tmp_path / "clone" / "docs" / "clients.md").read_text(encoding="utf-8")
+        assert clients.text == (clone / "docs" / "clients.md").read_text(encoding="utf-8")
 
         client = openai.OpenAI(base_url=f"{base}/v1", api_key="0000000000", max_retries=0)
         assert "devhorde/tiny-1b" in [model.id for model in client.models.list()]
@@ -108,7 +151,3 @@ def test_the_installed_wheel_serves_the_front_the_guides_and_the_devhorde(tmp_pa
     finally:
         front.stop()
         devhorde.stop()
-    # A bare scenario name resolves to the installed package's file (devhorde.scenario.SCENARIOS_DIR).
-    assert sorted(path.name for path in (Path(site_packages(python)) / "devhorde" / "scenarios").iterdir()) == sorted(
-        path.name for path in (tmp_path / "clone" / "devhorde" / "scenarios").iterdir()
-    )

@@ -13,7 +13,7 @@ import yaml
 from chat.settings import FrontSettings, environment_variable
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("chat", "images", "models_list", "oaifront", "devhorde")
+PACKAGES = ("chat", "images", "models_list", "front_operations", "oaifront", "devhorde")
 
 
 def dockerfile_instructions() -> list[str]:
@@ -50,10 +50,18 @@ def test_the_image_installs_the_runtime_dependencies_and_the_distribution_only()
 
 
 def test_the_image_copies_every_package_the_distribution_holds() -> None:
+    """The distribution's packages and ``docs/`` (the target of the link ``front_operations/guides``) go to the
+    build, the project and the devhorde, which the distribution leaves out, to the working directory."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     copied = {match for line in dockerfile_instructions() for match in re.findall(r"^COPY (\w+) /tmp/src/", line)}
     included = {pattern.rstrip("*") for pattern in project["tool"]["setuptools"]["packages"]["find"]["include"]}
-    assert copied == included
+    assert copied == {*included, "docs"}
+    assert (ROOT / "front_operations" / "guides").readlink() == Path("../docs")
+    assert "WORKDIR /app" in dockerfile_instructions()
+    in_the_working_directory = {
+        match for line in dockerfile_instructions() for match in re.findall(r"^COPY (\w+) /app/\1$", line)
+    }
+    assert in_the_working_directory == {"oaifront", "devhorde"}
 
 
 def test_compose_sets_only_variables_the_image_reads() -> None:

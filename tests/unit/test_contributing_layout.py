@@ -1,10 +1,10 @@
 """CONTRIBUTING.md's layout tables (its "Layout" section) are true to the tree: every file they name exists, and every
-module of ``oaifront/``, ``chat/`` and ``models_list/`` is named in them.
+module of ``oaifront/``, ``front_operations/``, ``chat/`` and ``models_list/`` is named in them.
 
 A row's first cell names paths: from the checkout's root in the first table (``oaifront/``), from ``chat/`` in the table
 of chat's layers (``horde/``, ``errors.py``). The files its second cell names (```budget.py```, ```guide.css```) are
-in the row's folder or under it (``openapi/``'s modules in the ``oaifront/`` row), or else from the checkout's root
-(```chat/settings.py```, ```manage.py```)."""
+in the row's folder or under it (``openapi/``'s modules in the ``front_operations/`` row), or else from the checkout's
+root (```chat/settings.py```, ```manage.py```)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTRIBUTING = ROOT / "CONTRIBUTING.md"
-DOCUMENTED_PACKAGES = ("oaifront", "chat", "models_list")
+DOCUMENTED_PACKAGES = ("oaifront", "front_operations", "chat", "models_list")
 """Whose every module the tables name (``__init__.py`` aside)."""
 FILE_NAME = re.compile(r"[\w./-]+\.(?:py|css|md)|[\w.-]+(?:/[\w.-]+)*/")
 """A code span that names a file (``budget.py``, ``guide.css``, ``bench/README.md``) or a folder (``openapi/``)."""
@@ -110,5 +110,7 @@ def test_the_tables_are_read_as_written() -> None:
     assert by_cell["`oaifront/`"].folder == ROOT / "oaifront"
     assert by_cell["`horde/`"].folder == ROOT / "chat" / "horde"
     assert "budget.py" in by_cell["`horde/`"].names
-    assert resolve(by_cell["`oaifront/`"], "schemas.py") == [ROOT / "oaifront" / "openapi" / "schemas.py"]
+    assert resolve(by_cell["`front_operations/`"], "schemas.py") == [
+        ROOT / "front_operations" / "openapi" / "schemas.py"
+    ]
     assert resolve(by_cell["`oaifront/`"], "conf.py") == []

@@ -1,11 +1,11 @@
 """No module of the project uses a private (underscore) name of uvicorn, uvloop, httptools, asyncio or Django
 (issue 34: a library's documented interface beats its internals).
 
-Each module of ``oaifront``, ``chat``, ``models_list``, ``devhorde`` and ``bench`` is read with ``ast``: its imports,
-the attribute chains that start at a name bound to one of those libraries (``asyncio.base_events._x``,
-``ASGIHandler._y``), and in a class that subclasses one of their classes, the methods it defines and the
-``self.``/``super().`` attributes it reads that are the base class's underscore names. A dunder (``__init__``) is
-public; the project's own underscore names are its own business.
+Each module of ``oaifront``, ``front_operations``, ``chat``, ``images``, ``models_list``, ``devhorde`` and ``bench``
+is read with ``ast``: its imports, the attribute chains that start at a name bound to one of those libraries
+(``asyncio.base_events._x``, ``ASGIHandler._y``), and in a class that subclasses one of their classes, the methods it
+defines and the ``self.``/``super().`` attributes it reads that are the base class's underscore names. A dunder
+(``__init__``) is public; the project's own underscore names are its own business.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("oaifront", "chat", "models_list", "devhorde", "bench")
+PACKAGES = ("oaifront", "front_operations", "chat", "images", "models_list", "devhorde", "bench")
 LIBRARIES = frozenset({"uvicorn", "uvloop", "httptools", "asyncio", "django"})
 
 

@@ -103,8 +103,8 @@ def every_builder() -> list[errors.OpenAIError]:
 
 @pytest.mark.parametrize("error", every_builder(), ids=lambda error: f"{error.code}-{sorted(error.headers())}")
 def test_every_builder_sends_only_the_headers_its_catalogue_row_declares(error: errors.OpenAIError) -> None:
-    """The OpenAPI document lists a status's retry headers from the catalogue (oaifront.openapi.error_table), so a
-    builder that sent a header its row does not declare would make the document wrong: each builder's headers are
+    """The OpenAPI document lists a status's retry headers from the catalogue (front_operations.openapi.error_table), so
+    a builder that sent a header its row does not declare would make the document wrong: each builder's headers are
     among its row's, with its status and type."""
     failure = errors.FAILURES[str(error.code)]
     assert (error.status, error.type) == (failure.status, failure.type)

@@ -9,7 +9,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("chat", "images", "models_list", "oaifront")
+APPS = ("chat", "images", "models_list", "front_operations", "oaifront")
 FLASK_APPLICATION = ("flask", "horde")
 """Top-level packages of the Horde's server (``horde`` is its Flask application, ``flask`` its framework)."""
 

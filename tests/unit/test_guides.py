@@ -1,5 +1,5 @@
 """The guides ``/docs/behaviour`` and ``/docs/clients``: a page for a browser, the Markdown source for a client that
-asks for it (oaifront.openapi.guides), links between the guides, and the stylesheet."""
+asks for it (front_operations.openapi.guides), links between the guides, and the stylesheet."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from oaifront.openapi.guides import GUIDE_CONTENT_SECURITY_POLICY, render_guide
+from front_operations.openapi.guides import GUIDE_CONTENT_SECURITY_POLICY, render_guide
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDES = [("/docs/behaviour", "behaviour.md"), ("/docs/clients", "clients.md")]
@@ -86,14 +86,14 @@ def test_the_stylesheet_is_served_from_the_front() -> None:
     response = Client().get("/docs/assets/guide.css")
     assert response.status_code == 200
     assert response["Content-Type"] == "text/css; charset=utf-8"
-    assert response.content == (ROOT / "oaifront" / "openapi" / "guide.css").read_bytes()
+    assert response.content == (ROOT / "front_operations" / "openapi" / "guide.css").read_bytes()
     assert b"url(" not in response.content  # nothing remote, nothing else to load
 
 
 def test_every_guide_in_docs_is_served_at_its_name_and_links_between_them_resolve() -> None:
     """A guide added to ``docs/`` is a page at ``/docs/<name>`` with no code to change; a link from one guide to
     another's heading names a heading that exists; an unknown name is the unknown-route 404."""
-    from oaifront.openapi.guides import guide_names
+    from front_operations.openapi.guides import guide_names
 
     names = guide_names()
     assert {"api", "behaviour", "clients", "configuration", "deployment", "development", "host-project"} <= set(names)

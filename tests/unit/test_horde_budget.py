@@ -43,7 +43,7 @@ from chat.serving.runtime import close_runtime, get_runtime
 from chat.serving.text_route import prepare_chat_request
 from chat.settings import FrontSettings, describe_invalid_settings, front_settings
 from chat.waiting.waiter import ChatWaiter
-from oaifront import readiness
+from front_operations import readiness
 from oaifront.guards import AdmissionGuards
 
 BASE = "http://horde.test/api"

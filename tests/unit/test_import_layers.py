@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("chat", "images", "models_list", "oaifront", "devhorde")
+APPS = ("chat", "images", "models_list", "front_operations", "oaifront", "devhorde")
 
 
 def module_files(root: Path, apps: Iterable[str]) -> dict[str, Path]:
@@ -203,6 +203,23 @@ def test_images_imports_only_chat_below_it() -> None:
     assert {app_of(module) for module, target in edges(graph) if app_of(target) == "images"} <= {
         "images",
         "models_list",
+        "oaifront",
+    }
+
+
+def test_the_distributions_packages_import_neither_the_project_nor_the_devhorde() -> None:
+    """The wheel holds ``chat``, ``images``, ``models_list`` and ``front_operations`` (``pyproject.toml``); the
+    project (``oaifront``) and the devhorde stay in the checkout, so none of those four imports them, and the
+    operations routes are imported by the project alone among the apps."""
+    graph = import_graph(ROOT, APPS)
+    installed = {"chat", "images", "models_list", "front_operations"}
+    assert [
+        (module, target)
+        for module, target in edges(graph)
+        if app_of(module) in installed and app_of(target) in {"oaifront", "devhorde"}
+    ] == []
+    assert {app_of(module) for module, target in edges(graph) if app_of(target) == "front_operations"} == {
+        "front_operations",
         "oaifront",
     }
 

@@ -96,7 +96,9 @@ from loguru import logger
 from chat.apps import apply_front_log_level
 assert apply_front_log_level(sys.argv[1])
 assert not apply_front_log_level(sys.argv[1])  # once only: the default handler is gone
-for name in ("chat.views.responses", "oaifront.door", "horde_sdk.ai_horde_api", "hostapp.views"):
+front = ("chat.views.responses", "front_operations.readiness", "images.views", "horde_sdk.ai_horde_api")
+names = (*front, "hostapp.views")
+for name in names:
     log = logger.patch(lambda record, name=name: record.update(name=name))
     log.debug("debug from " + name)
     log.warning("warning from " + name)
@@ -113,7 +115,8 @@ def test_the_log_level_governs_the_fronts_records_only() -> None:
     messages = [line.rsplit(" - ", 1)[1] for line in result.stderr.splitlines()]
     assert messages == [
         "warning from chat.views.responses",
-        "warning from oaifront.door",
+        "warning from front_operations.readiness",
+        "warning from images.views",
         "warning from horde_sdk.ai_horde_api",
         "debug from hostapp.views",
         "warning from hostapp.views",

@@ -35,21 +35,23 @@ from chat.errors import OpenAIError
 from chat.protocol.chat_request import ChatCompletionRequest
 from chat.reading.parameters import DEFAULT_NO_OP_PARAMETERS
 from chat.reading.screening import read_chat_request
-from images.protocol import ImageGenerationRequest, ImagesResponse
-from models_list.cards import model_list
-from models_list.schema import ModelCard, ModelList
-from oaifront.openapi import error_table
-from oaifront.openapi.assets import StaticAssetsMiddleware
-from oaifront.openapi.document import CLIENTS_GUIDE_URL, DOCS_URL
-from oaifront.openapi.schemas import (
+from front_operations.openapi import error_table
+from front_operations.openapi.assets import StaticAssetsMiddleware
+from front_operations.openapi.document import CLIENTS_GUIDE_URL, DOCS_URL
+from front_operations.openapi.schemas import (
     KEY_DROPPING_MODELS,
+    MODEL_SELECTION_KEYS,
     MODEL_SELECTION_SCHEMA,
     NO_OP_PARAMETER_SCHEMAS,
     SCHEMA_REF,
     DocumentedJsonSchema,
     model_schemas,
     plain_description,
+    selected_property,
 )
+from images.protocol import ImageGenerationRequest, ImagesResponse
+from models_list.cards import model_list
+from models_list.schema import ModelCard, ModelList
 
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
@@ -158,7 +160,7 @@ def test_the_redoc_bundle_is_the_sidecars_without_its_remote_logo() -> None:
     """The sidecar's ReDoc bundle names one remote asset, its sidebar logo; the served copy has an empty image there."""
     from django.contrib.staticfiles import finders
 
-    from oaifront.openapi.assets import EMPTY_IMAGE, REDOC_BUNDLE, REDOC_CDN_LOGO
+    from front_operations.openapi.assets import EMPTY_IMAGE, REDOC_BUNDLE, REDOC_CDN_LOGO
 
     response = Client().get("/docs/assets/redoc.standalone.js")
     assert response.status_code == 200
@@ -205,7 +207,7 @@ def test_static_assets_middleware_stays_async() -> None:
     # WhiteNoise's own advice: directly after SecurityMiddleware, before everything else.
     assert settings.MIDDLEWARE[:2] == [
         "oaifront.middleware.SecurityMiddleware",
-        "oaifront.openapi.assets.StaticAssetsMiddleware",
+        "front_operations.openapi.assets.StaticAssetsMiddleware",
     ]
 
 
@@ -258,8 +260,10 @@ def test_component_schemas_are_generated_from_the_models(
             }
             assert documented.pop("oneOf") == MODEL_SELECTION_SCHEMA["oneOf"]
             models = json.loads(json.dumps(documented["properties"]["models"]))
-            assert models["anyOf"][0].pop("uniqueItems") is True
+            assert models.pop("uniqueItems") is True
             documented["properties"] = {**documented["properties"], "models": models}
+            for key in MODEL_SELECTION_KEYS:
+                schema["properties"][key] = selected_property(schema["properties"][key])
         if name in {dropping.__name__ for dropping in KEY_DROPPING_MODELS}:
             assert schema.pop("additionalProperties") is False
             assert documented.pop("additionalProperties") is True
@@ -275,6 +279,29 @@ def test_request_is_documented_as_validated_and_responses_as_serialized(document
     assert components["ModelList"]["required"] == ["object", "data"]
 
 
+def test_model_is_documented_as_a_string_required_unless_models_is_given(document: dict[str, Any]) -> None:
+    """The shape ReDoc renders honestly (a string, required in the "With model" variant; no "string or string,
+    Default: null"), with the rule in the field's description. ref: model-selection.1"""
+    request = schemas(document)["ChatCompletionRequest"]
+    description = ChatCompletionRequest.model_fields["model"].description
+    assert description is not None
+    assert description.startswith("The model to use; a non-empty model id. Required unless ``models`` is given: ")
+    assert request["properties"]["model"] == {"minLength": 1, "maxLength": 255, "description": description}
+    assert set(request["properties"]["models"]) == {"items", "minItems", "maxItems", "uniqueItems", "description"}
+    assert request["oneOf"] == [
+        {
+            "title": "With model",
+            "required": ["model"],
+            "properties": {"model": {"type": "string"}, "models": {"type": "null"}},
+        },
+        {
+            "title": "With models",
+            "required": ["models"],
+            "properties": {"models": {"type": "array"}, "model": {"type": "null"}},
+        },
+    ]
+
+
 @pytest.mark.parametrize(
     ("selection", "valid", "param"),
     [
@@ -286,6 +313,8 @@ def test_request_is_documented_as_validated_and_responses_as_serialized(document
         ({"model": None, "models": None}, False, "model"),
         ({"model": "a", "models": ["b"]}, False, "models"),
         ({"models": ["a", "a"]}, False, "models[1]"),
+        ({"model": 5, "models": ["a"]}, False, "model"),
+        ({"model": "", "models": None}, False, "model"),
     ],
 )
 def test_model_selection_rule_is_in_the_schema_as_the_handler_applies_it(
@@ -939,7 +968,7 @@ def test_plain_description(docstring: str, plain: str) -> None:
 
 
 class CrossReferenced(BaseModel):
-    """A model whose docstrings hold cross-references (see [`plain_description`][oaifront.openapi.schemas])."""
+    """A model whose docstrings hold cross-references (see [`plain_description`][front_operations.openapi.schemas])."""
 
     model_config = ConfigDict(use_attribute_docstrings=True)
 

@@ -15,7 +15,7 @@ from chat.horde.native import NativeStatus
 from chat.reading.responses import RESPONSES_REQUEST_KEYS, STATEFUL_PARAMETERS, read_responses_request
 from chat.rendering.completion import buffered_chunks, build_completion
 from chat.rendering.responses_events import ResponseEventWriter, build_response
-from oaifront.openapi.schemas import RESPONSE_EVENT_TYPES, RESPONSES_STATE_PARAMETER_SCHEMAS
+from front_operations.openapi.schemas import RESPONSE_EVENT_TYPES, RESPONSES_STATE_PARAMETER_SCHEMAS
 
 RESPONSES = "/v1/responses"
 

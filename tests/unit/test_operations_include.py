@@ -1,4 +1,4 @@
-"""The operations routes as one include (``oaifront.operations_urls``), whatever the project's REST framework
+"""The operations routes as one include (``front_operations.urls``), whatever the project's REST framework
 settings: a host's ``DEFAULT_SCHEMA_CLASS`` may be DRF's own (drf-spectacular refused it: ``AssertionError:
 Incompatible AutoSchema``) and its default permission may require a login; the pages bring their own.
 """
@@ -62,7 +62,7 @@ def test_the_document_describes_the_front_only_with_the_packages_version() -> No
 def test_one_include_holds_every_operations_route() -> None:
     from django.urls import URLPattern
 
-    from oaifront import operations_urls
+    from front_operations import urls as operations_urls
 
     routes = [str(pattern.pattern) for pattern in operations_urls.urlpatterns if isinstance(pattern, URLPattern)]
     assert {"healthz", "readyz", "metrics", "openapi.json", "docs", "redoc", "docs/behaviour", "docs/clients"} <= set(

@@ -2,13 +2,14 @@
 is stopping, never "restarting" (issue 25; a Ctrl-C printed "The front is restarting").
 
 The wording lives in ``chat/errors.py`` (``FRONT_SHUTTING_DOWN_MESSAGE``, which the finished-request log line's
-``FrontShuttingDown`` answer carries to the client) and ``oaifront/openapi/error_table.py`` (the documented error).
+``FrontShuttingDown`` answer carries to the client) and ``front_operations/openapi/error_table.py`` (the documented
+error).
 """
 
 from __future__ import annotations
 
 from chat.errors import front_shutting_down
-from oaifront.openapi.error_table import CHAT_COMPLETION_ERRORS
+from front_operations.openapi.error_table import CHAT_COMPLETION_ERRORS
 
 
 def test_the_shutdown_answer_says_the_front_is_stopping() -> None:

@@ -28,10 +28,11 @@ from markdown_it import MarkdownIt
 from markdown_it.rules_core import StateCore
 from mdit_py_plugins.anchors import anchors_plugin
 
-from oaifront.openapi.assets import ASSET_CACHE_CONTROL
+from front_operations.openapi.assets import ASSET_CACHE_CONTROL
 
-DOCS_DIRECTORY: Final = Path(__file__).resolve().parents[2] / "docs"
-"""The guides' Markdown sources (``docs/`` of the checkout; installed beside ``oaifront`` by the wheel)."""
+DOCS_DIRECTORY: Final = Path(__file__).resolve().parents[1] / "guides"
+"""The guides' Markdown sources: ``front_operations/guides/``, package data of this app (``pyproject.toml``'s
+``package-data``); in the checkout a link to ``docs/``, where the guides are written."""
 
 BEHAVIOUR_GUIDE: Final = DOCS_DIRECTORY / "behaviour.md"
 """The behaviour guide's Markdown source."""

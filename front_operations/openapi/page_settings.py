@@ -1,6 +1,6 @@
 """The documentation pages' own drf-spectacular settings, so ``/openapi.json``, ``/docs`` and ``/redoc`` serve the
 same in the front's project and in a host project whatever its ``REST_FRAMEWORK`` and ``SPECTACULAR_SETTINGS`` say
-(:mod:`oaifront.openapi.pages` applies :data:`DOCS_SETTINGS` around each page). Nothing here imports Django REST
+(:mod:`front_operations.openapi.pages` applies :data:`DOCS_SETTINGS` around each page). Nothing here imports Django REST
 framework, so the project's settings module may read it.
 """
 
@@ -47,7 +47,7 @@ def docs_settings() -> dict[str, Any]:
         "TITLE": TITLE,
         "VERSION": front_version(),
         "OAS_VERSION": "3.1.0",
-        "POSTPROCESSING_HOOKS": ["oaifront.openapi.document.add_front_paths"],
+        "POSTPROCESSING_HOOKS": ["front_operations.openapi.document.add_front_paths"],
         "SWAGGER_UI_DIST": "SIDECAR",
         "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
         "REDOC_DIST": "SIDECAR",

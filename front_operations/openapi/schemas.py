@@ -146,14 +146,42 @@ assert set(STATE_FLAGS) <= set(ResponsesRequest.model_fields)
 MODEL_SELECTION_SCHEMA: Final[Mapping[str, Any]] = MappingProxyType(
     {
         "oneOf": [
-            {"title": "With model", "required": ["model"], "properties": {"model": {"type": "string"}}},
-            {"title": "With models", "required": ["models"], "properties": {"models": {"type": "array"}}},
+            {
+                "title": "With model",
+                "required": ["model"],
+                "properties": {"model": {"type": "string"}, "models": {"type": "null"}},
+            },
+            {
+                "title": "With models",
+                "required": ["models"],
+                "properties": {"models": {"type": "array"}, "model": {"type": "null"}},
+            },
         ],
     }
 )
-"""Exactly one of ``model`` (a string) and ``models`` (an array), added to the request schema (reference: Model
-selection). ``ChatCompletionRequest`` checks it, and that ``models`` holds distinct ids (``uniqueItems``), in a model
-validator, which JSON Schema generation cannot see; the front refuses either break with 400 ``BadRequest``."""
+"""Exactly one of ``model`` (a string) and ``models`` (an array), the other left out or null, added to the request
+schema (reference: Model selection). ``ChatCompletionRequest`` checks it, and that ``models`` holds distinct ids
+(``uniqueItems``), in a model validator, which JSON Schema generation cannot see; the front refuses either break with
+400 ``BadRequest``. The types live in the variants (:func:`selected_property`)."""
+
+MODEL_SELECTION_KEYS: Final = ("model", "models")
+"""The request properties :data:`MODEL_SELECTION_SCHEMA` selects between, each documented by
+:func:`selected_property`."""
+
+
+def selected_property(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """One of :data:`MODEL_SELECTION_KEYS` in the request's properties: its value's constraints and description
+    (``{"minLength": 1, "maxLength": 255, "description": ...}``), with no ``type`` and none of pydantic's ``anyOf`` of
+    the value and null or ``default: null``; each :data:`MODEL_SELECTION_SCHEMA` variant gives the type.
+
+    ReDoc shows each variant merged into the request's properties. Merged into pydantic's ``anyOf``, the variant's
+    ``"type": "string"`` overwrote the null branch and ``/redoc`` showed ``model`` as "string or string, Default:
+    null" although a request needs it; merged into this, the "With model" variant shows ``model`` as a required
+    string and ``models`` as null, the "With models" one the other way round. What validates is unchanged.
+    """
+    rest = {key: value for key, value in schema.items() if key not in {"anyOf", "default"}}
+    (value,) = [variant for variant in schema["anyOf"] if variant != {"type": "null"}]
+    return {key: item for key, item in value.items() if key != "type"} | rest
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -248,9 +276,9 @@ def component_schemas() -> Mapping[str, Mapping[str, Any]]:
     for key, schema in NO_OP_PARAMETER_SCHEMAS.items():
         request["properties"][key] = _plain_descriptions(dict(schema))
     request |= copy.deepcopy(dict(MODEL_SELECTION_SCHEMA))
-    for variant in request["properties"]["models"].get("anyOf", [request["properties"]["models"]]):
-        if variant.get("type") == "array":
-            variant["uniqueItems"] = True
+    for key in MODEL_SELECTION_KEYS:
+        request["properties"][key] = selected_property(request["properties"][key])
+    request["properties"]["models"]["uniqueItems"] = True
     for model in KEY_DROPPING_MODELS:
         schemas[model.__name__]["additionalProperties"] = True
     responses_request = schemas[ResponsesRequest.__name__]

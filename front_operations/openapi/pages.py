@@ -1,6 +1,6 @@
 """The documentation pages: ``/openapi.json`` (:class:`FrontSchemaView`), Swagger UI at ``/docs``, ReDoc at
 ``/redoc`` (both loading nothing from outside this process, under :data:`DOCS_CONTENT_SECURITY_POLICY`). The guides
-``/docs/behaviour`` and ``/docs/clients`` are oaifront.openapi.guides.
+``/docs/behaviour`` and ``/docs/clients`` are front_operations.openapi.guides.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from rest_framework.permissions import AllowAny
 from rest_framework.renderers import TemplateHTMLRenderer
 
 from chat.errors import OpenAIError
+from front_operations.openapi.page_settings import TITLE, docs_settings
 from models_list.views import served_model_list
-from oaifront.openapi.page_settings import TITLE, docs_settings
 
 _REDOC_PAGE: Final = """{% extends "drf_spectacular/redoc.html" %}{% block head %}
     <title>{{ title|default:"Redoc" }}</title>
@@ -43,8 +43,9 @@ policy refuses nothing and the console shows no error."""
 
 @contextmanager
 def front_docs_settings() -> Iterator[None]:
-    """drf-spectacular's settings patched to the pages' own (:func:`oaifront.openapi.page_settings.docs_settings`)
-    while a page is built, whatever the project's ``SPECTACULAR_SETTINGS``.
+    """drf-spectacular's settings patched to the pages' own
+    (:func:`front_operations.openapi.page_settings.docs_settings`) while a page is built, whatever the project's
+    ``SPECTACULAR_SETTINGS``.
     """
     with patched_settings(docs_settings()):
         yield
@@ -70,8 +71,8 @@ class FrontSchemaView(OwnSettings, SpectacularJSONAPIView):
     without a list (Horde unreachable, nothing served) the example keeps :data:`EXAMPLE_MODEL`.
 
     The document walks no URL pattern (``patterns`` is empty): every path comes from the postprocessing hook
-    :func:`oaifront.openapi.document.add_front_paths`, so a host project's own DRF views are neither described nor
-    inspected.
+    :func:`front_operations.openapi.document.add_front_paths`, so a host project's own DRF views are neither described
+    nor inspected.
     """
 
     patterns: Any = ()

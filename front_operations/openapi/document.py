@@ -3,9 +3,10 @@
 drf-spectacular documents only DRF views, and the front's views are plain async Django views that read and validate
 the body by hand (chat.reading.screening), so nothing is derived from them: :func:`add_front_paths`, a drf-spectacular
 postprocessing hook (``SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]``), adds every path (:func:`front_paths`) and every
-component schema (:mod:`oaifront.openapi.schemas`) itself. There is no 422 response: the front never returns one. Each
-route lists its responses by status with the error codes each status carries (:mod:`oaifront.openapi.error_table`) and
-the ``Retry-After`` and ``x-should-retry`` headers (:func:`error_response`).
+component schema (:mod:`front_operations.openapi.schemas`) itself. There is no 422 response: the front never returns
+one. Each route lists its responses by status with the error codes each status carries
+(:mod:`front_operations.openapi.error_table`) and the ``Retry-After`` and ``x-should-retry`` headers
+(:func:`error_response`).
 """
 
 from __future__ import annotations
@@ -26,9 +27,7 @@ from chat.protocol.chat_request import (
 )
 from chat.protocol.legacy_completion import CompletionRequest, TextCompletion
 from chat.protocol.responses_api import ResponseObject, ResponsesRequest
-from images.protocol import ImageGenerationRequest, ImagesResponse
-from models_list.schema import ModelCard, ModelList
-from oaifront.openapi.error_table import (
+from front_operations.openapi.error_table import (
     CHAT_COMPLETION_ERRORS,
     IMAGE_GENERATION_ERRORS,
     LEGACY_COMPLETION_ERRORS,
@@ -39,7 +38,7 @@ from oaifront.openapi.error_table import (
     DocumentedError,
     retry_headers,
 )
-from oaifront.openapi.schemas import (
+from front_operations.openapi.schemas import (
     CHAT_REQUEST_EXAMPLE,
     IMAGE_REQUEST_EXAMPLE,
     IMAGE_SSE_DESCRIPTION,
@@ -58,16 +57,18 @@ from oaifront.openapi.schemas import (
     stream_event_schema,
     text_completion_stream_event_schema,
 )
+from images.protocol import ImageGenerationRequest, ImagesResponse
+from models_list.schema import ModelCard, ModelList
 
 DOCS_URL: Final = "/docs/behaviour"
 """The front's behaviour guide (``docs/behaviour.md``: waiting and availability, streaming modes, errors and retries,
 limits, the ``horde`` options), served by the front itself at this path
-(:func:`oaifront.openapi.guides.behaviour_guide`) and linked from the document's ``info.description`` and
+(:func:`front_operations.openapi.guides.behaviour_guide`) and linked from the document's ``info.description`` and
 ``externalDocs``. Relative, so the link works on whatever host serves the docs."""
 
 CLIENTS_GUIDE_URL: Final = "/docs/clients"
 """The guide per client (``docs/clients.md``: base URL, key and the settings each chat UI or client library needs),
-served by the front itself at this path (:func:`oaifront.openapi.guides.clients_guide`) and linked from
+served by the front itself at this path (:func:`front_operations.openapi.guides.clients_guide`) and linked from
 ``info.description``."""
 
 
@@ -83,7 +84,7 @@ def error_response(
 ) -> dict[str, Any]:
     """The response object of one error status: its codes in the description (with, on a route that calls the Horde,
     the Horde's own ``rc`` passed through), the envelope, and the retry headers its codes may send
-    (:func:`oaifront.openapi.error_table.retry_headers`).
+    (:func:`front_operations.openapi.error_table.retry_headers`).
     """
     lines = [f"{reason_phrase(status)}. OpenAI's error envelope; `code` is:", ""]
     lines += [f"- `{error.code}`: {error.when}" for error in documented]

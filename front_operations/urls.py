@@ -1,11 +1,11 @@
 """The front's operations routes, for the front's own project and for a host project in one include:
 
-    path("", include("oaifront.operations_urls")),
+    path("", include("front_operations.urls")),
 
 liveness (``/healthz``), readiness (``/readyz``), metrics (``/metrics``, with ``HORDE_OAI_METRICS_ENDPOINT=true``),
 the API description (``/openapi.json``, Swagger UI at ``/docs``, ReDoc at ``/redoc``), the guides under ``/docs/``
-(:mod:`oaifront.openapi.guides`) and ``/favicon.ico``. The pages carry their own drf-spectacular and REST
-framework settings (:class:`oaifront.openapi.pages.OwnSettings`), so they answer the same whatever the host's
+(:mod:`front_operations.openapi.guides`) and ``/favicon.ico``. The pages carry their own drf-spectacular and REST
+framework settings (:class:`front_operations.openapi.pages.OwnSettings`), so they answer the same whatever the host's
 ``REST_FRAMEWORK`` says; the host lists ``rest_framework``, ``drf_spectacular`` and ``drf_spectacular_sidecar`` in
 ``INSTALLED_APPS`` (their templates and the pages' static files).
 """
@@ -14,11 +14,11 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import path
 
 from chat.settings import front_settings
-from oaifront.openapi.assets import favicon, redoc_bundle
-from oaifront.openapi.guides import behaviour_guide, clients_guide, guide_page, guide_stylesheet
-from oaifront.openapi.pages import FrontSchemaView, OfflineRedocView, OfflineSwaggerView
-from oaifront.readiness import readyz
-from oaifront.views import not_found
+from front_operations.openapi.assets import favicon, redoc_bundle
+from front_operations.openapi.guides import behaviour_guide, clients_guide, guide_page, guide_stylesheet
+from front_operations.openapi.pages import FrontSchemaView, OfflineRedocView, OfflineSwaggerView
+from front_operations.readiness import readyz
+from front_operations.views import not_found
 
 
 async def healthz(request: HttpRequest) -> JsonResponse:

@@ -268,7 +268,7 @@ STORED_RESPONSE_ERRORS: Final[Mapping[int, tuple[DocumentedError, ...]]] = by_st
     )
 )
 """The error statuses of ``GET`` and ``DELETE /v1/responses/{id}``: the front's own store, so no Horde ``rc`` is
-passed through (oaifront.openapi.document.route_responses, ``calls_the_horde``); the in-flight caps apply
+passed through (front_operations.openapi.document.route_responses, ``calls_the_horde``); the in-flight caps apply
 (oaifront.guards)."""
 
 

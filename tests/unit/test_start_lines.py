@@ -1,0 +1,123 @@
+"""What ``make run`` and the front say at start when an address is wrong (issue 38, finding 6): a ``HOST`` that does
+not resolve or is not this machine's is said as such, never as "port in use" (``oaifront.preflight.listen_problem``);
+a Redis that does not answer is said to be unreachable in the front's start line, with its address and no password
+(``chat.asgi.redis_problem``, ``FrontSettings.describe_redis``)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import socket
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from django.test import override_settings
+from loguru import logger
+
+from chat.asgi import redis_problem, serve_lifespan
+from chat.settings import FrontSettings, front_settings
+from devhorde.launch import free_port
+from oaifront.preflight import listen_problem
+from tests.conftest import ROOT
+
+NOT_THIS_MACHINE = "192.0.2.1"
+"""TEST-NET-1 (RFC 5737): an address no machine of the test holds; binding it fails at once, sending nothing."""
+
+
+def unknown_name(host: str, port: int, *args: Any) -> list[tuple[Any, ...]]:
+    """A resolver that answers as glibc's does for a name no source knows (``127.0.0.l``), without asking DNS."""
+    raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+
+def test_a_host_typo_is_said_not_to_resolve() -> None:
+    assert listen_problem("127.0.0.l", 8000, "PORT", resolve=unknown_name) == (
+        "HOST=127.0.0.l does not resolve to an address (Name or service not known): set HOST to an address of this "
+        "machine, such as 127.0.0.1"
+    )
+
+
+def test_an_address_of_another_machine_is_said_to_be_one() -> None:
+    assert listen_problem(NOT_THIS_MACHINE, free_port(), "PORT") == (
+        f"HOST={NOT_THIS_MACHINE} is not an address of this machine (Cannot assign requested address): set HOST to "
+        "one of its addresses, such as 127.0.0.1"
+    )
+
+
+def test_a_port_in_use_is_said_to_be_in_use_and_whose() -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        assert listen_problem("127.0.0.1", port, "PORT") == (
+            f"port {port} on 127.0.0.1 is in use (Address already in use): stop what holds it or set PORT"
+        )
+        assert listen_problem("127.0.0.1", port, "DEVHORDE_PORT", "the devhorde's") == (
+            f"port {port} (the devhorde's) is in use (Address already in use): stop what holds it or set DEVHORDE_PORT"
+        )
+
+
+def test_a_free_address_has_no_problem() -> None:
+    assert listen_problem("127.0.0.1", free_port(), "PORT") is None
+    assert listen_problem("localhost", free_port(), "PORT") is None  # a name /etc/hosts knows
+
+
+def test_python_m_oaifront_preflight_listen_says_it_in_one_line() -> None:
+    """The command bin/run runs before it starts anything: one line on standard error, status 1."""
+    said = subprocess.run(
+        [sys.executable, "-m", "oaifront.preflight", "listen", NOT_THIS_MACHINE, "8000", "PORT"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (said.returncode, said.stdout, said.stderr) == (
+        1,
+        "",
+        f"HOST={NOT_THIS_MACHINE} is not an address of this machine (Cannot assign requested address): set HOST to "
+        "one of its addresses, such as 127.0.0.1\n",
+    )
+
+
+@pytest.mark.asyncio
+async def test_redis_that_does_not_answer_is_said_unreachable_without_its_password() -> None:
+    port = free_port()
+    assert await redis_problem(f"redis://:s3cret@127.0.0.1:{port}/0") == "Connection refused"
+    settings = FrontSettings(redis_url=f"redis://:s3cret@127.0.0.1:{port}/2")
+    assert settings.describe_redis("Connection refused") == (
+        f"Redis: redis://:***@127.0.0.1:{port}/2 is unreachable (Connection refused): until it answers, streams are "
+        "delivered whole and the waiter re-reads on its timer; progress streams read on database 2 (the URL's "
+        "database)"
+    )
+
+
+@pytest.mark.asyncio
+async def test_the_start_line_says_redis_is_unreachable() -> None:
+    """The lifespan's start line, as uvicorn's start logs it, for a Redis where nothing listens."""
+    port = free_port()
+    lines: list[str] = []
+    sink = logger.add(lambda message: lines.append(message.record["message"]), level="INFO")
+    messages: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    async def send(message: Any) -> None:
+        return None
+
+    await messages.put({"type": "lifespan.startup"})
+    await messages.put({"type": "lifespan.shutdown"})
+    front_settings.cache_clear()
+    try:
+        with override_settings(HORDE_OAI=FrontSettings(redis_url=f"redis://:s3cret@127.0.0.1:{port}/0")):
+            await serve_lifespan(messages.get, send)
+    finally:
+        front_settings.cache_clear()
+        logger.remove(sink)
+        gc.unfreeze()
+    redis_lines = [line for line in lines if line.startswith("Redis: ")]
+    assert redis_lines == [
+        f"Redis: redis://:***@127.0.0.1:{port}/0 is unreachable (Connection refused): until it answers, streams are "
+        "delivered whole and the waiter re-reads on its timer; progress streams read on database 0 (the URL's "
+        "database)"
+    ]
+    assert not [line for line in lines if "s3cret" in line]
