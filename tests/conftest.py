@@ -9,8 +9,6 @@ No test reaches any address but loopback.
 
 from __future__ import annotations
 
-import ast
-import functools
 import os
 import subprocess
 import sys
@@ -74,46 +72,6 @@ FAST_FRONT_ENV = {
     "HORDE_OAI_STREAM_TIMEOUT_SECONDS": "20",
 }
 """Short intervals so the integration suite runs in seconds; each value is still exercised by its own rule."""
-
-
-SHARED_SCOPES = frozenset({"module", "package", "session"})
-"""Fixture scopes whose value one pytest-xdist worker shares between tests (a stack it starts once)."""
-
-
-@functools.cache
-def shared_fixtures(path: Path) -> frozenset[str]:
-    """The names of the fixtures ``path`` (a test module or a ``conftest.py``) defines with a scope of
-    :data:`SHARED_SCOPES` (``@pytest.fixture(scope="module")``), read from its source; empty when it has none."""
-    if not path.is_file():
-        return frozenset()
-    names: set[str] = set()
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if not isinstance(node, ast.FunctionDef):
-            continue
-        for decorator in node.decorator_list:
-            if not (isinstance(decorator, ast.Call) and ast.unparse(decorator.func) == "pytest.fixture"):
-                continue
-            options = {k.arg: k.value for k in decorator.keywords}
-            scope = options.get("scope")
-            if isinstance(scope, ast.Constant) and scope.value in SHARED_SCOPES:
-                name = options.get("name")
-                names.add(name.value if isinstance(name, ast.Constant) else node.name)
-    return frozenset(names)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under ``--dist loadgroup``, a test that uses a fixture its own module or its folder's ``conftest.py`` shares
-    between tests (module or session scope: a devhorde and a front with the module's own settings, an nginx edge)
-    goes to the group of that file, so that one worker starts the file's processes once instead of every worker that
-    draws one of its tests starting them again. Tests already in a group (``host_lane``, ``browser``...) keep it;
-    the suite's own ``live_stack`` and ``text_live_stack`` (this file) are started once per worker and spread."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        for source in (item.path, item.path.parent / "conftest.py"):
-            if source != Path(__file__).resolve() and shared_fixtures(source) & set(getattr(item, "fixturenames", ())):
-                item.add_marker(pytest.mark.xdist_group(source.relative_to(ROOT).as_posix()))
-                break
 
 
 @dataclass

@@ -6,18 +6,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import (
-    ROOT,
-    SERIAL_REDIS_DATABASES,
-    pytest_collection_modifyitems,
-    redis_databases,
-    shared_fixtures,
-)
+from tests.conftest import ROOT, SERIAL_REDIS_DATABASES, redis_databases
 
 IN_PROCESS_REDIS_TEST_DATABASES = {12, 13}
 """The databases tests/unit/test_delta_stream.py (12) and tests/devhorde (13) read, with keys unique to each test."""
@@ -68,67 +61,3 @@ def test_the_suite_names_follow_the_worker_of_the_process() -> None:
 def test_the_fidelity_tests_read_the_keys_of_the_harness_where_its_work_folder_is(tmp_path: Path) -> None:
     code = "from tests.realhorde.test_devhorde_fidelity import KEYS_ENV; print(KEYS_ENV)"
     assert python_prints(code, {"WORK": str(tmp_path)}) == str(tmp_path / "keys.env")
-
-
-SHARED_FIXTURES_MODULE = """
-import pytest
-
-@pytest.fixture(scope="module")
-def stack_of_its_own():
-    ...
-
-@pytest.fixture(scope="session", name="edge_server")
-def start_edge():
-    ...
-
-@pytest.fixture
-def per_test():
-    ...
-
-@pytest.fixture(scope="function")
-def also_per_test():
-    ...
-
-def helper():
-    ...
-"""
-
-
-def test_shared_fixtures_are_the_module_and_session_scoped_ones_of_a_file(tmp_path: Path) -> None:
-    """A file's fixtures one worker shares between tests, by their fixture name: what ``tests/conftest.py`` groups a
-    file's tests by under ``--dist loadgroup``."""
-    module = tmp_path / "test_module.py"
-    module.write_text(SHARED_FIXTURES_MODULE)
-    assert shared_fixtures(module) == {"stack_of_its_own", "edge_server"}
-    assert shared_fixtures(tmp_path / "conftest.py") == frozenset()
-
-
-@dataclass
-class CollectedTest:
-    """What ``pytest_collection_modifyitems`` reads of a collected test: its file, fixture names and markers."""
-
-    path: Path
-    fixturenames: list[str]
-    own_markers: list[pytest.Mark] = field(default_factory=list)
-
-    def get_closest_marker(self, name: str) -> pytest.Mark | None:
-        return next((mark for mark in self.own_markers if mark.name == name), None)
-
-    def add_marker(self, marker: pytest.MarkDecorator) -> None:
-        self.own_markers.append(marker.mark)
-
-
-def test_the_tests_using_a_files_own_stack_are_the_files_xdist_group() -> None:
-    """The tests of tests/integration/test_guards_live.py that use its module-scoped ``guarded`` stack go to the
-    file's group (one worker starts that stack once); one on the suite's ``live_stack`` alone, and one already in a
-    group, keep theirs."""
-    guards = ROOT / "tests" / "integration" / "test_guards_live.py"
-    grouped = CollectedTest(guards, ["guarded", "tmp_path_factory"])
-    spread = CollectedTest(guards, ["stack", "live_stack"])
-    kept = CollectedTest(guards, ["guarded"], [pytest.mark.xdist_group("host_lane").mark])
-    pytest_collection_modifyitems([grouped, spread, kept])  # type: ignore[list-item]
-    assert [[m.args for m in t.own_markers if m.name == "xdist_group"] for t in (grouped, spread, kept)] == [
-        [("tests/integration/test_guards_live.py",)],
-        [],
-        [("host_lane",)],
-    ]
