@@ -1,11 +1,11 @@
 """The host lane: a Django team follows the README's host-project section word for word, on the Django it runs.
 
 For Django 5.2 LTS and for the newest Django the package's range allows: the wheel built from a fresh clone is
-installed from PyPI into a venv of its own (pip's cache makes a second run quick) next to that Django, a project is
-made with ``django-admin startproject``, the README's ``settings.py``, ``urls.py`` and ``asgi.py`` snippets are added
-at the end of its files as the README says, and the README's ``uvicorn`` command serves it (only the port changed)
-with the devhorde behind. A streamed chat completion, a Responses call, ``/readyz``, ``/docs`` and the guides (package
-data of ``front_operations``) must answer, and the host's environment holds the apps only: no ``oaifront``,
+installed from PyPI into a venv of its own next to that Django (one ``pip install`` of both, :data:`PIP_INTO`), a
+project is made with ``django-admin startproject``, the README's ``settings.py``, ``urls.py`` and ``asgi.py`` snippets
+are added at the end of its files as the README says, and the README's ``uvicorn`` command serves it (only the port
+changed) with the devhorde behind. A streamed chat completion, a Responses call, ``/readyz``, ``/docs`` and the guides
+(package data of ``front_operations``) must answer, and the host's environment holds the apps only: no ``oaifront``,
 ``devhorde`` or ``docs`` package. The snippets are read from the README, so the test breaks when the README drifts
 from what works.
 """
@@ -16,6 +16,7 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +65,12 @@ def test_the_readme_section_has_the_three_snippets_and_the_command() -> None:
     assert 'include("front_operations.urls")' in found["urls.py"]
 
 
+PIP_INTO = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check", "--no-input", "--python"]
+"""This environment's pip installing into the venv whose ``python`` follows (pip's ``--python``): the venv is made
+without a pip of its own (``--without-pip``, no ``ensurepip`` per venv). The Django and the wheel go in one call, so
+pip resolves them together, and ``--no-compile`` (on ``install``) leaves byte-compiling to the first import."""
+
+
 def run(args: list[str | Path], cwd: Path, timeout: float = 900) -> str:
     result = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
     assert result.returncode == 0, (args, result.stdout[-3000:], result.stderr[-3000:])
@@ -89,10 +96,9 @@ class Host:
 def host(request: pytest.FixtureRequest, wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
     tmp = tmp_path_factory.mktemp(request.param)
     venv = tmp / "venv"
-    run([interpreter(), "-m", "venv", str(venv)], tmp)
     python = venv / "bin" / "python"
-    run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", DJANGO_VERSIONS[request.param]], tmp)
-    run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)], tmp)
+    run([interpreter(), "-m", "venv", "--without-pip", str(venv)], tmp)
+    run([*PIP_INTO, python, "install", "--no-compile", DJANGO_VERSIONS[request.param], str(wheel)], tmp)
     django = run([python, "-c", "import django; print(django.get_version())"], tmp).strip()
     assert django.startswith("5.2") if request.param == "django-5.2-lts" else int(django.split(".")[0]) >= 6
 

@@ -8,12 +8,15 @@ that finds its requests in the Horde's database (``harness.waiting_prompts``).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
 import openai
 import pytest
 
+from chat.horde.upfront_kudos import FREE_CEILING_MAX, free_ceiling
 from tests.realhorde.conftest import REPLY, Fleet, Front, RealHorde, client, eventually, marker, retry_a_foreign_429
 from tests.realhorde.harness import text_status, waiting_prompts
 
@@ -199,29 +202,98 @@ def test_a_bad_key_is_refused_with_401(realhorde: RealHorde, front: Front, fleet
     assert waiting_prompts(mark) == []
 
 
+QUEUE_REQUEST_N = 20
+"""The largest ``params.n`` of a text request (``horde/apis/models/kobold_v2.py``); the Horde's queue counts each
+waiting request ``n`` times (``count_totals``)."""
+CEILING_DROP = 32
+"""Tokens below 512 the held queue puts the Horde's free ceiling at least: low enough that the default 512 is over it,
+high enough that the lane's other requests (``max_tokens`` up to 300) stay under it while the queue is counted."""
+THREAD_MARGIN = 10
+"""Text worker threads that may come online (another lane's fleet) between the read and the request: the queue held
+outweighs them too."""
+
+
+def performance(realhorde: RealHorde) -> dict[str, Any]:
+    """``GET /v2/status/performance``: the cached totals and thread count the Horde's ceiling is computed from."""
+    body: dict[str, Any] = httpx.get(f"{realhorde.horde_url}/v2/status/performance", timeout=10).json()
+    return body
+
+
+def queue_size_lowering_the_ceiling(threads: int) -> int:
+    """The queued requests that put the free ceiling at most ``512 - CEILING_DROP`` with ``threads +
+    THREAD_MARGIN`` threads online (``512 + 5 x threads - round(0.9 x queued)``, chat.horde.upfront_kudos)."""
+    queued = 0
+    while not lowered({"text_thread_count": threads + THREAD_MARGIN, "queued_text_requests": queued}, queued):
+        queued += QUEUE_REQUEST_N
+    return queued
+
+
+def lowered(performance: dict[str, Any], size: int) -> bool:
+    """Whether ``performance`` counts at least ``size`` queued requests and puts the ceiling at ``512 -
+    CEILING_DROP`` or lower."""
+    ceiling = free_ceiling(performance)
+    low = ceiling is not None and ceiling <= FREE_CEILING_MAX - CEILING_DROP
+    return low and performance["queued_text_requests"] >= size
+
+
+@contextmanager
+def held_queue(realhorde: RealHorde, size: int, mark: str) -> Iterator[list[str]]:
+    """``size`` requests waiting in the Horde's text queue while inside, on a model no worker serves: requests of
+    ``n`` :data:`QUEUE_REQUEST_N` from fresh users (each may hold 30), paced under the Horde's 2 submits a second
+    per address; cancelled on leaving (``n = 0``: the next totals leave them out). Yields their ids."""
+    count = -(-size // QUEUE_REQUEST_N)
+    realhorde.budget.reserve(count)
+    ids: list[str] = []
+    try:
+        for i in range(count):
+            key, _ = realhorde.new_user("q")
+            answer = httpx.post(
+                f"{realhorde.horde_url}/v2/generate/text/async",
+                headers={"apikey": key, "Client-Agent": "realhorde-lane:1:local"},
+                json={
+                    "prompt": f"queued {i} [{mark}]",
+                    "params": {"n": QUEUE_REQUEST_N, "max_length": 16, "max_context_length": 1024},
+                    "models": [realhorde.model("nobody")],
+                },
+                timeout=60,  # a submit registers the request in PostgreSQL: seconds on a loaded machine
+            )
+            assert answer.status_code == 202, answer.text
+            ids.append(answer.json()["id"])
+            time.sleep(0.6)
+        yield ids
+    finally:
+        for request_id in ids:
+            httpx.delete(f"{realhorde.horde_url}/v2/generate/text/status/{request_id}", timeout=60)
+
+
 @retry_a_foreign_429
 @pytest.mark.submits(2)
-def test_the_default_max_tokens_is_served_for_a_user_without_kudos(
+def test_the_default_max_tokens_is_served_lowered_and_reported_while_the_horde_queue_is_long(
     realhorde: RealHorde, front: Front, fleet: Fleet
 ) -> None:
-    """A new user (0 kudos) without ``max_tokens`` is served, not refused ``KudosUpfront``: the front's default of 512
-    is the Horde's free ceiling when its text queue is empty; while other requests queue, the ceiling is lower
-    (``512 + 5 x threads - round(0.9 x queued)``, chat.horde.upfront_kudos) and the front sends it, reported as a
-    ``kudos_upfront`` adjustment from 512 (the lane's own earlier requests may still count in the Horde's totals,
-    which it refreshes every 60 s). The front's cached totals can be older than the Horde's: it sends 512 with
-    ``allow_downgrade: false``, and a ceiling it did not foresee comes back as 403 ``KudosUpfront`` naming it, submitted
-    again at it (chat.serving.text_limits.resubmit_after_downgrade_refusal), so for a user's own key the stored
-    ``max_length`` is the one reported (this test failed CI when the Horde lowered it silently)."""
-    new_key, new_id = realhorde.new_user("dflt")
+    """A new user (0 kudos) without ``max_tokens`` is served, not refused ``KudosUpfront``, while the Horde's text
+    queue puts its free ceiling under the front's default of 512 (``512 + 5 x threads - round(0.9 x queued)``,
+    chat.horde.upfront_kudos): the test holds a queue long enough for that on a model nobody serves and waits until
+    the Horde's totals (refreshed every 60 s) count it. The request is stored at the ceiling and the reply reports it
+    as a ``kudos_upfront`` adjustment from 512, whether the front foresaw the ceiling from its own performance read
+    or learnt it from the Horde's 403 naming it and submitted again at it
+    (chat.serving.text_limits.resubmit_after_downgrade_refusal): the stored ``max_length`` is the one reported (this
+    test failed CI when the Horde lowered it silently)."""
     mark = marker()
-    completion = ask(front, new_key, fleet.model("default"), mark)
+    size = queue_size_lowering_the_ceiling(int(performance(realhorde)["text_thread_count"]))
+    with held_queue(realhorde, size, mark):
+        eventually(
+            lambda: lowered(performance(realhorde), size),
+            timeout=150,
+            interval=3,
+            what=f"the Horde's totals counting the {size} queued requests (refreshed every 60 s)",
+        )
+        new_key, new_id = realhorde.new_user("dflt")
+        asked = marker()
+        completion = ask(front, new_key, fleet.model("default"), asked)
     assert completion.choices[0].message.content == REPLY
-    [stored] = waiting_prompts(mark)
+    [stored] = waiting_prompts(asked)
     assert stored.user_id == new_id
-    x_horde = (completion.model_extra or {})["x_horde"]
-    if stored.max_length == 512:
-        assert "context_adjustments" not in x_horde, x_horde
-    else:
-        assert 256 <= stored.max_length < 512
-        adjustment = {"kind": "kudos_upfront", "requested": 512, "applied": stored.max_length}
-        assert x_horde["context_adjustments"] == [adjustment], x_horde
+    assert 256 <= stored.max_length < 512
+    adjustment = {"kind": "kudos_upfront", "requested": 512, "applied": stored.max_length}
+    assert (completion.model_extra or {})["x_horde"]["context_adjustments"] == [adjustment]
