@@ -54,7 +54,7 @@ check: install-dev
 	@$(MAKE) --no-print-directory -j2 --output-sync=target lint check-tests
 
 check-tests: install-dev
-	@bin/with-redis bin/pytest-run "make check" tests/unit tests/devhorde -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	@bin/with-redis bin/pytest-run "make check" tests/unit tests/devhorde -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # The real-Horde lane: bin/realhorde-lane (REALHORDE_ARGS go to its pytest).
 realhorde: install-dev
