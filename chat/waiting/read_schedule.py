@@ -1,17 +1,23 @@
-"""When a waiting request reads its status next, without a subscribed signal listener (timer only, no Redis).
+"""When a waiting request reads its status next: the wait's whole sleep policy (chat.waiting.waiter asks it).
 
-Without signals the front learns of every change from its own status reads, and the Horde allows one read a second
-per request (``../shared/spec/real-horde.md``). Reading every waiting request every ``signal_recheck_seconds`` costs
-the Horde one read a second per waiting request and the front a core at 1,000 waiting (bench/README.md, row 3), so
-the read follows where the request stands in the queue (:func:`wanted_delay`):
+**With a subscribed signal listener** the signals carry every state change, so the timer only backs off:
+:meth:`ReadSchedule.recheck_delay` doubles it after each re-read the timer brought, from ``signal_recheck_seconds`` up
+to the ceiling (:func:`backoff_ceiling`: ``signal_recheck_max_seconds``, raised with many requests registered so the
+process's timer re-reads stay within ``signal_recheck_reads_per_second``); a signal, a failed read or the listener not
+being subscribed brings it back to ``signal_recheck_seconds`` (:meth:`ReadSchedule.note_wake`).
+
+**Without signals** (no Redis, a listener not subscribed, or the text API, which publishes none) the front learns of
+every change from its own status reads, and the Horde allows one read a second per request
+(``../shared/spec/real-horde.md``). Reading every waiting request every ``signal_recheck_seconds`` costs the Horde one
+read a second per waiting request and the front a core at 1,000 waiting (bench/README.md, row 3), so the read follows
+where the request stands in the queue (:func:`wanted_delay`):
 
 - processing, finished, at the head of the queue (``queue_position`` 1), without queue information yet (position 0),
   reported impossible, or after a failed read: ``signal_recheck_seconds`` (about once a second);
 - deeper in the queue: when :data:`QUEUE_FRACTION` of its estimated ``wait_time`` has passed (its position may have
   changed enough to matter by then; the reads come closer together as it nears the head), never less than
-  ``signal_recheck_seconds`` and never more than the ceiling, :func:`chat.waiting.waiter.backoff_ceiling` of the
-  requests waiting in the process (``signal_recheck_max_seconds``, raised to the waiting count over
-  :data:`CEILING_SHARE` of ``signal_recheck_reads_per_second``).
+  ``signal_recheck_seconds`` and never more than the ceiling (:meth:`ReadSchedule.ceiling`: :func:`backoff_ceiling`
+  of the requests waiting in the process over :data:`CEILING_SHARE`).
 
 One process-wide :class:`ReadBudget` then books every timer read in a calendar of one-second slots holding
 ``signal_recheck_reads_per_second`` reads each: a read of a request deep in the queue takes the first slot at or after
@@ -21,7 +27,7 @@ takes its own time whatever the slot holds. The ceiling keeps the reads at the c
 reads nearer the head add only the logarithm of the queue's depth, so the process's reads stay within the budget plus
 the urgent reads however many requests wait. The timed rules of chat.waiting.waiter (the read when the grace ends,
 the positioned reads of ``fail_fast``, the full recheck of a completion without a generation) keep their own times:
-the waiter cuts the delay to them before booking it.
+the waiter passes the time left to them as ``cut``, which shortens the delay before it is booked.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from chat.settings import FrontSettings
 from chat.waiting.status import has_started
 
 QUEUE_FRACTION: Final[float] = 0.5
-"""The share of a queued request's estimated ``wait_time`` after which its status is read again."""
+"""The share of a queued request's estimated wait after which its status is read again."""
 
 HEAD_POSITION: Final[int] = 1
 """The ``queue_position`` of the next request a worker picks up (0: no queue information yet)."""
@@ -48,6 +54,21 @@ processing and the 4 at the head, 15 for the rest of the first 640; bench/README
 
 SLOT_SECONDS: Final[float] = 1.0
 """The length of one slot of :class:`ReadBudget`'s calendar."""
+
+
+def backoff_ceiling(settings: FrontSettings, registered: int) -> float:
+    """Seconds: the most a backed-off timer waits between re-reads with ``registered`` requests registered for
+    signals in the process: ``signal_recheck_max_seconds`` (never below ``signal_recheck_seconds``), raised to
+    ``registered / signal_recheck_reads_per_second``, so once the timers have backed off the process's timer re-reads
+    stay within that rate however many requests wait (5,000 waiting at 25 a second: 200 s). Timers still ramping up
+    (a new request, one a signal reset) re-read more often, and a change no signal carries (a worker going offline,
+    which starts the ``fail_fast_grace_seconds`` grace) is seen up to one ceiling late.
+    """
+    return max(
+        settings.signal_recheck_seconds,
+        settings.signal_recheck_max_seconds,
+        registered / settings.signal_recheck_reads_per_second,
+    )
 
 
 def is_urgent(status: NativeStatus | None) -> bool:
@@ -85,7 +106,7 @@ class ReadBudget:
     def __init__(self, reads_per_second: float) -> None:
         self.capacity = reads_per_second * SLOT_SECONDS
         self.waiting = 0
-        """Requests waiting in the process (registered by each chat.waiting.waiter.ChatWaiter until it closes)."""
+        """Requests waiting in the process (registered by each :class:`ReadSchedule` until it closes)."""
         self._booked: dict[int, int] = {}
         self._oldest = 0
 
@@ -137,8 +158,8 @@ class ReadBudget:
 
 
 class ReadSchedule:
-    """One waiting request's reads without signals: :func:`wanted_delay`, booked in the process's
-    :class:`ReadBudget`.
+    """One waiting request's sleeps between status reads: the backoff timer with signals, else :func:`wanted_delay`
+    booked in the process's :class:`ReadBudget`.
 
     Args:
         settings: The front's settings.
@@ -150,9 +171,48 @@ class ReadSchedule:
         self.settings = settings
         self.budget = budget
         self.clock = clock
+        self.timer_delay: float = settings.signal_recheck_seconds
+        """The backoff timer's next delay while the signal listener is subscribed (:meth:`note_wake`)."""
         self._booked_at: float | None = None
         self._open = True
         budget.waiting += 1
+
+    def ceiling(self, registered: int | None) -> float:
+        """The most the timer waits between re-reads now: :func:`backoff_ceiling` of ``registered`` (the requests
+        registered for signals in the process), or without signals (None) of the requests waiting in it over
+        :data:`CEILING_SHARE` (the reads at the ceiling take at most that share of the budget).
+        """
+        if registered is not None:
+            return backoff_ceiling(self.settings, registered)
+        return backoff_ceiling(self.settings, math.ceil(self.budget.waiting / CEILING_SHARE))
+
+    def recheck_delay(
+        self, status: NativeStatus | None, *, backoff: bool, subscribed: bool, ceiling: float, cut: float | None = None
+    ) -> float:
+        """Seconds until the next timer re-read of a request whose last read gave ``status`` (None: it failed),
+        never past ``cut`` (the time left to a timed rule, such as the end of the grace).
+
+        ``signal_recheck_seconds`` when ``backoff`` is false (the positioned re-reads of "Queue position refresh");
+        with a ``subscribed`` signal listener :attr:`timer_delay`; without one :meth:`next_delay` (the queue's
+        schedule).
+        """
+        if backoff and not subscribed:
+            return self.next_delay(status, ceiling=ceiling, cut=cut)
+        delay = self.settings.signal_recheck_seconds
+        if backoff:
+            delay = max(delay, self.timer_delay)
+        return delay if cut is None else min(delay, cut)
+
+    def note_wake(self, status: NativeStatus | None, *, by_timer: bool, subscribed: bool, ceiling: float) -> None:
+        """Set the backoff timer after a wake and its read: doubled (up to ``ceiling``) after a timer wake whose read
+        succeeded with the listener subscribed; ``signal_recheck_seconds`` after a signal, a failed read, or while
+        the listener is not subscribed.
+        """
+        base = self.settings.signal_recheck_seconds
+        if status is None or not by_timer or not subscribed:
+            self.timer_delay = base
+            return
+        self.timer_delay = min(ceiling, max(base, self.timer_delay * 2))
 
     def next_delay(self, status: NativeStatus | None, *, ceiling: float, cut: float | None = None) -> float:
         """Seconds from now to the next read of a request whose last read gave ``status`` (None: it failed),
