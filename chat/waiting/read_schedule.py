@@ -13,11 +13,17 @@ read a second per waiting request and the front a core at 1,000 waiting (bench/R
 where the request stands in the queue (:func:`wanted_delay`):
 
 - processing, finished, at the head of the queue (``queue_position`` 1), without queue information yet (position 0),
-  reported impossible, or after a failed read: ``signal_recheck_seconds`` (about once a second);
-- deeper in the queue: when :data:`QUEUE_FRACTION` of its estimated ``wait_time`` has passed (its position may have
-  changed enough to matter by then; the reads come closer together as it nears the head), never less than
-  ``signal_recheck_seconds`` and never more than the ceiling (:meth:`ReadSchedule.ceiling`: :func:`backoff_ceiling`
-  of the requests waiting in the process over :data:`CEILING_SHARE`).
+  reported impossible, or after a failed read: ``signal_recheck_seconds`` after the previous read began (about once
+  a second);
+- deeper in the queue: when :data:`QUEUE_FRACTION` of its estimated wait has passed (its position may have changed
+  enough to matter by then; the reads come closer together as it nears the head), never less than
+  ``signal_recheck_seconds`` and never more than the ceiling (:meth:`ReadSchedule.ceiling`: :func:`backoff_ceiling` of
+  the requests waiting in the process over :data:`CEILING_SHARE`). The estimate is the status's ``wait_time``; where
+  the Horde reports none (the real AI Horde's text status: its queue divides the text queue's tokens by the image
+  divisor, ``horde/database/threads.py:124``, so a queued text request reads ``wait_time`` 0 at any position), the
+  places ahead of it over the queue's advance (:class:`QueueAdvance`: the positions per second the process's requests
+  of the same queue were seen to move), at least :data:`MIN_QUEUE_ADVANCE`; until that advance is known, once a
+  second.
 
 One process-wide :class:`ReadBudget` then books every timer read in a calendar of one-second slots holding
 ``signal_recheck_reads_per_second`` reads each: a read of a request deep in the queue takes the first slot at or after
@@ -33,6 +39,7 @@ the waiter passes the time left to them as ``cut``, which shortens the delay bef
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable
 from typing import Final
 
@@ -55,6 +62,18 @@ processing and the 4 at the head, 15 for the rest of the first 640; bench/README
 SLOT_SECONDS: Final[float] = 1.0
 """The length of one slot of :class:`ReadBudget`'s calendar."""
 
+MIN_QUEUE_ADVANCE: Final[float] = 0.2
+"""Positions a second a queue is taken to advance at least when a request's wait comes from its position: a request
+without a ``wait_time`` is read at least every ``QUEUE_FRACTION x (queue_position - 1) / 0.2`` seconds (2.5 s a place
+ahead), however still the queue was seen to stand."""
+
+ADVANCE_WINDOW_SECONDS: Final[float] = 30.0
+"""How far back :class:`QueueAdvance` measures a queue's advance: the reads of the last 30 s."""
+
+ADVANCE_MIN_SECONDS: Final[float] = 3.0
+"""The request-seconds of queue a window must hold (summed over the intervals between two queued reads of one
+request) before its advance is known."""
+
 
 def backoff_ceiling(settings: FrontSettings, registered: int) -> float:
     """Seconds: the most a backed-off timer waits between re-reads with ``registered`` requests registered for
@@ -71,33 +90,78 @@ def backoff_ceiling(settings: FrontSettings, registered: int) -> float:
     )
 
 
-def is_urgent(status: NativeStatus | None) -> bool:
+def is_urgent(status: NativeStatus | None, advance: float | None = None) -> bool:
     """Whether a request in this status (None: the last read failed) is read every ``signal_recheck_seconds``:
-    processing or finished, at the head of the queue or without queue information, or reported impossible.
+    processing or finished, at the head of the queue or without queue information, reported impossible, or queued
+    without a ``wait_time`` while its queue's ``advance`` (positions a second, :class:`QueueAdvance`) is unknown.
     """
-    return (
+    if (
         status is None
         or has_started(status)
         or status.done
         or not status.is_possible
         or status.queue_position <= HEAD_POSITION
-        or status.wait_time <= 0
-    )
+    ):
+        return True
+    return status.wait_time <= 0 and advance is None
 
 
-def wanted_delay(settings: FrontSettings, status: NativeStatus | None, ceiling: float) -> float:
+def wanted_delay(
+    settings: FrontSettings, status: NativeStatus | None, ceiling: float, advance: float | None = None
+) -> float:
     """Seconds until the next read of a request in ``status``, before the budget: ``signal_recheck_seconds`` when
-    :func:`is_urgent`, else :data:`QUEUE_FRACTION` of its ``wait_time`` within ``[signal_recheck_seconds,
-    ceiling]``.
+    :func:`is_urgent`, else :data:`QUEUE_FRACTION` of its estimated wait within ``[signal_recheck_seconds,
+    ceiling]``. The estimate is ``wait_time``, or without one the places ahead over the queue's ``advance``
+    (positions a second, at least :data:`MIN_QUEUE_ADVANCE`).
     """
     base = settings.signal_recheck_seconds
-    if status is None or is_urgent(status):
+    if status is None or is_urgent(status, advance):
         return base
-    return max(base, min(ceiling, QUEUE_FRACTION * status.wait_time))
+    if status.wait_time > 0:
+        estimate = float(status.wait_time)
+    else:
+        ahead = status.queue_position - HEAD_POSITION
+        estimate = ahead / max(MIN_QUEUE_ADVANCE, advance or 0.0)
+    return max(base, min(ceiling, QUEUE_FRACTION * estimate))
+
+
+class QueueAdvance:
+    """How fast one of the Horde's queues moves toward its head: the positions a second its waiting requests were
+    seen to gain between two reads, over the reads of the last :data:`ADVANCE_WINDOW_SECONDS` (every request of the
+    process in that queue adds its own; a request passed by a higher-priority one counts the place it lost).
+    """
+
+    def __init__(self) -> None:
+        self._seen: deque[tuple[float, int, float]] = deque()
+        self._moved = 0
+        self._seconds = 0.0
+
+    def observe(self, at: float, moved: int, seconds: float) -> None:
+        """One request went ``moved`` places toward the head (negative: away) in the ``seconds`` up to ``at`` (the
+        waiters' clock).
+        """
+        if seconds <= 0:
+            return
+        self._seen.append((at, moved, seconds))
+        self._moved += moved
+        self._seconds += seconds
+
+    def per_second(self, now: float) -> float | None:
+        """Positions a second over the window before ``now`` (never below 0), or None while it holds less than
+        :data:`ADVANCE_MIN_SECONDS` of observation.
+        """
+        while self._seen and self._seen[0][0] < now - ADVANCE_WINDOW_SECONDS:
+            _, moved, seconds = self._seen.popleft()
+            self._moved -= moved
+            self._seconds -= seconds
+        if not self._seen or self._seconds < ADVANCE_MIN_SECONDS:
+            return None
+        return max(0.0, self._moved / self._seconds)
 
 
 class ReadBudget:
-    """The process's calendar of timer status reads: ``reads_per_second`` per one-second slot.
+    """The process's calendar of timer status reads: ``reads_per_second`` per one-second slot, and its
+    :class:`QueueAdvance` of each queue.
 
     Args:
         reads_per_second: ``signal_recheck_reads_per_second``.
@@ -107,8 +171,14 @@ class ReadBudget:
         self.capacity = reads_per_second * SLOT_SECONDS
         self.waiting = 0
         """Requests waiting in the process (registered by each :class:`ReadSchedule` until it closes)."""
+        self.advances: dict[str, QueueAdvance] = {}
+        """Each queue's advance, by the name its schedules give (``text``: the text API's; ``chat``: native chat)."""
         self._booked: dict[int, int] = {}
         self._oldest = 0
+
+    def advance(self, queue: str) -> QueueAdvance:
+        """The advance of ``queue``."""
+        return self.advances.setdefault(queue, QueueAdvance())
 
     def booked(self, slot: int) -> int:
         """Reads booked in ``slot`` (the seconds ``[slot, slot + 1)`` of the waiters' clock)."""
@@ -165,15 +235,22 @@ class ReadSchedule:
         settings: The front's settings.
         budget: The process's budget (chat.serving.runtime.FrontRuntime.read_budget).
         clock: The waiter's ``time.monotonic``-like clock.
+        queue: The Horde's queue the request waits in (``text``, ``chat``): its reads teach and use that queue's
+            :class:`QueueAdvance`; None (the image checks) uses ``wait_time`` alone.
     """
 
-    def __init__(self, settings: FrontSettings, budget: ReadBudget, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, settings: FrontSettings, budget: ReadBudget, clock: Callable[[], float], *, queue: str | None = None
+    ) -> None:
         self.settings = settings
         self.budget = budget
         self.clock = clock
+        self.queue = queue
         self.timer_delay: float = settings.signal_recheck_seconds
         """The backoff timer's next delay while the signal listener is subscribed (:meth:`note_wake`)."""
         self._booked_at: float | None = None
+        self._seen: NativeStatus | None = None
+        self._queued_at: tuple[float, int] | None = None
         self._open = True
         budget.waiting += 1
 
@@ -186,18 +263,25 @@ class ReadSchedule:
             return backoff_ceiling(self.settings, registered)
         return backoff_ceiling(self.settings, math.ceil(self.budget.waiting / CEILING_SHARE))
 
-    def recheck_delay(
-        self, status: NativeStatus | None, *, backoff: bool, subscribed: bool, ceiling: float, cut: float | None = None
+    def recheck_delay(  # noqa: PLR0913 - keyword-only: the read, the listener's state, the timed rule's cut
+        self,
+        status: NativeStatus | None,
+        *,
+        backoff: bool,
+        subscribed: bool,
+        ceiling: float,
+        cut: float | None = None,
+        elapsed: float = 0.0,
     ) -> float:
         """Seconds until the next timer re-read of a request whose last read gave ``status`` (None: it failed),
         never past ``cut`` (the time left to a timed rule, such as the end of the grace).
 
         ``signal_recheck_seconds`` when ``backoff`` is false (the positioned re-reads of "Queue position refresh");
         with a ``subscribed`` signal listener :attr:`timer_delay`; without one :meth:`next_delay` (the queue's
-        schedule).
+        schedule, counted from the last read's start, ``elapsed`` seconds ago).
         """
         if backoff and not subscribed:
-            return self.next_delay(status, ceiling=ceiling, cut=cut)
+            return self.next_delay(status, ceiling=ceiling, cut=cut, elapsed=elapsed)
         delay = self.settings.signal_recheck_seconds
         if backoff:
             delay = max(delay, self.timer_delay)
@@ -214,18 +298,38 @@ class ReadSchedule:
             return
         self.timer_delay = min(ceiling, max(base, self.timer_delay * 2))
 
-    def next_delay(self, status: NativeStatus | None, *, ceiling: float, cut: float | None = None) -> float:
-        """Seconds from now to the next read of a request whose last read gave ``status`` (None: it failed),
-        booked in the budget. ``cut`` (the time left to a timed rule, such as the end of the grace) shortens the
-        wanted delay before booking and makes the read urgent.
+    def next_delay(
+        self, status: NativeStatus | None, *, ceiling: float, cut: float | None = None, elapsed: float = 0.0
+    ) -> float:
+        """Seconds from now to the next read of a request whose last read gave ``status`` (None: it failed), booked
+        in the budget: :func:`wanted_delay` less the ``elapsed`` seconds since that read began. ``cut`` (the time
+        left to a timed rule, such as the end of the grace) shortens the delay before booking and makes the read
+        urgent.
         """
         now = self.clock()
-        delay = wanted_delay(self.settings, status, ceiling)
-        urgent = is_urgent(status)
+        advance = self._advance(status, now)
+        delay = max(0.0, wanted_delay(self.settings, status, ceiling, advance) - elapsed)
+        urgent = is_urgent(status, advance)
         if cut is not None and cut <= delay:
             delay, urgent = max(0.0, cut), True
         self._booked_at = self.budget.book(now, now + delay, urgent=urgent, slack=delay)
         return self._booked_at - now
+
+    def _advance(self, status: NativeStatus | None, now: float) -> float | None:
+        """Teach the queue's :class:`QueueAdvance` the places gained since this request's previous queued read (once
+        a status), and return its advance.
+        """
+        if self.queue is None:
+            return None
+        advance = self.budget.advance(self.queue)
+        if status is not None and status is not self._seen:
+            self._seen = status
+            queued = status.queue_position >= HEAD_POSITION and not has_started(status) and not status.done
+            if queued and self._queued_at is not None:
+                at, position = self._queued_at
+                advance.observe(now, position - status.queue_position, now - at)
+            self._queued_at = (now, status.queue_position) if queued else None
+        return advance.per_second(now)
 
     def close(self) -> None:
         """The request stops waiting: give back its booked read if it is still to come, and leave the waiting count."""

@@ -77,6 +77,10 @@ POSITIONED_READ_WAIT_SECONDS: Final[float] = 2.0
 FAIL_FAST: Final[str] = "fail_fast"
 """The ``horde.availability_mode`` that refuses at the first read instead of queueing."""
 
+CHAT_QUEUE: Final[str] = "chat"
+"""The queue a request waits in when its routes name none (``status_queue``; chat.horde.text.TextRoutes: ``text``):
+the native chat queue (chat.waiting.read_schedule.QueueAdvance)."""
+
 CANCELLED_SIGNAL: Final[str] = "cancelled"
 """The signal event of a request cancelled at the Horde (native contract, Signals)."""
 
@@ -150,11 +154,15 @@ class ChatWaiter:
         self.cancelled_signal = False
         self.done_without_generation_reads = 0
         self._read_failures = 0
+        self._read_began: float | None = None
         # The process's read budget (chat.serving.runtime.FrontRuntime.read_budget); a runtime without one (a test's)
         # gives each waiter its own.
         budget = getattr(runtime, "read_budget", None)
         self.reads = ReadSchedule(
-            self.settings, budget or ReadBudget(self.settings.signal_recheck_reads_per_second), clock
+            self.settings,
+            budget or ReadBudget(self.settings.signal_recheck_reads_per_second),
+            clock,
+            queue=getattr(self.horde, "status_queue", CHAT_QUEUE),
         )
         """When the next read comes (chat.waiting.read_schedule)."""
         self._signal_queue: asyncio.Queue[str] | None = None
@@ -194,6 +202,7 @@ class ChatWaiter:
         id as ``metadata.request_id``) or after :data:`MAX_CONSECUTIVE_READ_FAILURES` failures in a row (502
         ``HordeUnavailable``).
         """
+        began = self.clock()
         try:
             status = await self.horde.status(self.request_id, self.apikey)
         except HordeRefusal as refusal:
@@ -214,6 +223,7 @@ class ChatWaiter:
             self._failed_read(exc.detail, reached=exc.reached)
             return None
         self._read_failures = 0
+        self._read_began = began
         self.last_status = status
         self._note_progress(status)
         if self.started_seen_at is None and has_started(status):
@@ -313,12 +323,14 @@ class ChatWaiter:
         if self.impossible_since is not None:
             grace_left = max(0.0, self.impossible_since + self.settings.fail_fast_grace_seconds - self.clock())
         status = self.last_status if self._read_failures == 0 else None
+        began = self._read_began if status is not None else None
         return self.reads.recheck_delay(
             status,
             backoff=backoff,
             subscribed=self.signals_subscribed,
             ceiling=self.timer_ceiling(),
             cut=grace_left,
+            elapsed=0.0 if began is None else max(0.0, self.clock() - began),
         )
 
     def timer_ceiling(self) -> float:
