@@ -22,8 +22,9 @@ where the request stands in the queue (:func:`wanted_delay`):
   the Horde reports none (the real AI Horde's text status: its queue divides the text queue's tokens by the image
   divisor, ``horde/database/threads.py:124``, so a queued text request reads ``wait_time`` 0 at any position), the
   places ahead of it over the queue's advance (:class:`QueueAdvance`: the positions per second the process's requests
-  of the same queue were seen to move), at least :data:`MIN_QUEUE_ADVANCE`; until that advance is known, once a
-  second.
+  of the same queue were seen to gain), or over the request's own since its first queued read when that is faster (a
+  request of higher priority passes others), at least :data:`MIN_QUEUE_ADVANCE`, and never more than
+  :data:`MAX_POSITIONED_DELAY_SECONDS`; until either pace is known, once a second.
 
 One process-wide :class:`ReadBudget` then books every timer read in a calendar of one-second slots holding
 ``signal_recheck_reads_per_second`` reads each: a read of a request deep in the queue takes the first slot at or after
@@ -66,6 +67,12 @@ MIN_QUEUE_ADVANCE: Final[float] = 0.2
 """Positions a second a queue is taken to advance at least when a request's wait comes from its position: a request
 without a ``wait_time`` is read at least every ``QUEUE_FRACTION x (queue_position - 1) / 0.2`` seconds (2.5 s a place
 ahead), however still the queue was seen to stand."""
+
+MAX_POSITIONED_DELAY_SECONDS: Final[float] = 4.0
+"""The longest delay of a read placed by position alone (no ``wait_time``): the Horde's workers take requests out of
+position order (the positions rank every model's requests by priority; a worker takes the first it can serve), so a
+request may be taken at any place; read at least every 4 s, one taken just after a read is still read while its
+reply is generated (bench/README.md, "Issue 37, second stop")."""
 
 ADVANCE_WINDOW_SECONDS: Final[float] = 30.0
 """How far back :class:`QueueAdvance` measures a queue's advance: the reads of the last 30 s."""
@@ -122,13 +129,14 @@ def wanted_delay(
     else:
         ahead = status.queue_position - HEAD_POSITION
         estimate = ahead / max(MIN_QUEUE_ADVANCE, advance or 0.0)
+        ceiling = min(ceiling, MAX_POSITIONED_DELAY_SECONDS)
     return max(base, min(ceiling, QUEUE_FRACTION * estimate))
 
 
 class QueueAdvance:
     """How fast one of the Horde's queues moves toward its head: the positions a second its waiting requests were
     seen to gain between two reads, over the reads of the last :data:`ADVANCE_WINDOW_SECONDS` (every request of the
-    process in that queue adds its own; a request passed by a higher-priority one counts the place it lost).
+    process in that queue adds its own).
     """
 
     def __init__(self) -> None:
@@ -251,6 +259,7 @@ class ReadSchedule:
         self._booked_at: float | None = None
         self._seen: NativeStatus | None = None
         self._queued_at: tuple[float, int] | None = None
+        self._first_queued: tuple[float, int] | None = None
         self._open = True
         budget.waiting += 1
 
@@ -317,7 +326,9 @@ class ReadSchedule:
 
     def _advance(self, status: NativeStatus | None, now: float) -> float | None:
         """Teach the queue's :class:`QueueAdvance` the places gained since this request's previous queued read (once
-        a status), and return its advance.
+        a status; a request passed by others of higher priority counts none lost, so the advance stays the pace of
+        the requests that move), and return the larger of its advance and this request's own since its first queued
+        read (a request of higher priority moves faster than the queue's average).
         """
         if self.queue is None:
             return None
@@ -327,9 +338,19 @@ class ReadSchedule:
             queued = status.queue_position >= HEAD_POSITION and not has_started(status) and not status.done
             if queued and self._queued_at is not None:
                 at, position = self._queued_at
-                advance.observe(now, position - status.queue_position, now - at)
+                advance.observe(now, max(0, position - status.queue_position), now - at)
             self._queued_at = (now, status.queue_position) if queued else None
-        return advance.per_second(now)
+            if not queued:
+                self._first_queued = None
+            elif self._first_queued is None:
+                self._first_queued = (now, status.queue_position)
+        pace = advance.per_second(now)
+        if self._first_queued is not None and status is not None:
+            at, position = self._first_queued
+            if now - at >= self.settings.signal_recheck_seconds and position > status.queue_position:
+                own = (position - status.queue_position) / (now - at)
+                pace = own if pace is None else max(pace, own)
+        return pace
 
     def close(self) -> None:
         """The request stops waiting: give back its booked read if it is still to come, and leave the waiting count."""

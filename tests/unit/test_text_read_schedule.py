@@ -24,6 +24,7 @@ from chat.horde.text import TextRoutes
 from chat.waiting.read_schedule import (
     ADVANCE_MIN_SECONDS,
     ADVANCE_WINDOW_SECONDS,
+    MAX_POSITIONED_DELAY_SECONDS,
     MIN_QUEUE_ADVANCE,
     QUEUE_FRACTION,
     QueueAdvance,
@@ -62,16 +63,17 @@ def test_a_queued_text_request_without_a_wait_is_urgent_only_while_the_queue_adv
     [
         (20, None, 1.0),  # the advance unknown: once a second
         (2, 0.5, 1.0),  # one place ahead at half a place a second: 1 s, the floor
+        (4, 2.0, 1.0),  # three places at 2 a second: 1.5 s, half of it is under the floor
+        (7, 1.0, 3.0),  # six places at a place a second: 6 s, half of it
         (5, 0.5, 4.0),  # four places at 0.5 a second: 8 s, half of it
-        (21, 2.0, 5.0),  # twenty at 2 a second: 10 s, half of it
-        (21, 0.0, 30.0),  # a queue seen standing still: 0.2 a second at least, 100 s, within the 30 s ceiling
-        (5, 0.0, 10.0),  # four places at the least advance, 0.2 a second: 20 s, half of it
+        (21, 2.0, 4.0),  # twenty at 2 a second: 10 s, half of it is over the 4 s bound
+        (21, 0.0, 4.0),  # a queue seen standing still: 0.2 a second at least, 100 s, within the 4 s bound
     ],
 )
 def test_the_wanted_delay_of_a_queued_text_request_is_half_its_places_ahead_over_the_advance(
     position: int, advance: float | None, delay: float
 ) -> None:
-    assert (QUEUE_FRACTION, MIN_QUEUE_ADVANCE) == (0.5, 0.2)
+    assert (QUEUE_FRACTION, MIN_QUEUE_ADVANCE, MAX_POSITIONED_DELAY_SECONDS) == (0.5, 0.2, 4.0)
     assert wanted_delay(SETTINGS, text_queued(position), ceiling=30.0, advance=advance) == delay
 
 
@@ -196,9 +198,10 @@ def queue_of(ahead: int, seconds: float) -> dict[str, Job]:
 @pytest.mark.asyncio
 async def test_a_deep_text_request_is_read_by_its_places_ahead_once_the_queue_advance_is_known() -> None:
     """A request 38th in a queue that moves a place a second (one thread, one-second jobs), in a process that has
-    seen it move so: read at 0 (38th: half of 37 places at a place a second), 18.5 (20th: half of 19 places at the
-    0.99 a second seen by then), 28.099 (10th), then closer as it nears the head, every second from the 3rd place
-    on, and at 42.158, 0.158 s after its 4 s job is done: 12 reads where every second would be 43."""
+    seen it move so: read every 4 s (half of its places ahead at a place a second is more: the bound a request that
+    a worker may take out of order is read within), then closer as it nears the head (34.5: the 4th, half of 3
+    places), every second from the 3rd place on, and at 42.022, 0.022 s after its 4 s job is done: 17 reads where
+    every second would be 43."""
     time = VirtualTime()
     budget = ReadBudget(SETTINGS.signal_recheck_reads_per_second)
     budget.advance("text").observe(0.0, 30, 30.0)
@@ -206,20 +209,36 @@ async def test_a_deep_text_request_is_read_by_its_places_ahead_once_the_queue_ad
     horde = QueueHorde(time, queue_of(38, 4.0), threads=1)
     assert (horde.jobs["r"].started, horde.jobs["r"].done) == (38.0, 42.0)
     await time.run(wait(runtime, "r", time, horde))
-    assert [round(at, 3) for at in horde.reads["r"]] == [0.0, 18.5, 28.099, 32.607, 35.154] + [
-        36.158 + second for second in range(7)
+    assert [round(at, 3) for at in horde.reads["r"]] == [4.0 * read for read in range(9)] + [34.5] + [
+        36.022 + second for second in range(7)
     ]
 
 
 @pytest.mark.asyncio
 async def test_until_the_queue_advance_is_known_a_queued_text_request_is_read_every_second() -> None:
-    """A process that has seen no queue move yet: the 38th request is read every second until its reads span
-    ADVANCE_MIN_SECONDS (3 s; the 35th place by then, a place a second), then by its places ahead."""
+    """A process that has seen no queue move yet: the 38th request is read every second until it has moved for a
+    second itself (the 37th at 1, a place a second), then by its places ahead: every 4 s while half of them at a place
+    a second is more."""
     time = VirtualTime()
     runtime = SimpleNamespace(settings=SETTINGS, signals=None, read_budget=ReadBudget(25.0))
     horde = QueueHorde(time, queue_of(38, 4.0), threads=1)
     await time.run(wait(runtime, "r", time, horde))
-    assert horde.reads["r"][:5] == [0.0, 1.0, 2.0, 3.0, 3.0 + 0.5 * 34 / 1.0]
+    assert horde.reads["r"][:5] == [0.0, 1.0, 5.0, 9.0, 13.0]
+
+
+@pytest.mark.asyncio
+async def test_a_request_moving_faster_than_the_queue_is_read_by_its_own_pace() -> None:
+    """The process saw its queue move 0.1 places a second (requests passed by others of higher priority); this one,
+    7th, moves a place a second: its first delay is the 4 s bound, then its own pace decides (the 3rd at 4: half of
+    2 places at a place a second, 1 s; the queue's 0.2 would give the 4 s bound again), and it is read every second
+    until its job, taken at 7, is done at 11."""
+    time = VirtualTime()
+    budget = ReadBudget(SETTINGS.signal_recheck_reads_per_second)
+    budget.advance("text").observe(0.0, 3, 30.0)
+    runtime = SimpleNamespace(settings=SETTINGS, signals=None, read_budget=budget)
+    horde = QueueHorde(time, queue_of(7, 4.0), threads=1)
+    await time.run(wait(runtime, "r", time, horde))
+    assert horde.reads["r"] == [0.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0]
 
 
 @pytest.mark.asyncio
@@ -244,8 +263,8 @@ def load(users: int, threads: int) -> dict[str, Job]:
 @pytest.mark.asyncio
 async def test_sixty_text_requests_on_six_threads_are_read_where_it_matters() -> None:
     """Sixty requests on six worker threads (a queue up to 40 deep, 26 s queued on average): every reply is read
-    within a second of the Horde having it (0.42 s on average), the queued requests are read 0.2 times a second
-    (every second before), the processing ones once a second. 837 reads in all, 0.41 per waiting request per
+    within a second of the Horde having it (0.34 s on average), the queued requests are read 0.35 times a second
+    (every second before), the processing ones once a second. 1,079 reads in all, 0.52 per waiting request per
     second: at this size a quarter of the waiting is processing (issue 37's 0.35 is for 280 waiting on 24 threads)."""
     time = VirtualTime()
     runtime = SimpleNamespace(settings=SETTINGS, signals=None, read_budget=ReadBudget(25.0))
@@ -258,6 +277,6 @@ async def test_sixty_text_requests_on_six_threads_are_read_where_it_matters() ->
     processing = [at for request_id, job in jobs.items() for at in horde.reads[request_id] if at >= job.started]
     processing_seconds = sum(horde.reads[request_id][-1] - job.started for request_id, job in jobs.items())
     assert max(after_done) <= SETTINGS.signal_recheck_seconds
-    assert round(sum(after_done) / len(after_done), 3) == 0.416
-    assert (len(queued), round(len(queued) / queued_seconds, 3)) == (304, 0.195)
-    assert (len(processing), round(processing_seconds)) == (533, 505)
+    assert round(sum(after_done) / len(after_done), 3) == 0.339
+    assert (len(queued), round(len(queued) / queued_seconds, 3)) == (540, 0.347)
+    assert (len(processing), round(processing_seconds)) == (539, 500)
