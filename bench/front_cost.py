@@ -67,7 +67,7 @@ from bench.relay_latency import (
     rss_megabytes,
 )
 from chat.settings import FrontSettings
-from chat.waiting.waiter import backoff_ceiling
+from chat.waiting.read_schedule import backoff_ceiling
 from devhorde.launch import free_port, wait_http
 
 REPLY = "The quick brown fox jumps over the lazy dog."
@@ -378,9 +378,10 @@ async def scale_out(level: int, seconds: float) -> dict[str, Any]:
 
 def steady_state_seconds(count: int) -> tuple[float, float]:
     """``(settle, window)`` for ``count`` requests waiting with Redis on and the front's default settings: the
-    waiter's timer doubles from ``signal_recheck_seconds`` to its ceiling (``chat.waiting.waiter.backoff_ceiling``: at
-    least ``count / signal_recheck_reads_per_second``); settle until the last read before the ceiling, then one whole
-    ceiling. 100 waiting: 31 s and 30 s; 1,000: 63 s and 40 s; 5,000: 255 s and 200 s.
+    waiter's timer doubles from ``signal_recheck_seconds`` to its ceiling
+    (``chat.waiting.read_schedule.backoff_ceiling``: at least ``count / signal_recheck_reads_per_second``); settle
+    until the last read before the ceiling, then one whole ceiling. 100 waiting: 31 s and 30 s; 1,000: 63 s and
+    40 s; 5,000: 255 s and 200 s.
     """
     defaults = FrontSettings()
     ceiling = backoff_ceiling(defaults, count)

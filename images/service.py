@@ -27,8 +27,8 @@ from chat.horde.refusals import error_from_refusal
 from chat.metrics import STAGE_GRACE, STAGE_SUBMIT, front_metrics, outcome_class_for
 from chat.rendering.progress import QueueProgress
 from chat.serving.runtime import FrontRuntime
-from chat.waiting.read_schedule import ReadSchedule
-from chat.waiting.waiter import MAX_CONSECUTIVE_READ_FAILURES, backoff_ceiling
+from chat.waiting.read_schedule import ReadSchedule, backoff_ceiling
+from chat.waiting.waiter import MAX_CONSECUTIVE_READ_FAILURES
 from images.convert import NotAnImage, convert_image
 from images.horde import NO_AVAILABLE_WORKER, ImageHorde, ImageStatus, horde_payload
 from images.reading import ImagePlan

@@ -235,8 +235,12 @@ class TextRoutes:
 
     publishes_signals: ClassVar[bool] = False
     """The text API publishes no Redis signals (``horde:chat:signals`` carries native chat requests only), so the
-    waiter of a text request does not register for them and re-reads every ``signal_recheck_seconds`` instead of
-    backing off (chat.waiting.waiter); the read cap (chat.horde.budget) spaces those reads to 1.05 s."""
+    waiter of a text request does not register for them and its reads follow the queue instead of backing off
+    (chat.waiting.read_schedule); the read cap (chat.horde.budget) spaces those reads to 1.05 s."""
+
+    status_queue: ClassVar[str] = "text"
+    """The Horde's queue a text request waits in: its reads teach and follow the text queue's advance
+    (chat.waiting.read_schedule.QueueAdvance; the real Horde's text status reads ``wait_time`` 0 while queued)."""
 
     def __init__(
         self,

@@ -2,18 +2,12 @@
 
 A waiter reads ``GET /v2/generate/chat/status/{id}`` until the request is terminal. A Redis signal on
 ``horde:chat:signals`` wakes it early; without one it re-reads on its own timer, so the front is correct without Redis.
-Without a subscribed signal listener, or for routes that publish no signals (the text API's), that timer follows the
-queue (chat.waiting.read_schedule: about every ``signal_recheck_seconds`` when processing or at the head, a share of
-the estimated wait deeper in the queue, within one process-wide budget of ``signal_recheck_reads_per_second``). With
-one, the signals carry every state change (``processing``, ``done``, ``faulted``, ``cancelled``), so the waiter's
-timer backs off: each re-read the timer brought doubles it, from ``signal_recheck_seconds`` up to
-``signal_recheck_max_seconds``; a signal, a failed read or the listener not being subscribed brings it back to
-``signal_recheck_seconds`` (:meth:`ChatWaiter.recheck_delay`). With many requests waiting the ceiling rises so that,
-once the timers have backed off, the process makes at most
-``signal_recheck_reads_per_second`` timer re-reads a second in all (:func:`backoff_ceiling`). The reference's timed
-rules keep their own times whatever the backoff: the positioned re-reads of ``fail_fast`` every
-``signal_recheck_seconds`` for :data:`POSITIONED_READ_WAIT_SECONDS`, the read when the grace ends, and the full
-``signal_recheck_seconds`` recheck of a completion without a generation.
+When it reads next is chat.waiting.read_schedule's (the whole sleep policy: the backoff timer with a subscribed signal
+listener, the queue's schedule and the process's read budget without one, for routes that publish no signals such as
+the text API's too); the waiter asks it after each read (:meth:`ChatWaiter.recheck_delay`,
+:meth:`ChatWaiter.note_wake`). The reference's timed rules keep their own times whatever the schedule: the positioned
+re-reads of ``fail_fast`` every ``signal_recheck_seconds`` for :data:`POSITIONED_READ_WAIT_SECONDS`, the read when the
+grace ends, and the full ``signal_recheck_seconds`` recheck of a completion without a generation.
 Reference sections: "No eligible worker" (Model availability, Declaration gaps, Size limit gaps, Native admission
 refusals), "Fail-fast admission", "Queue position refresh", "Stream errors", "Completion without a
 generation" and the statuses of "Error attributes".
@@ -42,7 +36,6 @@ The rules, by status read:
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Final
@@ -55,7 +48,6 @@ from chat.horde import refusals
 from chat.horde.native import HordeRefusal, HordeUnreachable, NativeStatus
 from chat.horde.ports import HordeApi, WaitedRequest, WaiterRuntime
 from chat.rendering.progress import WAITING, QueueProgress
-from chat.settings import FrontSettings
 from chat.waiting.availability import (
     CANCELLED_SENTENCE,
     NO_ELIGIBLE_THREADS,
@@ -66,7 +58,7 @@ from chat.waiting.availability import (
     queue_unavailable_error,
     service_gap_error_from_horde,
 )
-from chat.waiting.read_schedule import CEILING_SHARE, ReadBudget, ReadSchedule
+from chat.waiting.read_schedule import ReadBudget, ReadSchedule
 from chat.waiting.status import (
     declaration_gap,
     has_queue_information,
@@ -85,26 +77,15 @@ POSITIONED_READ_WAIT_SECONDS: Final[float] = 2.0
 FAIL_FAST: Final[str] = "fail_fast"
 """The ``horde.availability_mode`` that refuses at the first read instead of queueing."""
 
+CHAT_QUEUE: Final[str] = "chat"
+"""The queue a request waits in when its routes name none (``status_queue``; chat.horde.text.TextRoutes: ``text``):
+the native chat queue (chat.waiting.read_schedule.QueueAdvance)."""
+
 CANCELLED_SIGNAL: Final[str] = "cancelled"
 """The signal event of a request cancelled at the Horde (native contract, Signals)."""
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
-
-
-def backoff_ceiling(settings: FrontSettings, registered: int) -> float:
-    """Seconds: the most a backed-off timer waits between re-reads with ``registered`` requests registered for
-    signals in the process: ``signal_recheck_max_seconds`` (never below ``signal_recheck_seconds``), raised to
-    ``registered / signal_recheck_reads_per_second``, so once the timers have backed off the process's timer re-reads
-    stay within that rate however many requests wait (5,000 waiting at 25 a second: 200 s). Timers still ramping up
-    (a new request, one a signal reset) re-read more often, and a change no signal carries (a worker going offline,
-    which starts the ``fail_fast_grace_seconds`` grace) is seen up to one ceiling late.
-    """
-    return max(
-        settings.signal_recheck_seconds,
-        settings.signal_recheck_max_seconds,
-        registered / settings.signal_recheck_reads_per_second,
-    )
 
 
 # --- status predicates ------------------------------------------------------------------------------------------
@@ -172,16 +153,18 @@ class ChatWaiter:
         """The place the last read before a worker took the request reported (the ``x-horde-*`` headers)."""
         self.cancelled_signal = False
         self.done_without_generation_reads = 0
-        self.timer_delay: float = self.settings.signal_recheck_seconds
-        """The backoff timer's next delay while the signal listener is subscribed (:meth:`recheck_delay`)."""
         self._read_failures = 0
+        self._read_began: float | None = None
         # The process's read budget (chat.serving.runtime.FrontRuntime.read_budget); a runtime without one (a test's)
         # gives each waiter its own.
         budget = getattr(runtime, "read_budget", None)
         self.reads = ReadSchedule(
-            self.settings, budget or ReadBudget(self.settings.signal_recheck_reads_per_second), clock
+            self.settings,
+            budget or ReadBudget(self.settings.signal_recheck_reads_per_second),
+            clock,
+            queue=getattr(self.horde, "status_queue", CHAT_QUEUE),
         )
-        """The timer reads without signals (chat.waiting.read_schedule)."""
+        """When the next read comes (chat.waiting.read_schedule)."""
         self._signal_queue: asyncio.Queue[str] | None = None
         # Only routes that publish signals register (not the text API's, chat.horde.text.TextRoutes): a waiter with
         # no signals to wait for re-reads every signal_recheck_seconds instead of backing off.
@@ -219,6 +202,7 @@ class ChatWaiter:
         id as ``metadata.request_id``) or after :data:`MAX_CONSECUTIVE_READ_FAILURES` failures in a row (502
         ``HordeUnavailable``).
         """
+        began = self.clock()
         try:
             status = await self.horde.status(self.request_id, self.apikey)
         except HordeRefusal as refusal:
@@ -239,6 +223,7 @@ class ChatWaiter:
             self._failed_read(exc.detail, reached=exc.reached)
             return None
         self._read_failures = 0
+        self._read_began = began
         self.last_status = status
         self._note_progress(status)
         if self.started_seen_at is None and has_started(status):
@@ -330,44 +315,37 @@ class ChatWaiter:
         return self._signal_queue is not None and bool(getattr(self.runtime.signals, "subscribed", False))
 
     def recheck_delay(self, *, backoff: bool = True) -> float:
-        """Seconds until the next timer re-read, shortened so a read comes when the grace ends.
-
-        ``signal_recheck_seconds`` when ``backoff`` is false (the positioned re-reads of "Queue position refresh");
-        with a subscribed signal listener :attr:`timer_delay`, which :meth:`note_wake` doubles up to
-        ``signal_recheck_max_seconds`` after each re-read the timer brought; without one, the queue's schedule
-        (chat.waiting.read_schedule: about once a second when processing or at the head, later deep in the queue,
-        within the process's read budget).
+        """Seconds until the next timer re-read (chat.waiting.read_schedule.ReadSchedule.recheck_delay), shortened so
+        a read comes when the grace ends. ``backoff`` false: ``signal_recheck_seconds`` (the positioned re-reads of
+        "Queue position refresh").
         """
-        delay = self.settings.signal_recheck_seconds
         grace_left: float | None = None
         if self.impossible_since is not None:
             grace_left = max(0.0, self.impossible_since + self.settings.fail_fast_grace_seconds - self.clock())
-        if backoff and not self.signals_subscribed:
-            status = self.last_status if self._read_failures == 0 else None
-            return self.reads.next_delay(status, ceiling=self.timer_ceiling(), cut=grace_left)
-        if backoff:
-            delay = max(delay, self.timer_delay)
-        return delay if grace_left is None else min(delay, grace_left)
+        status = self.last_status if self._read_failures == 0 else None
+        began = self._read_began if status is not None else None
+        return self.reads.recheck_delay(
+            status,
+            backoff=backoff,
+            subscribed=self.signals_subscribed,
+            ceiling=self.timer_ceiling(),
+            cut=grace_left,
+            elapsed=0.0 if began is None else max(0.0, self.clock() - began),
+        )
 
     def timer_ceiling(self) -> float:
-        """The most the timer waits between re-reads now: :func:`backoff_ceiling` with the requests registered for
-        signals in this process, or without signals the requests waiting in it over
-        chat.waiting.read_schedule.CEILING_SHARE (the reads at the ceiling take at most that share of the budget).
+        """The most the timer waits between re-reads now (chat.waiting.read_schedule.ReadSchedule.ceiling): by the
+        requests registered for signals in this process while the listener is subscribed, else by those waiting in it.
         """
-        if self.signals_subscribed and self.runtime.signals is not None:
-            return backoff_ceiling(self.settings, self.runtime.signals.registered)
-        return backoff_ceiling(self.settings, math.ceil(self.reads.budget.waiting / CEILING_SHARE))
+        signals = self.runtime.signals
+        registered = signals.registered if self.signals_subscribed and signals is not None else None
+        return self.reads.ceiling(registered)
 
     def note_wake(self, status: NativeStatus | None) -> None:
-        """Set the backoff timer after a wake and its read: doubled (up to :meth:`timer_ceiling`) after a timer wake
-        whose read succeeded with the listener subscribed; ``signal_recheck_seconds`` after a signal, a failed read,
-        or while the listener is not subscribed.
-        """
-        base = self.settings.signal_recheck_seconds
-        if status is None or self.woke_by != "timer" or not self.signals_subscribed:
-            self.timer_delay = base
-            return
-        self.timer_delay = min(self.timer_ceiling(), max(base, self.timer_delay * 2))
+        """Set the backoff timer after a wake and its read (chat.waiting.read_schedule.ReadSchedule.note_wake)."""
+        self.reads.note_wake(
+            status, by_timer=self.woke_by == "timer", subscribed=self.signals_subscribed, ceiling=self.timer_ceiling()
+        )
 
     # --- rules ---------------------------------------------------------------------------------------------------
 

@@ -587,7 +587,8 @@ class SubscribedSignals:
 async def test_a_text_request_waiting_behind_redis_is_read_every_recheck_within_the_cap() -> None:
     """The text API publishes no signals, so with Redis subscribed a text request's waiter does not back off to
     HORDE_OAI_SIGNAL_RECHECK_MAX_SECONDS (before: reads at 0, 1.05, 3.05, 7.05, 15.05, 31.05, 61.05 s): it re-reads
-    every signal_recheck_seconds, which the read cap spaces to 1.05 s, and is not registered for signals."""
+    every signal_recheck_seconds from each read's start, which the read cap spaces to 1.05 s, and is not registered
+    for signals."""
     time = VirtualTime()
     finished = {
         "done": True,
@@ -623,7 +624,8 @@ async def test_a_text_request_waiting_behind_redis_is_read_every_recheck_within_
     assert status.finished_generation is not None
     assert horde.times == pytest.approx([0.0, 1.05, 2.1, 3.15, 4.2, 5.25, 6.3, 7.35])
     assert signals.registered_ids == []
-    assert waiter.recheck_delay() == 1.0
+    # a second from the last read's start (7.0; the cap held its call to 7.35), not a backed-off 2 s (issue 37)
+    assert waiter.recheck_delay() == pytest.approx(0.65)
 
 
 # --- the 429 retry -------------------------------------------------------------------------------------------------
