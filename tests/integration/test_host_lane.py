@@ -170,10 +170,19 @@ def test_the_host_is_ready_and_serves_its_docs(host: Host) -> None:
     assert (ready.status_code, ready.json()) == (200, {"status": "ready", "checks": {"horde": "ok", "redis": "ok"}})
     docs = httpx.get(f"{host.url}/docs", timeout=30)
     assert (docs.status_code, docs.headers["content-type"]) == (200, "text/html; charset=utf-8")
+    bundle = httpx.get(f"{host.url}/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js", timeout=30)
+    assert (bundle.status_code, bundle.headers["content-type"].split(";")[0]) == (200, "text/javascript")
     assert (
         httpx.get(f"{host.url}/openapi.json", timeout=30).json()["info"]["title"]
         == "AI Horde OpenAI-compatible chat front"
     )
+
+
+def test_the_host_serves_the_images_route(host: Host) -> None:
+    """The README's host section includes the images app: its route answers in OpenAI's envelope, not Django's 404."""
+    refused = httpx.post(f"{host.url}/v1/images/generations", json={"model": "dall-e-3"}, timeout=30)
+    assert refused.status_code == 400
+    assert refused.json()["error"]["param"] == "prompt"
 
 
 def test_the_host_serves_its_own_project(host: Host) -> None:
