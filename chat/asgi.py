@@ -12,6 +12,24 @@ answers the lifespan events itself:
 - at shutdown, :func:`chat.serving.runtime.close_runtime` retries pending cancels once more, stops the Redis tasks and
   closes the HTTP pool.
 
+Each HTTP request runs with a thread of its own for Django's thread-sensitive work, borrowed from a pool
+(:class:`RequestThreads`), not one started and joined per request:
+Django's ``ASGIHandler`` enters asgiref's ``ThreadSensitiveContext()`` around every request, and closes every
+response through ``sync_to_async(response.close)`` (thread-sensitive: ``request_finished`` receivers may be
+synchronous); the cache's ``aget``/``aset`` (django-redis has no async client) go the same way. In a context of its
+own, the first such call of a request creates a ``ThreadPoolExecutor`` and starts its thread, and the end of the
+request starts a second thread to join it: two threads started and stopped per request, the loop thread handing the
+GIL to each (bench/README.md, "Stop 41: the non-streamed regression").
+
+asgiref documents the remedy (``ThreadSensitiveContext``, its README): a context entered with ``executor=`` runs the
+block's thread-sensitive calls on that executor, the caller owns it and "may use it again for a later block, for
+example in a pool", and the handler's own ``ThreadSensitiveContext()`` inside it is a no-op ("only the outermost
+sets the context"). :class:`RequestThreads` wraps Django's application so: each HTTP request borrows an idle
+single-thread executor (or makes one), enters a context of its own with it, and gives it back at its end, so each
+request still has a thread of its own while it runs (never two blocks on one executor at once) and threads are started
+only when more requests run at once than ever before. At most :data:`IDLE_EXECUTORS` are kept idle; one returned
+beyond that is shut down without waiting.
+
 A host project's ``asgi.py``::
 
     from django.core.asgi import get_asgi_application
@@ -28,9 +46,11 @@ import gc
 import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from asgiref.sync import ThreadSensitiveContext
 from django.core.exceptions import ImproperlyConfigured
 from loguru import logger
 from redis.asyncio import Redis
@@ -51,10 +71,71 @@ ASGIApplication = Callable[[Scope, Receive, Send], Awaitable[None]]
 """An ASGI 3 application, such as ``django.core.asgi.get_asgi_application()``."""
 
 
+IDLE_EXECUTORS: Final[int] = 256
+"""The most idle executors (each with its one thread once used) kept for later requests."""
+
+THREAD_NAME_PREFIX: Final[str] = "horde-oai-request"
+"""The name prefix of the executors' threads (``horde-oai-request_0``), as a thread dump shows them."""
+
+
+class RequestThreads:
+    """An ASGI application that serves each HTTP request of ``app`` inside ``ThreadSensitiveContext(executor=...)``
+    with a single-thread executor borrowed from a pool (:func:`with_front_lifespan` serves every HTTP request through
+    one).
+
+    Args:
+        app: Django's ASGI application (``django.core.asgi.get_asgi_application()``), or what wraps it.
+        idle_executors: :data:`IDLE_EXECUTORS`.
+    """
+
+    def __init__(self, app: ASGIApplication, *, idle_executors: int = IDLE_EXECUTORS) -> None:
+        self.app = app
+        self.idle_executors = idle_executors
+        self.idle: list[ThreadPoolExecutor] = []
+        """The executors no request holds now, the most recently returned last."""
+        self.made = 0
+        """Executors made so far (one per request that found none idle)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve ``scope`` with a borrowed executor (an HTTP request), else pass it to ``app`` as it is."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        executor = self.borrow()
+        try:
+            async with ThreadSensitiveContext(executor=executor):
+                await self.app(scope, receive, send)
+        finally:
+            self.give_back(executor)
+
+    def borrow(self) -> ThreadPoolExecutor:
+        """An idle executor, or a new one (its thread starts at its first call)."""
+        if self.idle:
+            return self.idle.pop()
+        self.made += 1
+        return ThreadPoolExecutor(max_workers=1, thread_name_prefix=THREAD_NAME_PREFIX)
+
+    def give_back(self, executor: ThreadPoolExecutor) -> None:
+        """Keep ``executor`` for a later request, or shut it down without waiting when enough are idle."""
+        if len(self.idle) < self.idle_executors:
+            self.idle.append(executor)
+        else:
+            executor.shutdown(wait=False)
+
+    def shutdown(self) -> None:
+        """Shut every idle executor down without waiting (their threads end once idle); the list is swapped first,
+        so a request still giving its executor back meanwhile does not race the loop.
+        """
+        idle, self.idle = self.idle, []
+        for executor in idle:
+            executor.shutdown(wait=False)
+
+
 def with_front_lifespan(
     application: ASGIApplication, *, at_shutdown: Sequence[Callable[[], object]] = ()
 ) -> ASGIApplication:
-    """Return ``application`` with the front's lifespan: every other scope goes to ``application`` unchanged.
+    """Return ``application`` with the front's lifespan: every other scope goes to ``application``, each HTTP request
+    with a thread borrowed from a :class:`RequestThreads` pool.
     ``at_shutdown``: blocking calls made (in a thread) once the runtime is closed, such as the project's telemetry
     flush (oaifront.telemetry.flush_telemetry).
 
@@ -72,9 +153,12 @@ def with_front_lifespan(
     except ImproperlyConfigured as invalid:
         sys.exit(str(invalid))
 
+    request_threads = RequestThreads(application)
+    shutdown_calls = [*at_shutdown, request_threads.shutdown]
+
     async def front_application(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await serve_lifespan(receive, send, at_shutdown)
+            await serve_lifespan(receive, send, shutdown_calls)
             return
         if scope["type"] != "http":
             await application(scope, receive, send)
@@ -86,7 +170,7 @@ def with_front_lifespan(
         address = scope_client_address(scope, address_header_name(front_settings().client_address_header))
         with serving_client(address):
             try:
-                await application(scope, receive, send)
+                await request_threads(scope, receive, send)
             finally:
                 REQUEST_END_HOOKS.reset(token)
                 for hook in hooks:

@@ -11,13 +11,13 @@ layers, outermost first:
    chains :func:`chat.serving.runtime.stop_open_requests` ahead of the server's SIGTERM/SIGINT handler, so a stop ends
    every open request at once (streams with an error event and ``data: [DONE]``, waiting requests with a 503 and
    ``Retry-After``, each native request cancelled); at shutdown it retries pending cancels once more, stops the
-   Redis tasks and closes the HTTP pool (:func:`chat.serving.runtime.close_runtime`).
+   Redis tasks and closes the HTTP pool (:func:`chat.serving.runtime.close_runtime`); it serves each HTTP request
+   with a thread for Django's thread-sensitive work borrowed from a pool (:class:`chat.asgi.RequestThreads`), as in
+   a host project.
 2. The OpenTelemetry ASGI instrumentation, when telemetry is configured (server spans).
 3. The admission guards (oaifront.guards) refuse a request over the in-flight caps, a body over the size limit or one
    that arrives too slowly, before Django reads it.
-4. Each request's thread for Django's thread-sensitive work, borrowed from a pool (oaifront.request_threads): no
-   thread started and joined per request.
-5. Django's ASGI handler (``django.core.asgi.get_asgi_application``).
+4. Django's ASGI handler (``django.core.asgi.get_asgi_application``).
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ from chat.asgi import ASGIApplication, with_front_lifespan
 from chat.settings import front_settings
 from oaifront.guards import AdmissionGuards, ASGIApp
 from oaifront.logconfig import configure_logging
-from oaifront.request_threads import RequestThreads
 from oaifront.telemetry import configure_telemetry, flush_telemetry, instrument_app
 
 settings = front_settings()
@@ -55,11 +54,10 @@ with one_line_configuration_errors():
 # refusals included, behind it (bench/README.md, the burst).
 get_resolver().url_patterns  # noqa: B018 - the access is the import
 django_application = get_asgi_application()
-request_threads = RequestThreads(cast("ASGIApp", django_application))
-guarded_application = AdmissionGuards(request_threads, settings)
+guarded_application = AdmissionGuards(cast("ASGIApp", django_application), settings)
 served_application = instrument_app(guarded_application) if telemetry_configured else guarded_application
 
 application = with_front_lifespan(
     cast("ASGIApplication", served_application),
-    at_shutdown=[request_threads.shutdown, *([flush_telemetry] if telemetry_configured else [])],
+    at_shutdown=[flush_telemetry] if telemetry_configured else [],
 )

@@ -322,7 +322,7 @@ async def outliving_request[T](awaitable: Awaitable[T]) -> T:
     """``awaitable`` awaited in a ``ThreadSensitiveContext`` of its own (asgiref), for a task that may outlive the
     request that made it (a shared read, a shielded submit): its thread-sensitive calls (Django's cache) run on an
     executor of its own, whose one thread starts at its first call and ends after it, not on the request's, which
-    raises ``RuntimeError`` once the request has ended (oaifront.request_threads). Returns what ``awaitable``
+    raises ``RuntimeError`` once the request has ended (chat.asgi.RequestThreads). Returns what ``awaitable``
     returns; raises what it raises.
     """
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="horde-oai-outliving")
