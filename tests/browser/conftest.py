@@ -11,7 +11,6 @@ import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,16 +29,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 """No sandbox (containers), no GPU, and none of Chromium's own background traffic."""
-
-BROWSER_TESTS = Path(__file__).resolve().parent
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The browser tests run on one pytest-xdist worker (``--dist loadgroup``, group ``browser``): one Chromium and one
-    docs front serve them all, instead of one of each per worker, Chromium being the heaviest process of the suite."""
-    for item in items:
-        if BROWSER_TESTS in item.path.parents:
-            item.add_marker(pytest.mark.xdist_group("browser"))
 
 
 UNREACHABLE_HORDE = "http://127.0.0.1:9/api"

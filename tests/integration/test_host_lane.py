@@ -30,9 +30,9 @@ from tests.conftest import REDIS_URL, ROOT, STREAM_REDIS_DB, Process, start_devh
 from tests.fresh_clone import fresh_clone
 from tests.installed import build_wheel, interpreter
 
-# One xdist worker runs the whole module: its module-scoped fixture builds venvs and servers that every worker
-# would otherwise build again for the tests it drew.
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("host_lane")]
+# One xdist worker runs the whole module (``--dist loadfile``): its module-scoped fixture builds venvs and servers
+# once.
+pytestmark = [pytest.mark.integration]
 
 SECTION = "## In your own Django project"
 PROJECT = "mysite"

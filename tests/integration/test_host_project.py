@@ -32,9 +32,9 @@ from tests.browser.conftest import chromium  # noqa: F401 - the module-scoped he
 from tests.conftest import ROOT, Process, start_devhorde, start_front
 from tests.installed import imported_from, install_the_apps
 
-# One xdist worker runs the whole module: its module-scoped fixture builds venvs and servers that every worker
-# would otherwise build again for the tests it drew.
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("host_project")]
+# One xdist worker runs the whole module (``--dist loadfile``): its module-scoped fixture builds venvs and servers
+# once.
+pytestmark = [pytest.mark.integration]
 
 HOST_SETTINGS = "tests.hostproject.settings"
 HOST_APP = "tests.hostproject.asgi:application"
