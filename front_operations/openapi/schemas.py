@@ -379,12 +379,22 @@ TEXT_COMPLETION_STREAM_EVENT: Final = "TextCompletionStreamEvent"
 """The component name of one server-sent event of a streamed legacy completion (``POST /v1/completions``)."""
 
 
+def stream_event_variant(title: str, description: str, data: dict[str, Any]) -> dict[str, Any]:
+    """:func:`stream_event_schema` with its ``title`` and ``description`` replaced and ``data`` (the JSON carried by a
+    ``data:`` line, as a ``contentSchema`` string) in the chunk's place, the error envelope and ``[DONE]`` kept.
+    """
+    schema = stream_event_schema()
+    schema["title"] = title
+    schema["description"] = description
+    schema["properties"]["data"]["anyOf"][0] = data
+    return schema
+
+
 def text_completion_stream_event_schema() -> dict[str, Any]:
     """One server-sent event of a streamed legacy completion, described as :func:`stream_event_schema` describes a
     chat completion's: ``data`` is a ``text_completion`` chunk (the text, the finish chunk, the usage chunk or a
     progress chunk with ``choices: []``), an error envelope, or ``[DONE]``.
     """
-    schema = stream_event_schema()
     chunk = {
         "description": "A `text_completion` chunk, as JSON.",
         "type": "string",
@@ -399,13 +409,12 @@ def text_completion_stream_event_schema() -> dict[str, Any]:
             },
         },
     }
-    schema["title"] = TEXT_COMPLETION_STREAM_EVENT
-    schema["description"] = (
+    return stream_event_variant(
+        TEXT_COMPLETION_STREAM_EVENT,
         "One server-sent event of a streamed legacy completion: a `data:` line holding a `text_completion` chunk, an "
-        "error, or `[DONE]`, then a blank line."
+        "error, or `[DONE]`, then a blank line.",
+        chunk,
     )
-    schema["properties"]["data"]["anyOf"][0] = chunk
-    return schema
 
 
 IMAGE_STREAM_EVENT: Final = "ImageGenerationStreamEvent"
@@ -417,7 +426,6 @@ def image_stream_event_schema() -> dict[str, Any]:
     completion's: ``data`` is an ``image_generation.completed`` event (one per image; OpenAI's
     ``ImageGenCompletedEvent`` without ``usage``), an error envelope, or ``[DONE]``.
     """
-    schema = stream_event_schema()
     completed = {
         "description": "One image, as JSON (images.service.completed_event).",
         "type": "string",
@@ -437,13 +445,12 @@ def image_stream_event_schema() -> dict[str, Any]:
             "additionalProperties": False,
         },
     }
-    schema["title"] = IMAGE_STREAM_EVENT
-    schema["description"] = (
+    return stream_event_variant(
+        IMAGE_STREAM_EVENT,
         "One server-sent event of a streamed image request: a `data:` line holding an `image_generation.completed` "
-        "event, an error, or `[DONE]`, then a blank line."
+        "event, an error, or `[DONE]`, then a blank line.",
+        completed,
     )
-    schema["properties"]["data"]["anyOf"][0] = completed
-    return schema
 
 
 IMAGE_SSE_DESCRIPTION: Final = (
