@@ -9,11 +9,9 @@ each test states the exact moment a call reached the Horde. Calls go through the
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 import json
 import time as wall_clock
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -45,42 +43,11 @@ from chat.settings import FrontSettings, describe_invalid_settings, front_settin
 from chat.waiting.waiter import ChatWaiter
 from front_operations import readiness
 from oaifront.guards import AdmissionGuards
+from tests.virtual_time import VirtualTime
 
 BASE = "http://horde.test/api"
 PASSKEY = "pk-0123456789abcdef"
 CLIENT = "203.0.113.7"
-
-
-class VirtualTime:
-    """A clock and an ``asyncio.sleep`` whose time passes only when every task waits on it."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-        self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
-        self._order = itertools.count()
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._sleepers, (self.now + seconds, next(self._order), future))
-        await future
-
-    async def run[T](self, awaitable: Awaitable[T]) -> T:
-        task = asyncio.ensure_future(awaitable)
-        while not task.done():
-            for _ in range(100):
-                await asyncio.sleep(0)
-                if task.done():
-                    break
-            if not task.done() and self._sleepers:
-                wake, _, future = heapq.heappop(self._sleepers)
-                self.now = max(self.now, wake)
-                future.set_result(None)
-        return task.result()
 
 
 class FakeHorde:
