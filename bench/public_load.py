@@ -17,13 +17,15 @@ What runs, all on loopback:
   ``X-Forwarded-For`` (``HORDE_OAI_CLIENT_ADDRESS_HEADER``), with the proxy passkey unless ``--no-passkey``;
 - ``--users`` users with distinct addresses arriving over ``--arrival`` seconds, each ``--turns`` turns with their
   history, ``--think`` seconds apart; every other user streams; ``max_tokens`` 64-300; a fifth of them with a key of
-  their own (the harness has two spare registered keys: ``ADMIN_KEY`` and ``WORKER_KEY``, alternated), a tenth on
-  one shared key (``CLIENT_KEY``), the rest anonymous.
+  their own (users registered at the harness's ``/register`` page the first time, their keys kept in
+  ``bench-users.env`` beside ``keys.env`` for the next runs), a tenth on one shared key (``CLIENT_KEY``), the rest
+  anonymous.
 
 It prints one JSON object: the served share, the statuses and codes the users got, end-to-end and added time
 (end to end minus the Horde's own submit-to-done) p50/p95/p99, the front's time before its submit reaches the Horde
 and after the Horde's generation is done, the Horde calls by route and per waiting request per second, the Horde's
-429s by route and the front's CPU seconds per request and peak RSS.
+429s by route (and every other answer above 299 by route and status) and the front's CPU seconds per request and
+peak RSS. ``--logs DIR`` keeps the front's and the workers' logs there.
 """
 
 from __future__ import annotations
@@ -159,6 +161,22 @@ def load_keys(path: Path) -> dict[str, str]:
     return keys
 
 
+def own_keys(keys: dict[str, str], count: int, keys_env: Path) -> list[str]:
+    """``count`` API keys of distinct registered users: read from ``bench-users.env`` beside ``keys_env``, the
+    missing ones registered at the Horde's ``/register`` page (as a person does; a new user has 0 kudos) and added."""
+    store = keys_env.parent / "bench-users.env"
+    found = [line.strip() for line in store.read_text().splitlines() if line.strip()] if store.exists() else []
+    site = keys["HORDE_URL"].removesuffix("/api")
+    while len(found) < count:
+        page = httpx.post(f"{site}/register", data={"username": f"bench-user-{len(found)}"}, timeout=30)
+        key = re.search(r'<code class="ah-api-key">([^<]+)</code>', page.text)
+        if key is None:
+            raise RuntimeError(f"/register answered {page.status_code} without an API key")
+        found.append(key.group(1))
+        store.write_text("".join(f"{k}\n" for k in found))
+    return found[:count]
+
+
 def start_fleet(api: str, keys: dict[str, str], size: int, delays: tuple[float, float], work: Path) -> list[Any]:
     """``size`` workers named ``bench-worker-<n>`` (the same names every run: the Horde keeps every worker it saw).
     The Horde lets an untrusted user have 3 workers, so the worker account is made trusted first (``ADMIN_KEY``)."""
@@ -209,8 +227,9 @@ def front_usage(process: subprocess.Popen[bytes]) -> tuple[float, int]:
 
 
 async def user(
-    index: int, base: str, apikey: str | None, turns: int, think: float, results: list[dict[str, Any]]
+    index: int, base: str, apikey: str | None, key_kind: str, turns: int, think: float, results: list[dict[str, Any]]
 ) -> None:
+    """One user's ``turns`` turns; ``key_kind`` is ``own``, ``shared`` or ``none`` (anonymous), kept in each record."""
     rng = random.Random(index)
     address = f"10.88.{index // 250}.{index % 250 + 1}"
     headers = {"X-Forwarded-For": address, **({"Authorization": f"Bearer {apikey}"} if apikey else {})}
@@ -222,7 +241,7 @@ async def user(
             history.append({"role": "user", "content": f"Turn {turn}: how are you? [m:{marker}]"})
             body = {"model": MODEL, "messages": history, "max_tokens": rng.randint(64, 300), "stream": stream}
             started = time.monotonic()
-            record: dict[str, Any] = {"marker": marker, "stream": stream, "sent": started, "key": bool(apikey)}
+            record: dict[str, Any] = {"marker": marker, "stream": stream, "sent": started, "key": key_kind}
             reply = ""
             try:
                 if stream:
@@ -265,6 +284,8 @@ async def run(options: argparse.Namespace, keys: dict[str, str], work: Path) -> 
     proxy = CountingProxy(keys["HORDE_URL"])
     server = await proxy.serve()
     api = f"http://127.0.0.1:{proxy.port}/api"
+    for leftover in ("stop", "jobs.jsonl"):
+        (work / leftover).unlink(missing_ok=True)
     fleet = start_fleet(api, keys, options.fleet, options.delays, work)
     env = {
         "HORDE_URL": api,
@@ -279,11 +300,12 @@ async def run(options: argparse.Namespace, keys: dict[str, str], work: Path) -> 
     try:
         await asyncio.sleep(options.warmup)  # the fleet's first pops put the model in the Horde's list
         cpu_before, _ = front_usage(front)
-        own = [keys["ADMIN_KEY"], keys["WORKER_KEY"]]
+        own = iter(own_keys(keys, sum(1 for i in range(options.users) if i % 10 in (0, 5)), options.keys_env))
         tasks = []
         for index in range(options.users):
-            apikey = own[index % 2] if index % 10 in (0, 5) else keys["CLIENT_KEY"] if index % 10 == 3 else None
-            tasks.append(asyncio.create_task(user(index, base, apikey, options.turns, options.think, results)))
+            kind = "own" if index % 10 in (0, 5) else "shared" if index % 10 == 3 else "none"
+            apikey = next(own) if kind == "own" else keys["CLIENT_KEY"] if kind == "shared" else None
+            tasks.append(asyncio.create_task(user(index, base, apikey, kind, options.turns, options.think, results)))
             await asyncio.sleep(options.arrival / options.users)
         started = time.monotonic()
         await asyncio.gather(*tasks)
@@ -309,24 +331,27 @@ def summarize(
 ) -> dict[str, Any]:
     served = [r for r in results if r.get("status") == 200 and not r.get("code")]
     e2e = [r["done"] - r["sent"] for r in served]
-    before, before_own, after, added, waited = [], [], [], [], 0.0
+    before, after, added, waited = [], [], [], 0.0
+    before_by_key: dict[str, list[float]] = {"own": [], "shared": [], "none": []}
     for r in served:
         submit, done = proxy.submitted_at.get(r["marker"]), proxy.done_at.get(r["marker"])
         if submit is None or done is None:
             continue
         before.append(submit - r["sent"])
-        if r["key"]:
-            before_own.append(submit - r["sent"])
+        before_by_key[r["key"]].append(submit - r["sent"])
         after.append(r["done"] - done)
         added.append((r["done"] - r["sent"]) - (done - submit))
         waited += r["done"] - submit
     front_calls: Counter[str] = Counter()
     horde_429: Counter[str] = Counter()
+    horde_errors: Counter[str] = Counter()
     for (caller, route, status), count in proxy.calls.items():
         if caller == "front":
             front_calls[route] += count
             if status == 429:
                 horde_429[route] += count
+            elif status >= 300:
+                horde_errors[f"{route} {status}"] += count
     status_reads = front_calls["GET /v2/generate/text/status/{id}"]
     return {
         "users": options.users,
@@ -335,15 +360,21 @@ def summarize(
         "requests": len(results),
         "served_share": round(len(served) / max(1, len(results)), 4),
         "answers": Counter(f"{r.get('status')} {r.get('code') or ''}".strip() for r in results),
+        "users_served_nothing": len(
+            {r["marker"].split("t")[0] for r in results} - {r["marker"].split("t")[0] for r in served}
+        ),
         "end_to_end_s": percentiles(e2e),
         "added_s": percentiles(added),
         "before_submit_s": percentiles(before),
-        "before_submit_with_a_key_s": percentiles(before_own),
+        "before_submit_own_key_s": percentiles(before_by_key["own"]),
+        "before_submit_shared_key_s": percentiles(before_by_key["shared"]),
+        "before_submit_anonymous_s": percentiles(before_by_key["none"]),
         "after_done_s": percentiles(after),
         "stream_headers_s": percentiles([r["headers_after"] for r in results if "headers_after" in r]),
         "horde_calls_by_route": dict(front_calls.most_common()),
         "status_reads_per_waiting_request_per_s": round(status_reads / waited, 3) if waited else None,
         "horde_429_by_route": dict(horde_429),
+        "horde_other_errors": dict(horde_errors),
         "user_429": sum(1 for r in results if r.get("status") == 429 or r.get("code") == "rate_limit_exceeded"),
         "front_cpu_s_per_request": round(cpu / max(1, len(results)), 4),
         "front_rss_mb": round(rss / 1024, 1),
@@ -365,6 +396,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/7")
     parser.add_argument("--no-passkey", action="store_true")
     parser.add_argument("--warmup", type=float, default=8.0)
+    parser.add_argument("--logs", type=Path, default=None, help="keep the front's and the workers' logs here")
     parser.add_argument("--front-root", type=Path, default=ROOT, help="the checkout whose front runs (a before run)")
     options = parser.parse_args(argv)
     if options.keys_env is None:
@@ -378,6 +410,10 @@ def main(argv: list[str] | None = None) -> None:
         httpx.get(f"{keys['HORDE_URL']}/v2/status/heartbeat", timeout=5).raise_for_status()
     except (httpx.HTTPError, KeyError) as error:
         print(f"public_load: skipped (the harness's Horde does not answer: {type(error).__name__})")
+        return
+    if options.logs is not None:
+        options.logs.mkdir(parents=True, exist_ok=True)
+        print(json.dumps(asyncio.run(run(options, keys, options.logs)), indent=1))
         return
     with tempfile.TemporaryDirectory(prefix="public-load-") as work:
         print(json.dumps(asyncio.run(run(options, keys, Path(work))), indent=1))
