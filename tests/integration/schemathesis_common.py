@@ -15,13 +15,15 @@ random worker id is a valid request that no worker can serve, which the front an
 The operations are spread over several files (issue 33: pytest-xdist's ``--dist loadfile`` runs one file on one
 worker, and one test of every operation took ten minutes). Each file names its operations in ``OPERATIONS`` (the
 keyword arguments of schemathesis's ``include``) and runs them with :func:`check_case` through
-:func:`operations_schema`; ``tests/unit/test_schemathesis_files.py`` checks that every operation of the document is in
-exactly one file.
+:func:`operations_schema`, in every phase of :data:`PHASES` or in those its own ``PHASES`` names;
+``tests/unit/test_schemathesis_files.py`` checks that every phase of every operation of the document is in exactly
+one file.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import pytest
@@ -92,17 +94,28 @@ MIN_CONTEXT_LENGTH = 4096
 worker faults (``prompt_overflow``), which the front answers with 502 ``ChatRequestFaulted`` by design (reference:
 Error attributes)."""
 
-CONFIG = SchemathesisConfig.from_dict(
-    {
-        "generation": {"mode": "all", "max-examples": MAX_EXAMPLES, "no-shrink": True, "database": "none"},
-        "phases": {"examples": {"enabled": True}, "coverage": {"enabled": True}, "fuzzing": {"enabled": True}},
-        # A body the schema accepts can still break a rule across fields that JSON Schema cannot state (tool_choice
-        # or parallel_tool_calls without tools, OpenAI's tool history rule, strict json_schema rules, the json
-        # guard, a limit above what the model's workers declare): the front refuses it with a documented 400.
-        "checks": {"positive_data_acceptance": {"expected-statuses": ["2xx", "400", "401", "403", "404", "429"]}},
-        "request-timeout": REQUEST_TIMEOUT_SECONDS,
-    }
-)
+PHASES: tuple[str, ...] = ("examples", "coverage", "fuzzing")
+"""Every phase of the run. A file runs them all on its operations unless its ``PHASES`` names some of them (then
+another file runs the rest of them on the same operations)."""
+
+
+def config(phases: Sequence[str] = PHASES) -> SchemathesisConfig:
+    """The run's configuration with only ``phases`` enabled (:data:`CONFIG` with every phase)."""
+    return SchemathesisConfig.from_dict(
+        {
+            "generation": {"mode": "all", "max-examples": MAX_EXAMPLES, "no-shrink": True, "database": "none"},
+            "phases": {phase: {"enabled": phase in phases} for phase in PHASES},
+            # A body the schema accepts can still break a rule across fields that JSON Schema cannot state
+            # (tool_choice or parallel_tool_calls without tools, OpenAI's tool history rule, strict json_schema
+            # rules, the json guard, a limit above what the model's workers declare): the front refuses it with a
+            # documented 400.
+            "checks": {"positive_data_acceptance": {"expected-statuses": ["2xx", "400", "401", "403", "404", "429"]}},
+            "request-timeout": REQUEST_TIMEOUT_SECONDS,
+        }
+    )
+
+
+CONFIG = config()
 
 
 class Operations(TypedDict, total=False):
@@ -137,14 +150,15 @@ def serve_on_the_served_model(body: Any, path: str = "") -> Any:
 
 @pytest.fixture
 def front_schema(stack: LiveStack, request: pytest.FixtureRequest) -> Any:
-    """The live front's document, with the devhorde serving :data:`SERVED_MODEL`; a file takes it with
-    ``front_schema = schemathesis_common.front_schema``."""
+    """The live front's document, with the devhorde serving :data:`SERVED_MODEL`, run with the requesting file's
+    ``PHASES`` (default: all); a file takes it with ``front_schema = schemathesis_common.front_schema``."""
     # schemathesis 4.32's lazy-schema runner renames the test node through ``_nodeid``, which pytest 9.2 no longer
     # has (it keeps a structured ``_id``); give it the attribute so the runner works (reporting keeps pytest's id).
     if not hasattr(request.node, "_nodeid"):
         request.node._nodeid = request.node.nodeid
     stack.put_scenario(OMNI_SCENARIO)
-    return schemathesis.openapi.from_url(f"{stack.front_url}/openapi.json", config=CONFIG)
+    phases: Sequence[str] = getattr(request.module, "PHASES", PHASES)
+    return schemathesis.openapi.from_url(f"{stack.front_url}/openapi.json", config=config(phases))
 
 
 def operations_schema(operations: Operations) -> LazySchema:

@@ -2,9 +2,10 @@
 
 The run is spread over ``tests/integration/test_schemathesis_*.py`` so that pytest-xdist's ``--dist loadfile`` can
 give its files to several workers; each file fuzzes the operations its ``OPERATIONS`` names (schemathesis's
-``include`` filters, ``tests/integration/schemathesis_common.py``). Here the document comes from the front's own
-``/openapi.json`` view (Django's test client, as ``tests/unit/test_openapi.py`` reads it) and schemathesis applies
-each file's filters to it: every (method, path) of the document must be selected by exactly one file.
+``include`` filters, ``tests/integration/schemathesis_common.py``) in the phases its ``PHASES`` names (default: every
+one of ``schemathesis_common.PHASES``). Here the document comes from the front's own ``/openapi.json`` view (Django's
+test client, as ``tests/unit/test_openapi.py`` reads it) and schemathesis applies each file's filters to it: every
+phase of every (method, path) of the document must be run by exactly one file.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 import schemathesis
 from django.test import Client
 
-from tests.integration.schemathesis_common import Operations
+from tests.integration.schemathesis_common import PHASES, Operations
 
 INTEGRATION = Path(__file__).resolve().parents[1] / "integration"
 FILES = sorted(INTEGRATION.glob("test_schemathesis*.py"))
@@ -51,15 +52,21 @@ def test_the_schemathesis_run_is_spread_over_several_files() -> None:
     assert len(FILES) > 1, [file.name for file in FILES]
 
 
-def test_every_documented_operation_is_fuzzed_by_exactly_one_schemathesis_file(document: dict[str, Any]) -> None:
+def test_every_documented_operation_is_fuzzed_in_every_phase_by_exactly_one_schemathesis_file(
+    document: dict[str, Any],
+) -> None:
     """ref: schema-generation.2, api-documentation.1"""
-    files_of: dict[tuple[str, str], list[str]] = defaultdict(list)
+    files_of: dict[tuple[str, str, str], list[str]] = defaultdict(list)
     for file in FILES:
         module = importlib.import_module(f"tests.integration.{file.stem}")
         operations = selected(document, module.OPERATIONS)
+        phases = getattr(module, "PHASES", PHASES)
         assert operations, f"{file.name} selects no operation"
-        for operation in operations:
-            files_of[operation].append(file.name)
-    assert {operation: files for operation, files in files_of.items() if len(files) != 1} == {}
-    assert set(files_of) == documented(document)
+        assert phases, f"{file.name} runs no phase"
+        assert set(phases) <= set(PHASES), f"{file.name}: {phases}"
+        for method, path in operations:
+            for phase in phases:
+                files_of[method, path, phase].append(file.name)
+    assert {run: files for run, files in files_of.items() if len(files) != 1} == {}
+    assert set(files_of) == {(method, path, phase) for method, path in documented(document) for phase in PHASES}
     assert len(documented(document)) >= 8
