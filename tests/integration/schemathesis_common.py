@@ -1,4 +1,5 @@
-"""The live front answers only what /openapi.json describes (reference: Schema generation, API documentation).
+"""The live front answers only what /openapi.json describes (reference: Schema generation, API documentation): what the
+``test_schemathesis_*.py`` files share.
 
 schemathesis loads the document from the running front (the ``live_stack`` fixture: uvicorn with the devhorde behind
 it and Redis) and sends generated requests, valid and invalid, to every documented operation. Every response must be
@@ -10,12 +11,20 @@ request gets a completion instead of a by-design refusal. Generated ``model`` an
 that model in every valid request, and ``horde.workers`` (a list of worker ids to serve on) is dropped from it: a
 random worker id is a valid request that no worker can serve, which the front answers with 503
 ``no_eligible_worker`` by design, and a random model name only meets 400 ``UnknownModel``.
+
+The operations are spread over several files (issue 33: pytest-xdist's ``--dist loadfile`` runs one file on one
+worker, and one test of every operation took ten minutes). Each file names its operations in ``OPERATIONS`` (the
+keyword arguments of schemathesis's ``include``) and runs them with :func:`check_case` through
+:func:`operations_schema`, in every phase of :data:`PHASES` or in those its own ``PHASES`` names;
+``tests/unit/test_schemathesis_files.py`` checks that every phase of every operation of the document is in exactly
+one file.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pytest
 import schemathesis
@@ -26,7 +35,8 @@ from schemathesis.generation import GenerationMode
 
 from tests.conftest import LiveStack
 
-pytestmark = pytest.mark.integration
+if TYPE_CHECKING:
+    from schemathesis.pytest.lazy import LazySchema
 
 SERVED_MODEL = "schemathesis/omni-8b"
 """The one model the devhorde serves during the run."""
@@ -70,7 +80,10 @@ OMNI_SCENARIO: dict[str, Any] = {
                 "max_pixels": 3072 * 3072,
                 "nsfw": True,
                 "threads": 10,
-                "seconds_per_image": 0.01,
+                # 0: every image is in at the front's first check. With 0.01 the first check still said
+                # "processing" and the front's second check waited its turn (one check a request per 1.05 s,
+                # chat.horde.pacing.STATUS_READS): about 70 s of the run spent waiting on finished images.
+                "seconds_per_image": 0,
             }
         ]
     },
@@ -81,17 +94,35 @@ MIN_CONTEXT_LENGTH = 4096
 worker faults (``prompt_overflow``), which the front answers with 502 ``ChatRequestFaulted`` by design (reference:
 Error attributes)."""
 
-CONFIG = SchemathesisConfig.from_dict(
-    {
-        "generation": {"mode": "all", "max-examples": MAX_EXAMPLES, "no-shrink": True, "database": "none"},
-        "phases": {"examples": {"enabled": True}, "coverage": {"enabled": True}, "fuzzing": {"enabled": True}},
-        # A body the schema accepts can still break a rule across fields that JSON Schema cannot state (tool_choice
-        # or parallel_tool_calls without tools, OpenAI's tool history rule, strict json_schema rules, the json
-        # guard, a limit above what the model's workers declare): the front refuses it with a documented 400.
-        "checks": {"positive_data_acceptance": {"expected-statuses": ["2xx", "400", "401", "403", "404", "429"]}},
-        "request-timeout": REQUEST_TIMEOUT_SECONDS,
-    }
-)
+PHASES: tuple[str, ...] = ("examples", "coverage", "fuzzing")
+"""Every phase of the run. A file runs them all on its operations unless its ``PHASES`` names some of them (then
+another file runs the rest of them on the same operations)."""
+
+
+def config(phases: Sequence[str] = PHASES) -> SchemathesisConfig:
+    """The run's configuration with only ``phases`` enabled (:data:`CONFIG` with every phase)."""
+    return SchemathesisConfig.from_dict(
+        {
+            "generation": {"mode": "all", "max-examples": MAX_EXAMPLES, "no-shrink": True, "database": "none"},
+            "phases": {phase: {"enabled": phase in phases} for phase in PHASES},
+            # A body the schema accepts can still break a rule across fields that JSON Schema cannot state
+            # (tool_choice or parallel_tool_calls without tools, OpenAI's tool history rule, strict json_schema
+            # rules, the json guard, a limit above what the model's workers declare): the front refuses it with a
+            # documented 400.
+            "checks": {"positive_data_acceptance": {"expected-statuses": ["2xx", "400", "401", "403", "404", "429"]}},
+            "request-timeout": REQUEST_TIMEOUT_SECONDS,
+        }
+    )
+
+
+CONFIG = config()
+
+
+class Operations(TypedDict, total=False):
+    """Which operations of the document one file runs: keyword arguments of schemathesis's ``include``."""
+
+    method: str | list[str]
+    path: str | list[str]
 
 
 def serve_on_the_served_model(body: Any, path: str = "") -> Any:
@@ -119,23 +150,24 @@ def serve_on_the_served_model(body: Any, path: str = "") -> Any:
 
 @pytest.fixture
 def front_schema(stack: LiveStack, request: pytest.FixtureRequest) -> Any:
-    """The live front's document, with the devhorde serving :data:`SERVED_MODEL`."""
+    """The live front's document, with the devhorde serving :data:`SERVED_MODEL`, run with the requesting file's
+    ``PHASES`` (default: all); a file takes it with ``front_schema = schemathesis_common.front_schema``."""
     # schemathesis 4.32's lazy-schema runner renames the test node through ``_nodeid``, which pytest 9.2 no longer
     # has (it keeps a structured ``_id``); give it the attribute so the runner works (reporting keeps pytest's id).
     if not hasattr(request.node, "_nodeid"):
         request.node._nodeid = request.node.nodeid
     stack.put_scenario(OMNI_SCENARIO)
-    loaded = schemathesis.openapi.from_url(f"{stack.front_url}/openapi.json", config=CONFIG)
-
-    return loaded
-
-
-schema = schemathesis.pytest.from_fixture("front_schema")
+    phases: Sequence[str] = getattr(request.module, "PHASES", PHASES)
+    return schemathesis.openapi.from_url(f"{stack.front_url}/openapi.json", config=config(phases))
 
 
-@schema.parametrize()
-def test_every_response_is_described_by_the_document(case: Any) -> None:
-    """ref: schema-generation.2, schema-generation.3, schema-generation.8, api-documentation.1"""
+def operations_schema(operations: Operations) -> LazySchema:
+    """The live front's document (the ``front_schema`` fixture) narrowed to ``operations``."""
+    return schemathesis.pytest.from_fixture("front_schema").include(**operations)
+
+
+def check_case(case: Any) -> None:
+    """Send one generated case and check its response against the document."""
     # Every phase (examples, coverage, fuzzing) comes through here; only valid bodies are pointed at the served
     # model, so an invalid body stays exactly as invalid as schemathesis made it.
     if case.meta is not None and case.meta.generation.mode == GenerationMode.POSITIVE:

@@ -1,0 +1,72 @@
+"""The schemathesis run leaves no documented operation out (issue 33).
+
+The run is spread over ``tests/integration/test_schemathesis_*.py`` so that pytest-xdist's ``--dist loadfile`` can
+give its files to several workers; each file fuzzes the operations its ``OPERATIONS`` names (schemathesis's
+``include`` filters, ``tests/integration/schemathesis_common.py``) in the phases its ``PHASES`` names (default: every
+one of ``schemathesis_common.PHASES``). Here the document comes from the front's own ``/openapi.json`` view (Django's
+test client, as ``tests/unit/test_openapi.py`` reads it) and schemathesis applies each file's filters to it: every
+phase of every (method, path) of the document must be run by exactly one file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+import schemathesis
+from django.test import Client
+
+from tests.integration.schemathesis_common import PHASES, Operations
+
+INTEGRATION = Path(__file__).resolve().parents[1] / "integration"
+FILES = sorted(INTEGRATION.glob("test_schemathesis*.py"))
+HTTP_METHODS = frozenset({"get", "put", "post", "delete", "options", "head", "patch", "trace"})
+
+
+@pytest.fixture(scope="module")
+def document() -> dict[str, Any]:
+    response = Client().get("/openapi.json")
+    assert response.status_code == 200
+    loaded: dict[str, Any] = json.loads(response.content)
+    return loaded
+
+
+def documented(document: dict[str, Any]) -> set[tuple[str, str]]:
+    """Every (method, path) of the document, read straight from its ``paths``."""
+    return {
+        (method.upper(), path) for path, item in document["paths"].items() for method in item if method in HTTP_METHODS
+    }
+
+
+def selected(document: dict[str, Any], operations: Operations) -> set[tuple[str, str]]:
+    """The (method, path) pairs schemathesis runs for ``operations``."""
+    schema = schemathesis.openapi.from_dict(document).include(**operations)
+    return {(operation.method.upper(), operation.path) for operation in (r.ok() for r in schema.get_all_operations())}
+
+
+def test_the_schemathesis_run_is_spread_over_several_files() -> None:
+    assert len(FILES) > 1, [file.name for file in FILES]
+
+
+def test_every_documented_operation_is_fuzzed_in_every_phase_by_exactly_one_schemathesis_file(
+    document: dict[str, Any],
+) -> None:
+    """ref: schema-generation.2, api-documentation.1"""
+    files_of: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    for file in FILES:
+        module = importlib.import_module(f"tests.integration.{file.stem}")
+        operations = selected(document, module.OPERATIONS)
+        phases = getattr(module, "PHASES", PHASES)
+        assert operations, f"{file.name} selects no operation"
+        assert phases, f"{file.name} runs no phase"
+        assert set(phases) <= set(PHASES), f"{file.name}: {phases}"
+        for method, path in operations:
+            for phase in phases:
+                files_of[method, path, phase].append(file.name)
+    assert {run: files for run, files in files_of.items() if len(files) != 1} == {}
+    assert set(files_of) == {(method, path, phase) for method, path in documented(document) for phase in PHASES}
+    assert len(documented(document)) >= 8
