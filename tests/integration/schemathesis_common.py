@@ -12,8 +12,8 @@ that model in every valid request, and ``horde.workers`` (a list of worker ids t
 random worker id is a valid request that no worker can serve, which the front answers with 503
 ``no_eligible_worker`` by design, and a random model name only meets 400 ``UnknownModel``.
 
-The operations are spread over several files (issue 33: pytest-xdist's ``--dist loadfile`` runs one file on one
-worker, and one test of every operation took ten minutes). Each file names its operations in ``OPERATIONS`` (the
+The operations are spread over several files (pytest-xdist's ``--dist loadfile`` runs one file on one worker).
+Each file names its operations in ``OPERATIONS`` (the
 keyword arguments of schemathesis's ``include``) and runs them with :func:`check_case` through
 :func:`operations_schema`, in every phase of :data:`PHASES` or in those its own ``PHASES`` names;
 ``tests/unit/test_schemathesis_files.py`` checks that every phase of every operation of the document is in exactly

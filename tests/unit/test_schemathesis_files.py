@@ -1,4 +1,4 @@
-"""The schemathesis run leaves no documented operation out (issue 33).
+"""The schemathesis run leaves no documented operation out.
 
 The run is spread over ``tests/integration/test_schemathesis_*.py`` so that pytest-xdist's ``--dist loadfile`` can
 give its files to several workers; each file fuzzes the operations its ``OPERATIONS`` names (schemathesis's
