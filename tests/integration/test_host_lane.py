@@ -32,7 +32,7 @@ from tests.installed import build_wheel, interpreter
 
 # One xdist worker runs the whole module (``--dist loadfile``): its module-scoped fixture builds venvs and servers
 # once.
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.starts_first]
 
 SECTION = "## In your own Django project"
 PROJECT = "mysite"

@@ -27,7 +27,7 @@ import redis
 from devhorde.launch import free_port
 from tests.conftest import ROOT, start_devhorde
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.starts_first]
 
 READY_TIMEOUT_SECONDS = 120.0
 """How long the script may take to print ``ready:`` (two Python processes importing Django and horde-sdk on a busy

@@ -33,7 +33,7 @@ from langchain_openai import ChatOpenAI
 
 from tests.conftest import ROOT, LiveStack, running_stack
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.starts_first]
 
 JS_DIR = ROOT / "tests" / "js"
 

@@ -16,7 +16,7 @@ import pytest
 from tests.integration import schemathesis_common
 from tests.integration.schemathesis_common import Operations
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.starts_first]
 
 OPERATIONS: Operations = {"path": "/v1/images/generations"}
 """This file's operations of the document (``tests/unit/test_schemathesis_files.py``: each in exactly one file)."""

@@ -61,3 +61,23 @@ def test_the_suite_names_follow_the_worker_of_the_process() -> None:
 def test_the_fidelity_tests_read_the_keys_of_the_harness_where_its_work_folder_is(tmp_path: Path) -> None:
     code = "from tests.realhorde.test_devhorde_fidelity import KEYS_ENV; print(KEYS_ENV)"
     assert python_prints(code, {"WORK": str(tmp_path)}) == str(tmp_path / "keys.env")
+
+
+def test_files_marked_starts_first_are_collected_ahead_of_the_rest_and_the_suite_keeps_that_order() -> None:
+    """``tests/conftest.py`` puts ``starts_first`` files first; ``make test`` keeps the order for the workers."""
+    files = ["tests/unit/test_readme_shape.py", "tests/integration/test_make_run.py", "tests/unit/test_guides.py"]
+    collected = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", *files],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout.splitlines()
+    order = list(dict.fromkeys(line.split("::")[0] for line in collected if "::" in line))
+    assert order == [
+        "tests/integration/test_make_run.py",
+        "tests/unit/test_readme_shape.py",
+        "tests/unit/test_guides.py",
+    ]
+    assert "--dist loadfile --no-loadscope-reorder" in (ROOT / "bin" / "test-suite").read_text()
