@@ -1,5 +1,5 @@
-"""``python -m bench.public_load``: the front as a public deployment in front of the REAL AI Horde (issue 37's load
-test, at a size of your choosing).
+"""``python -m bench.public_load``: the front as a public deployment in front of the REAL AI Horde (the
+public-deployment load test, at a size of your choosing).
 
 Needs a harness of ../shared/realhorde of your own (``--keys-env``, default ``$RH_KEYS_ENV``: ``HORDE_URL``,
 ``CLIENT_KEY``, ``ADMIN_KEY``, ``WORKER_KEY``, ``PROXY_PASSKEY``), never the shared one, whose other users its

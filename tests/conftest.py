@@ -77,9 +77,9 @@ FAST_FRONT_ENV = {
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Put the tests marked ``starts_first`` ahead of the rest, each part in its collection order (a stable sort).
 
-    ``make test`` and ``make check`` run pytest-xdist with ``--dist loadfile --no-loadscope-reorder``, which hands the
-    files to the workers in this order: a file that spends minutes waiting on timers (a queue longer than 120 s, the
-    Horde's submit pacing) then waits beside the files that compute, instead of alone at the end of the run.
+    ``make test`` runs pytest-xdist with ``--dist loadfile --no-loadscope-reorder`` (bin/test-suite), which hands the
+    files to the workers in this order: a file that keeps one worker for minutes (a queue longer than 120 s, the
+    Horde's submit pacing, start-ups and installs) then runs beside the short files instead of alone at the end.
     """
     items.sort(key=lambda item: item.get_closest_marker("starts_first") is None)
 

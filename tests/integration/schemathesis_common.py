@@ -48,7 +48,7 @@ alias)."""
 MAX_EXAMPLES = int(os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", "50"))
 """Generated requests per operation in the fuzzing phase (the coverage and examples phases add their own):
 ``SCHEMATHESIS_MAX_EXAMPLES``, default 50 (the suite's bound); a hostile-input run raises it to hundreds, which makes
-thousands of cases over the routes (issue 35)."""
+thousands of cases over the routes."""
 
 REQUEST_TIMEOUT_SECONDS = 30
 """The longest one request may take; a served request takes milliseconds."""

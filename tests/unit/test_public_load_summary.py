@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import http.server
+import threading
+import urllib.parse
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -56,3 +59,32 @@ def test_own_keys_are_read_from_the_store_before_any_registration(tmp_path: Path
     keys = {"HORDE_URL": "http://127.0.0.1:9/api"}  # nothing answers there: a registration would raise
     assert own_keys(keys, 2, tmp_path / "keys.env") == ["key-a", "key-b"]
     assert own_keys(keys, 3, tmp_path / "keys.env") == ["key-a", "key-b", "key-c"]
+
+
+def test_missing_own_keys_are_registered_at_the_register_page_and_kept(tmp_path: Path) -> None:
+    """Each missing key comes from one ``POST /register`` (the page's ``ah-api-key`` code) and is added to the store."""
+    names: list[str] = []
+
+    class RegisterPage(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            form = urllib.parse.parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
+            names.append(form["username"][0])
+            page = f'<p>Your key:</p><code class="ah-api-key">key-of-{names[-1]}</code>'.encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args: Any) -> None:
+            """Quiet."""
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RegisterPage)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        (tmp_path / "bench-users.env").write_text("key-a\n")
+        keys = {"HORDE_URL": f"http://127.0.0.1:{server.server_address[1]}/api"}
+        assert own_keys(keys, 3, tmp_path / "keys.env") == ["key-a", "key-of-bench-user-1", "key-of-bench-user-2"]
+    finally:
+        server.shutdown()
+    assert names == ["bench-user-1", "bench-user-2"]
+    assert (tmp_path / "bench-users.env").read_text() == "key-a\nkey-of-bench-user-1\nkey-of-bench-user-2\n"

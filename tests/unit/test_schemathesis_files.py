@@ -20,6 +20,7 @@ import pytest
 import schemathesis
 from django.test import Client
 
+from tests.integration import schemathesis_common
 from tests.integration.schemathesis_common import PHASES, Operations
 
 INTEGRATION = Path(__file__).resolve().parents[1] / "integration"
@@ -70,3 +71,15 @@ def test_every_documented_operation_is_fuzzed_in_every_phase_by_exactly_one_sche
     assert {run: files for run, files in files_of.items() if len(files) != 1} == {}
     assert set(files_of) == {(method, path, phase) for method, path in documented(document) for phase in PHASES}
     assert len(documented(document)) >= 8
+
+
+@pytest.mark.parametrize("file", FILES, ids=lambda file: file.stem)
+def test_each_file_runs_what_it_declares(file: Path) -> None:
+    """A file's run is built from its own ``OPERATIONS`` and ``PHASES``: the shared fixture and filter, and a
+    configuration that enables exactly its phases."""
+    module = importlib.import_module(f"tests.integration.{file.stem}")
+    assert module.front_schema is schemathesis_common.front_schema
+    assert "schema = schemathesis_common.operations_schema(OPERATIONS)" in file.read_text()
+    phases = getattr(module, "PHASES", PHASES)
+    enabled = schemathesis_common.config(phases).projects.default.phases
+    assert {phase: getattr(enabled, phase).enabled for phase in PHASES} == {phase: phase in phases for phase in PHASES}
