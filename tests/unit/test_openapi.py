@@ -60,14 +60,6 @@ MODEL = "/v1/models/{model}"
 IMAGES = "/v1/images/generations"
 
 
-@pytest.fixture(scope="module")
-def document() -> dict[str, Any]:
-    response = Client().get("/openapi.json")
-    assert response.status_code == 200
-    assert response["Content-Type"].startswith("application/vnd.oai.openapi+json")
-    return json.loads(response.content)
-
-
 def schemas(document: dict[str, Any]) -> dict[str, Any]:
     return document["components"]["schemas"]
 

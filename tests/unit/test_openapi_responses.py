@@ -8,7 +8,6 @@ from typing import Any
 
 import jsonschema
 import pytest
-from django.test import Client
 
 from chat.errors import OpenAIError
 from chat.horde.native import NativeStatus
@@ -18,14 +17,6 @@ from chat.rendering.responses_events import ResponseEventWriter, build_response
 from front_operations.openapi.schemas import RESPONSE_EVENT_TYPES, RESPONSES_STATE_PARAMETER_SCHEMAS
 
 RESPONSES = "/v1/responses"
-
-
-@pytest.fixture(scope="module")
-def document() -> dict[str, Any]:
-    response = Client().get("/openapi.json")
-    assert response.status_code == 200
-    parsed: dict[str, Any] = json.loads(response.content)
-    return parsed
 
 
 def validator(document: dict[str, Any], schema: dict[str, Any]) -> jsonschema.Draft202012Validator:

@@ -11,14 +11,12 @@ phase of every (method, path) of the document must be run by exactly one file.
 from __future__ import annotations
 
 import importlib
-import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 import schemathesis
-from django.test import Client
 
 from tests.integration import schemathesis_common
 from tests.integration.schemathesis_common import PHASES, Operations
@@ -26,14 +24,6 @@ from tests.integration.schemathesis_common import PHASES, Operations
 INTEGRATION = Path(__file__).resolve().parents[1] / "integration"
 FILES = sorted(INTEGRATION.glob("test_schemathesis*.py"))
 HTTP_METHODS = frozenset({"get", "put", "post", "delete", "options", "head", "patch", "trace"})
-
-
-@pytest.fixture(scope="module")
-def document() -> dict[str, Any]:
-    response = Client().get("/openapi.json")
-    assert response.status_code == 200
-    loaded: dict[str, Any] = json.loads(response.content)
-    return loaded
 
 
 def documented(document: dict[str, Any]) -> set[tuple[str, str]]:
