@@ -1,7 +1,7 @@
 """The host lane: a Django team follows the README's host-project section word for word, on the Django it runs.
 
 For Django 5.2 LTS and for the newest Django the package's range allows: the wheel built from a fresh clone is
-installed from PyPI into a venv of its own next to that Django (one ``pip install`` of both, :data:`PIP_INTO`), a
+installed from PyPI into a venv of its own next to that Django (one install of both, :data:`INSTALL_INTO`), a
 project is made with ``django-admin startproject``, the README's ``settings.py``, ``urls.py`` and ``asgi.py`` snippets
 are added at the end of its files as the README says, and the README's ``uvicorn`` command serves it (only the port
 changed) with the devhorde behind. A streamed chat completion, a Responses call, ``/readyz``, ``/docs`` and the guides
@@ -16,7 +16,6 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from uv import find_uv_bin
 
 from devhorde.launch import free_port
 from tests.conftest import REDIS_URL, ROOT, STREAM_REDIS_DB, Process, start_devhorde, wait_started
@@ -65,10 +65,10 @@ def test_the_readme_section_has_the_three_snippets_and_the_command() -> None:
     assert 'include("front_operations.urls")' in found["urls.py"]
 
 
-PIP_INTO = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check", "--no-input", "--python"]
-"""This environment's pip installing into the venv whose ``python`` follows (pip's ``--python``): the venv is made
-without a pip of its own (``--without-pip``, no ``ensurepip`` per venv). The Django and the wheel go in one call, so
-pip resolves them together, and ``--no-compile`` (on ``install``) leaves byte-compiling to the first import."""
+INSTALL_INTO = [find_uv_bin(), "pip", "install", "--quiet", "--python"]
+"""The installer ``make install`` uses (uv, ``requirements-installer.txt``) installing into the venv whose ``python``
+follows: the venv is made without a pip of its own (``--without-pip``). The Django and the wheel go in one call, so
+they are resolved together, and byte-compiling is left to the first import."""
 
 
 def run(args: list[str | Path], cwd: Path, timeout: float = 900) -> str:
@@ -98,7 +98,7 @@ def host(request: pytest.FixtureRequest, wheel: Path, tmp_path_factory: pytest.T
     venv = tmp / "venv"
     python = venv / "bin" / "python"
     run([interpreter(), "-m", "venv", "--without-pip", str(venv)], tmp)
-    run([*PIP_INTO, python, "install", "--no-compile", DJANGO_VERSIONS[request.param], str(wheel)], tmp)
+    run([*INSTALL_INTO, python, DJANGO_VERSIONS[request.param], str(wheel)], tmp)
     django = run([python, "-c", "import django; print(django.get_version())"], tmp).strip()
     assert django.startswith("5.2") if request.param == "django-5.2-lts" else int(django.split(".")[0]) >= 6
 

@@ -2,8 +2,8 @@
 is wrong, says so in one line and rebuilds it, from a fresh clone in a temporary directory.
 
 A full install of ``requirements.txt`` takes minutes, so each clone's ``requirements.txt`` is replaced by one line,
-``pip``, which every new venv already satisfies: the tests exercise the detection, the rebuild and the stamp without
-downloading anything. The worktree's own ``.venv`` is never touched.
+``pip``, which every new venv already satisfies (the installer itself, uv, comes from pip's cache): the tests exercise
+the detection, the rebuild and the stamp without downloading anything. The worktree's own ``.venv`` is never touched.
 """
 
 from __future__ import annotations
@@ -19,10 +19,7 @@ from tests.fresh_clone import fresh_clone
 
 pytestmark = pytest.mark.integration
 
-INSTALLING = (
-    "Installing the pinned requirements into .venv (a minute or two the first time; each pinned package is listed as "
-    "pip collects it)"
-)
+INSTALLING = "Installing the pinned requirements into .venv with uv (seconds from uv's cache, a minute the first time)"
 CLEAN_ENV = {key: value for key, value in os.environ.items() if key not in {"MAKEFLAGS", "MAKELEVEL", "MFLAGS"}}
 """The environment without make's own variables, so ``make`` run from inside ``make test`` prints no
 "Entering directory" lines."""

@@ -14,6 +14,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from uv import find_uv_bin
 
 from tests.conftest import ROOT
 
@@ -68,12 +69,11 @@ def test_the_lowest_accepted_python_installed_imports_and_validates(tmp_path: Pa
     if lowest is None or lowest >= sys.version_info[:3]:
         pytest.skip(f"no Python accepted by requires-python older than this one ({sys.version.split()[0]}) installed")
     venv = tmp_path / "venv"
-    # No pip of the venv's own (ensurepip): this environment's pip installs into it (``--python``), and the modules
-    # are byte-compiled when the probe imports them, not all at install (``--no-compile``).
+    # No pip of the venv's own (ensurepip): the installer ``make install`` uses (uv) installs into it (``--python``),
+    # and the modules are byte-compiled when the probe imports them.
     subprocess.run([pythons[lowest], "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--python", str(venv / "bin" / "python")]
     install = subprocess.run(
-        [*pip, "install", "--no-compile", "-qr", "requirements.txt"],
+        [find_uv_bin(), "pip", "install", "--quiet", "--python", venv / "bin" / "python", "-r", "requirements.txt"],
         cwd=ROOT,
         capture_output=True,
         text=True,

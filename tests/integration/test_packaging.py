@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -45,10 +46,29 @@ def serve(python: Path, args: list[str], cwd: Path, env: dict[str, str], name: s
     return Process(popen, log_path)
 
 
+@dataclass(frozen=True)
+class Built:
+    """One fresh clone and the wheel ``pip wheel --no-deps .`` built from it."""
+
+    clone: Path
+    wheel: Path
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """Built once for the module: the tests that install, list or serve the wheel read it and never change it."""
+    tmp = tmp_path_factory.mktemp("built")
+    clone = fresh_clone(tmp / "clone")
+    return Built(clone, build_wheel(clone, tmp / "dist"))
+
+
 @pytest.mark.parametrize("form", ["wheel", "source"])
-def test_the_distribution_installs_into_a_fresh_venv_and_passes_djangos_checks(tmp_path: Path, form: str) -> None:
-    clone = fresh_clone(tmp_path / "clone")
-    target = build_wheel(clone, tmp_path / "dist") if form == "wheel" else clone
+def test_the_distribution_installs_into_a_fresh_venv_and_passes_djangos_checks(
+    tmp_path: Path, built: Built, form: str
+) -> None:
+    """The source form installs from a clone of its own: ``pip install .`` builds in the tree it is given."""
+    clone = built.clone if form == "wheel" else fresh_clone(tmp_path / "clone")
+    target = built.wheel if form == "wheel" else clone
     python = new_venv(tmp_path / "venv")
     outside = tmp_path / "elsewhere"
     outside.mkdir()
@@ -76,11 +96,10 @@ def test_the_distribution_installs_into_a_fresh_venv_and_passes_djangos_checks(t
     assert "horde_oai.W001" in checked.stderr, checked.stderr
 
 
-def test_the_wheel_holds_the_apps_and_the_operations_routes_only(tmp_path: Path) -> None:
+def test_the_wheel_holds_the_apps_and_the_operations_routes_only(built: Built) -> None:
     """Nothing but the reusable apps at the top of site-packages; the guides are package data of the operations
     routes, the same files as the checkout's ``docs/``."""
-    clone = fresh_clone(tmp_path / "clone")
-    wheel = build_wheel(clone, tmp_path / "dist")
+    clone, wheel = built.clone, built.wheel
     assert sorted(wheel_top_levels(wheel)) == ["chat", "front_operations", "images", "models_list"]
     with zipfile.ZipFile(wheel) as archive:
         guides = {
@@ -96,12 +115,12 @@ def test_the_wheel_holds_the_apps_and_the_operations_routes_only(tmp_path: Path)
     assert len(guides) > 10
 
 
-def test_the_installed_wheel_serves_the_front_the_guides_and_the_devhorde(tmp_path: Path) -> None:
+def test_the_installed_wheel_serves_the_front_the_guides_and_the_devhorde(tmp_path: Path, built: Built) -> None:
     """The package data: the front reads its guides from the installed ``front_operations``; the standalone project
     and the devhorde (with its bundled ``fast`` scenario) run from a directory of their own beside it."""
-    clone = fresh_clone(tmp_path / "clone")
+    clone = built.clone
     python = new_venv(tmp_path / "venv")
-    installed = pip_install(python, build_wheel(clone, tmp_path / "dist"), tmp_path)
+    installed = pip_install(python, built.wheel, tmp_path)
     assert installed.returncode == 0, installed.stdout + installed.stderr
     outside = standalone_copy(clone, tmp_path / "elsewhere")
     packages = Path(site_packages(python))

@@ -1,7 +1,8 @@
 """The project file and the locks agree: ``pyproject.toml`` declares the runtime dependencies as ranges (what a host
 project installs from) and each pin of ``requirements.txt`` (the runtime lock `make run` installs) satisfies its range;
 the test and lint tools are pinned alike in ``pyproject.toml``'s dependency groups and in ``requirements-test.txt`` and
-``requirements-lint.txt``, which `make test` and `make lint` install on top of the runtime lock.
+``requirements-lint.txt``, which `make test` and `make lint` install on top of the runtime lock, and so is the installer
+(uv, ``requirements-installer.txt``) that installs them.
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[2]
-LOCKS = {"runtime": "requirements.txt", "test": "requirements-test.txt", "lint": "requirements-lint.txt"}
+LOCKS = {
+    "runtime": "requirements.txt",
+    "test": "requirements-test.txt",
+    "lint": "requirements-lint.txt",
+    "installer": "requirements-installer.txt",
+}
 
 
 def project() -> dict[str, object]:
@@ -74,9 +80,19 @@ def test_each_tool_lock_is_the_runtime_lock_plus_its_pyproject_group(group: str)
     assert sorted(map(canonical, lock_pins(lock))) == sorted(map(canonical, groups[group]))
 
 
-def test_pyproject_has_the_test_and_lint_groups() -> None:
+def test_the_installer_lock_is_its_pyproject_group_alone() -> None:
+    """uv, installed by the venv's pip before anything else (bin/ensure-venv): no ``-r``, nothing but the group."""
+    lock = LOCKS["installer"]
+    assert lock_lines(lock) == lock_pins(lock)
+    assert sorted(map(canonical, lock_pins(lock))) == sorted(
+        map(canonical, project()["dependency-groups"]["installer"])
+    )
+    assert [canonical(pin).split("==")[0] for pin in lock_pins(lock)] == ["uv"]
+
+
+def test_pyproject_has_the_test_lint_and_installer_groups() -> None:
     groups = project()["dependency-groups"]
-    assert set(groups) == {"test", "lint"}
+    assert set(groups) == {"test", "lint", "installer"}
     assert "pytest==9.2.0" in map(canonical, groups["test"])
     assert "mypy==2.4.1" in map(canonical, groups["lint"])
 
