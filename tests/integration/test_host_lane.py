@@ -1,7 +1,7 @@
 """The host lane: a Django team follows the README's host-project section word for word, on the Django it runs.
 
 For Django 5.2 LTS and for the newest Django the package's range allows: the wheel built from a fresh clone is
-installed from PyPI into a venv of its own next to that Django (one install of both, :data:`INSTALL_INTO`), a
+installed from PyPI into a venv of its own next to that Django (one install of both, :func:`install_into`), a
 project is made with ``django-admin startproject``, the README's ``settings.py``, ``urls.py`` and ``asgi.py`` snippets
 are added at the end of its files as the README says, and the README's ``uvicorn`` command serves it (only the port
 changed) with the devhorde behind. A streamed chat completion, a Responses call, ``/readyz``, ``/docs`` and the guides
@@ -39,7 +39,7 @@ PROJECT = "mysite"
 """The project name the README's ``uvicorn`` command names."""
 
 DJANGO_VERSIONS = {"django-5.2-lts": "Django>=5.2,<5.3", "django-newest": "Django"}
-"""The Django each host runs: the LTS, and whatever newest release the package's range lets pip pick."""
+"""The Django each host runs: the LTS, and whatever newest release the package's range lets the installer pick."""
 
 
 def host_section() -> str:
@@ -65,10 +65,12 @@ def test_the_readme_section_has_the_three_snippets_and_the_command() -> None:
     assert 'include("front_operations.urls")' in found["urls.py"]
 
 
-INSTALL_INTO = [find_uv_bin(), "pip", "install", "--quiet", "--python"]
-"""The installer ``make install`` uses (uv, ``requirements-installer.txt``) installing into the venv whose ``python``
-follows: the venv is made without a pip of its own (``--without-pip``). The Django and the wheel go in one call, so
-they are resolved together, and byte-compiling is left to the first import."""
+def install_into(python: Path, *requirements: str) -> list[str | Path]:
+    """The installer ``make install`` uses (uv, ``requirements-installer.txt``) installing ``requirements`` into the
+    venv of ``python``, made without a pip of its own (``--without-pip``): the Django and the wheel go in one call, so
+    they are resolved together, and byte-compiling is left to the first import. ``pip install`` of the wheel, the
+    README's command, is :mod:`test_packaging`'s."""
+    return [find_uv_bin(), "pip", "install", "--quiet", "--python", python, *requirements]
 
 
 def run(args: list[str | Path], cwd: Path, timeout: float = 900) -> str:
@@ -98,7 +100,7 @@ def host(request: pytest.FixtureRequest, wheel: Path, tmp_path_factory: pytest.T
     venv = tmp / "venv"
     python = venv / "bin" / "python"
     run([interpreter(), "-m", "venv", "--without-pip", str(venv)], tmp)
-    run([*INSTALL_INTO, python, DJANGO_VERSIONS[request.param], str(wheel)], tmp)
+    run(install_into(python, DJANGO_VERSIONS[request.param], str(wheel)), tmp)
     django = run([python, "-c", "import django; print(django.get_version())"], tmp).strip()
     assert django.startswith("5.2") if request.param == "django-5.2-lts" else int(django.split(".")[0]) >= 6
 

@@ -1,15 +1,17 @@
 """``make install`` (behind ``make run`` and ``make test``) heals a broken ``.venv``: ``bin/ensure-venv`` finds what
 is wrong, says so in one line and rebuilds it, from a fresh clone in a temporary directory.
 
-A full install of ``requirements.txt`` takes minutes, so each clone's ``requirements.txt`` is replaced by one line,
-``pip``, which every new venv already satisfies (the installer itself, uv, comes from pip's cache): the tests exercise
-the detection, the rebuild and the stamp without downloading anything. The worktree's own ``.venv`` is never touched.
+A full install of ``requirements.txt`` downloads the whole lock on a cold cache, so each clone's ``requirements.txt``
+is replaced by one line, ``pip``, which every new venv already satisfies (the installer itself, uv, comes from PyPI
+through pip's cache): the tests exercise the detection, the rebuild, the installer and the stamp. The worktree's own
+``.venv`` is never touched.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -82,7 +84,7 @@ def test_make_install_rebuilds_a_venv_left_without_pip_and_then_keeps_it(tmp_pat
 
 
 def test_a_venv_whose_install_did_not_finish_is_rebuilt(tmp_path: Path) -> None:
-    """A Ctrl-C during the pip install leaves a venv with pip but without the stamp."""
+    """A Ctrl-C during the install leaves a venv with pip but without the stamp."""
     subprocess.run([interpreter(), "-m", "venv", str(tmp_path / ".venv")], check=True, timeout=120)
     (tmp_path / ".venv" / "half-installed").touch()
     result = ensure_venv(tmp_path)
@@ -145,3 +147,47 @@ def test_make_install_installs_the_runtime_lock_and_make_install_dev_adds_the_to
         "requirements.txt",
     ]
     assert [run(["make", target], clone).stdout for target in ("install", "install-dev")] == ["", ""]
+
+
+def lock_pin(lock: Path, name: str) -> str:
+    """The ``name==version`` line of ``lock``."""
+    (pin,) = [line for line in lock.read_text().splitlines() if line.lower().startswith(f"{name}==")]
+    return pin
+
+
+def test_the_locks_go_in_with_the_pinned_uv_byte_compiled_and_a_newer_installer_lock_installs_again(
+    tmp_path: Path,
+) -> None:
+    """The venv's pip installs uv of ``requirements-installer.txt``; uv installs the locks byte-compiled as pip does,
+    even where ``PYTHONDONTWRITEBYTECODE`` keeps imports from writing bytecode. A changed installer lock installs
+    again into the same venv. ``loguru`` of the runtime lock stands for the lock: pure Python, no dependencies, in
+    uv's cache since this suite's own install."""
+    clone = fresh_clone(tmp_path / "clone")
+    (clone / "requirements.txt").write_text(lock_pin(ROOT / "requirements.txt", "loguru") + "\n")
+    env = {**CLEAN_ENV, "PYTHONDONTWRITEBYTECODE": "1"}
+    installed = subprocess.run(
+        ["make", "install"], cwd=clone, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert installed.returncode == 0, installed.stderr
+    assert installed.stdout.splitlines()[-2:] == [INSTALLING, "Installed; .venv is ready"]
+
+    uv_version = lock_pin(ROOT / "requirements-installer.txt", "uv").split("==")[1]
+    version = run([clone / ".venv" / "bin" / "uv", "--version"], clone).stdout
+    assert version.startswith(f"uv {uv_version} "), version
+    (packages,) = (clone / ".venv" / "lib").glob("python3*/site-packages")
+    tag = run([clone / ".venv" / "bin" / "python", "-c", "import sys; print(sys.implementation.cache_tag)"], clone)
+    assert sorted(path.name for path in (packages / "loguru" / "__pycache__").glob("__init__.*.pyc")) == [
+        f"__init__.{tag.stdout.strip()}.pyc"
+    ]
+
+    marker = clone / ".venv" / "kept"
+    marker.touch()
+    # Everything else older than the stamp, the installer lock changed after it.
+    now = time.time()
+    for path, age in [("requirements.txt", 300), ("bin/find-python", 300), (".venv/.installed", 200)]:
+        os.utime(clone / path, (now - age, now - age))
+    os.utime(clone / "requirements-installer.txt", (now - 100, now - 100))
+    again = run(["make", "install"], clone)
+    assert (again.returncode, again.stdout.splitlines()) == (0, [INSTALLING, "Installed; .venv is ready"])
+    assert marker.exists(), "the venv is kept, the locks installed again"
+    assert [run(["make", "install"], clone).stdout] == [""]

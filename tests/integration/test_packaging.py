@@ -64,11 +64,14 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
 
 @pytest.mark.parametrize("form", ["wheel", "source"])
 def test_the_distribution_installs_into_a_fresh_venv_and_passes_djangos_checks(
-    tmp_path: Path, built: Built, form: str
+    tmp_path: Path, request: pytest.FixtureRequest, form: str
 ) -> None:
-    """The source form installs from a clone of its own: ``pip install .`` builds in the tree it is given."""
-    clone = built.clone if form == "wheel" else fresh_clone(tmp_path / "clone")
-    target = built.wheel if form == "wheel" else clone
+    """``pip install`` of the wheel or of a clone puts the apps alone into site-packages, and the standalone project
+    beside them passes ``django check``. The source form installs a clone of its own: ``pip install .`` builds in the
+    tree it is given."""
+    built: Built | None = request.getfixturevalue("built") if form == "wheel" else None
+    clone = built.clone if built is not None else fresh_clone(tmp_path / "clone")
+    target = built.wheel if built is not None else clone
     python = new_venv(tmp_path / "venv")
     outside = tmp_path / "elsewhere"
     outside.mkdir()
