@@ -16,6 +16,8 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
+from uv import find_uv_bin
+
 from tests.conftest import ROOT
 from tests.fresh_clone import fresh_clone
 
@@ -51,6 +53,13 @@ def new_venv(venv: Path) -> Path:
     python = venv / "bin" / "python"
     (Path(site_packages(python)) / "shared-packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return python
+
+
+def install_into(python: Path, *requirements: str | Path) -> list[str | Path]:
+    """The command of the installer ``make install`` uses (uv, ``requirements-installer.txt``) that installs
+    ``requirements`` (arguments of ``uv pip install``) into the venv of ``python``, which needs no pip of its own
+    (``--without-pip``); byte-compiling is left to the first import."""
+    return [find_uv_bin(), "pip", "install", "--quiet", "--python", python, *requirements]
 
 
 def pip_install(python: Path, target: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:

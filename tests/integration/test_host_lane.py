@@ -1,9 +1,10 @@
 """The host lane: a Django team follows the README's host-project section word for word, on the Django it runs.
 
 For Django 5.2 LTS and for the newest Django the package's range allows: the wheel built from a fresh clone is
-installed from PyPI into a venv of its own next to that Django (one install of both, :func:`install_into`), a
-project is made with ``django-admin startproject``, the README's ``settings.py``, ``urls.py`` and ``asgi.py`` snippets
-are added at the end of its files as the README says, and the README's ``uvicorn`` command serves it (only the port
+installed from PyPI into a venv of its own next to that Django (one install of both with ``make install``'s uv;
+``pip install`` of the wheel, the README's command, is :mod:`test_packaging`'s), a project is made with
+``django-admin startproject``, the README's ``settings.py``, ``urls.py`` and ``asgi.py`` snippets are added at the end
+of its files as the README says, and the README's ``uvicorn`` command serves it (only the port
 changed) with the devhorde behind. A streamed chat completion, a Responses call, ``/readyz``, ``/docs`` and the guides
 (package data of ``front_operations``) must answer, and the host's environment holds the apps only: no ``oaifront``,
 ``devhorde`` or ``docs`` package. The snippets are read from the README, so the test breaks when the README drifts
@@ -23,12 +24,11 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from uv import find_uv_bin
 
 from devhorde.launch import free_port
 from tests.conftest import REDIS_URL, ROOT, STREAM_REDIS_DB, Process, start_devhorde, wait_started
 from tests.fresh_clone import fresh_clone
-from tests.installed import build_wheel, interpreter
+from tests.installed import build_wheel, install_into, interpreter
 
 # One xdist worker runs the whole module (``--dist loadfile``): its module-scoped fixture builds venvs and servers
 # once.
@@ -63,14 +63,6 @@ def test_the_readme_section_has_the_three_snippets_and_the_command() -> None:
     assert sorted(found) == ["asgi.py", "settings.py", "sh", "urls.py"]
     assert found["sh"].strip() == f"uvicorn {PROJECT}.asgi:application --host 127.0.0.1 --port 8000"
     assert 'include("front_operations.urls")' in found["urls.py"]
-
-
-def install_into(python: Path, *requirements: str) -> list[str | Path]:
-    """The installer ``make install`` uses (uv, ``requirements-installer.txt``) installing ``requirements`` into the
-    venv of ``python``, made without a pip of its own (``--without-pip``): the Django and the wheel go in one call, so
-    they are resolved together, and byte-compiling is left to the first import. ``pip install`` of the wheel, the
-    README's command, is :mod:`test_packaging`'s."""
-    return [find_uv_bin(), "pip", "install", "--quiet", "--python", python, *requirements]
 
 
 def run(args: list[str | Path], cwd: Path, timeout: float = 900) -> str:

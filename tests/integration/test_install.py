@@ -34,8 +34,11 @@ def interpreter() -> str:
     ).stdout.strip()
 
 
-def run(args: list[str | Path], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, cwd=cwd, env=CLEAN_ENV, capture_output=True, text=True, timeout=300, check=False)
+def run(args: list[str | Path], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``args`` in ``cwd`` with :data:`CLEAN_ENV` plus ``env``."""
+    return subprocess.run(
+        args, cwd=cwd, env={**CLEAN_ENV, **(env or {})}, capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 def without_pip(venv: Path) -> None:
@@ -164,10 +167,7 @@ def test_the_locks_go_in_with_the_pinned_uv_byte_compiled_and_a_newer_installer_
     uv's cache since this suite's own install."""
     clone = fresh_clone(tmp_path / "clone")
     (clone / "requirements.txt").write_text(lock_pin(ROOT / "requirements.txt", "loguru") + "\n")
-    env = {**CLEAN_ENV, "PYTHONDONTWRITEBYTECODE": "1"}
-    installed = subprocess.run(
-        ["make", "install"], cwd=clone, env=env, capture_output=True, text=True, timeout=300, check=False
-    )
+    installed = run(["make", "install"], clone, {"PYTHONDONTWRITEBYTECODE": "1"})
     assert installed.returncode == 0, installed.stderr
     assert installed.stdout.splitlines()[-2:] == [INSTALLING, "Installed; .venv is ready"]
 

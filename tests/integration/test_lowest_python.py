@@ -14,9 +14,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from uv import find_uv_bin
 
 from tests.conftest import ROOT
+from tests.installed import install_into
 
 pytestmark = pytest.mark.integration
 
@@ -73,7 +73,7 @@ def test_the_lowest_accepted_python_installed_imports_and_validates(tmp_path: Pa
     # and the modules are byte-compiled when the probe imports them.
     subprocess.run([pythons[lowest], "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     install = subprocess.run(
-        [find_uv_bin(), "pip", "install", "--quiet", "--python", venv / "bin" / "python", "-r", "requirements.txt"],
+        install_into(venv / "bin" / "python", "-r", "requirements.txt"),
         cwd=ROOT,
         capture_output=True,
         text=True,
