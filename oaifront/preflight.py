@@ -10,6 +10,10 @@
 
 ``python -m oaifront.preflight listen HOST PORT PORT_VARIABLE [OWNER]`` checks one address a server of ``make run``
 will listen on, as uvicorn binds it (:func:`listen_problem`): when it cannot, one line says what is wrong (status 1).
+
+``python -m oaifront.preflight answers URL [SECONDS]`` waits until a server ``make run`` started answers (status 0), or
+ends with status 1 after ``SECONDS`` (:data:`ANSWER_TIMEOUT_SECONDS`): one process polls, where a process per poll
+would import httpx again every 0.2 s.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import errno
 import os
 import socket
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
@@ -28,6 +33,10 @@ REDIS_URL_VARIABLE: Final = "HORDE_OAI_REDIS_URL"
 CHECK_TIMEOUT_SECONDS: Final = 3.0
 """How long each reachability check waits."""
 PREFIX: Final = "make run: "
+ANSWER_TIMEOUT_SECONDS: Final = 120.0
+"""How long ``answers`` waits for a server: a start-up on a busy two-core machine can take 40 s and more."""
+ANSWER_POLL_SECONDS: Final = 0.2
+"""The pause between two requests of ``answers``."""
 
 
 def _heartbeat_problem(api_root: str) -> str | None:
@@ -121,10 +130,38 @@ def listen_main(arguments: Sequence[str]) -> None:
         sys.exit(problem)
 
 
+def answers(url: str, timeout: float = ANSWER_TIMEOUT_SECONDS) -> bool:
+    """Whether ``GET url`` answers 2xx within ``timeout`` seconds, asked every :data:`ANSWER_POLL_SECONDS` (each
+    request waits 1 s at most).
+    """
+    deadline = time.monotonic() + timeout
+    with httpx.Client(timeout=1.0) as client:
+        while True:
+            try:
+                if client.get(url).is_success:
+                    return True
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() + ANSWER_POLL_SECONDS > deadline:
+                return False
+            time.sleep(ANSWER_POLL_SECONDS)
+
+
+def answers_main(arguments: Sequence[str]) -> None:
+    """``answers URL [SECONDS]``: status 0 once ``URL`` answers (:func:`answers`), 1 when it did not in time."""
+    url, *seconds = arguments
+    sys.exit(0 if answers(url, float(seconds[0]) if seconds else ANSWER_TIMEOUT_SECONDS) else 1)
+
+
 def main() -> None:
-    """Run the three checks of the module docstring, or the listen check (``listen ...``)."""
+    """Run the three checks of the module docstring, the listen check (``listen ...``) or the wait (``answers
+    ...``).
+    """
     if sys.argv[1:2] == ["listen"]:
         listen_main(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["answers"]:
+        answers_main(sys.argv[2:])
         return
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oaifront.settings")
     import django  # noqa: PLC0415 - after the settings module is chosen

@@ -10,6 +10,10 @@ import gc
 import socket
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -19,7 +23,7 @@ from loguru import logger
 from chat.asgi import redis_problem, serve_lifespan
 from chat.settings import FrontSettings, front_settings
 from devhorde.launch import free_port
-from oaifront.preflight import listen_problem
+from oaifront.preflight import answers, listen_problem
 from tests.conftest import ROOT
 
 NOT_THIS_MACHINE = "192.0.2.1"
@@ -79,6 +83,65 @@ def test_python_m_oaifront_preflight_listen_says_it_in_one_line() -> None:
         f"HOST={NOT_THIS_MACHINE} is not an address of this machine (Cannot assign requested address): set HOST to "
         "one of its addresses, such as 127.0.0.1\n",
     )
+
+
+@contextmanager
+def answering(status: int) -> Iterator[str]:
+    """A loopback HTTP server answering every GET with ``status``; yields its URL."""
+
+    class Answer(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/healthz"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_make_runs_wait_ends_when_the_server_answers_2xx_and_not_before() -> None:
+    """``oaifront.preflight.answers``, what bin/run waits on: a 2xx ends the wait; a 503 or no listener is waited on
+    until the bound, then it is False."""
+    with answering(200) as url:
+        assert answers(url, timeout=60) is True
+    with answering(503) as url:
+        assert answers(url, timeout=0.5) is False
+    assert answers(f"http://127.0.0.1:{free_port()}/healthz", timeout=0.5) is False
+
+
+def test_python_m_oaifront_preflight_answers_says_it_by_its_status_alone() -> None:
+    """bin/run says which server did not answer (``make run: the front did not answer on URL``); the wait itself
+    prints nothing."""
+    url = f"http://127.0.0.1:{free_port()}/healthz"
+    waited = subprocess.run(
+        [sys.executable, "-m", "oaifront.preflight", "answers", url, "0.5"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (waited.returncode, waited.stdout, waited.stderr) == (1, "", "")
+    with answering(204) as url:
+        waited = subprocess.run(
+            [sys.executable, "-m", "oaifront.preflight", "answers", url],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert (waited.returncode, waited.stdout, waited.stderr) == (0, "", "")
 
 
 @pytest.mark.asyncio
