@@ -217,7 +217,6 @@ def fleet(realhorde: RealHorde) -> Iterator[Fleet]:
                     max_length=4096,
                     max_context_length=16384,
                     delay=HONEST_DELAY_SECONDS,
-                    idle_sleep=0.3,
                     text=REPLY,
                 ).start()
             )
@@ -225,7 +224,7 @@ def fleet(realhorde: RealHorde) -> Iterator[Fleet]:
             "limits": {"max_length": 300, "max_context_length": 3072},
             "leave": {"delay": 6.0},
             "lost": {},
-            "faulty": {"state": "faulted", "delay": 0.1, "idle_sleep": 0.2},
+            "faulty": {"state": "faulted", "delay": 0.1},
             "censored": {"state": "censored"},
             "csam": {"state": "csam"},
             "kudos": {"delay": HONEST_DELAY_SECONDS},

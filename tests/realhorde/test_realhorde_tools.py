@@ -72,7 +72,6 @@ def tool_worker(realhorde: RealHorde) -> Iterator[ToolWorker]:
         max_length=4096,
         max_context_length=16384,
         delay=HONEST_DELAY_SECONDS,
-        idle_sleep=0.3,
         text=REPLY,
         prompted=True,
     ).start()

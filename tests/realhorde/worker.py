@@ -51,7 +51,9 @@ class SimWorker:
     state: str = "ok"
     text: str = DEFAULT_TEXT
     prompted: bool = False
-    idle_sleep: float = 0.5
+    idle_sleep: float = 1.0
+    """Seconds between empty pops: the harness's own worker's (``WORKER_IDLE_SLEEP``, 1.0). Every pop costs the real
+    Horde a request and its database queries, and the lane's ten-odd workers poll all along the lane."""
     bridge_agent: str = BRIDGE_AGENT
     jobs: list[dict[str, Any]] = field(default_factory=list)
     submits: list[dict[str, Any]] = field(default_factory=list)
