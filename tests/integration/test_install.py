@@ -158,16 +158,16 @@ def lock_pin(lock: Path, name: str) -> str:
     return pin
 
 
-def test_the_locks_go_in_with_the_pinned_uv_byte_compiled_and_a_newer_installer_lock_installs_again(
+def test_the_locks_go_in_with_the_pinned_uv_uncompiled_and_a_newer_installer_lock_installs_again(
     tmp_path: Path,
 ) -> None:
-    """The venv's pip installs uv of ``requirements-installer.txt``; uv installs the locks byte-compiled as pip does,
-    even where ``PYTHONDONTWRITEBYTECODE`` keeps imports from writing bytecode. A changed installer lock installs
-    again into the same venv. ``loguru`` of the runtime lock stands for the lock: pure Python, no dependencies, in
+    """The venv's pip installs uv of ``requirements-installer.txt``; uv installs the locks without byte-compiling them
+    (Python writes the bytecode of what it imports at the first import). A changed installer lock installs again into
+    the same venv. ``loguru`` of the runtime lock stands for the lock: pure Python, no dependencies, in
     uv's cache since this suite's own install."""
     clone = fresh_clone(tmp_path / "clone")
     (clone / "requirements.txt").write_text(lock_pin(ROOT / "requirements.txt", "loguru") + "\n")
-    installed = run(["make", "install"], clone, {"PYTHONDONTWRITEBYTECODE": "1"})
+    installed = run(["make", "install"], clone)
     assert installed.returncode == 0, installed.stderr
     assert installed.stdout.splitlines()[-2:] == [INSTALLING, "Installed; .venv is ready"]
 
@@ -175,9 +175,14 @@ def test_the_locks_go_in_with_the_pinned_uv_byte_compiled_and_a_newer_installer_
     version = run([clone / ".venv" / "bin" / "uv", "--version"], clone).stdout
     assert version.startswith(f"uv {uv_version} "), version
     (packages,) = (clone / ".venv" / "lib").glob("python3*/site-packages")
-    tag = run([clone / ".venv" / "bin" / "python", "-c", "import sys; print(sys.implementation.cache_tag)"], clone)
+    assert not (packages / "loguru" / "__pycache__").exists()
+    imported = run(
+        [clone / ".venv" / "bin" / "python", "-c", "import loguru, sys; print(sys.implementation.cache_tag)"],
+        clone,
+        {"PYTHONDONTWRITEBYTECODE": ""},
+    )
     assert sorted(path.name for path in (packages / "loguru" / "__pycache__").glob("__init__.*.pyc")) == [
-        f"__init__.{tag.stdout.strip()}.pyc"
+        f"__init__.{imported.stdout.strip()}.pyc"
     ]
 
     marker = clone / ".venv" / "kept"
