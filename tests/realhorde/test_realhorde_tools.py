@@ -108,7 +108,9 @@ def contract_turns(family: str, mark: str) -> tuple[str, str, str]:
 
 
 def horde_generate(realhorde: RealHorde, model: str, prompt: str) -> str:
-    """Submit a prompt straight to the Horde's text API and return the worker's generation."""
+    """Submit a prompt straight to the Horde's text API and return the worker's generation. A status read while the
+    worker's submit commits can say ``done`` with no generation yet (the real Horde counts finished jobs and lists
+    generations in separate reads): such a status is read again, as the front re-reads it."""
     answer = httpx.post(
         f"{realhorde.horde_url}/v2/generate/text/async",
         headers={"apikey": realhorde.client_key, "Client-Agent": "realhorde-lane:1:local"},
@@ -118,10 +120,16 @@ def horde_generate(realhorde: RealHorde, model: str, prompt: str) -> str:
     assert answer.status_code == 202, answer.text
     request_id = answer.json()["id"]
     status = eventually(
-        lambda: body if (body := text_status(realhorde.horde_url, request_id))["done"] else None,
+        lambda: (
+            body
+            if (body := text_status(realhorde.horde_url, request_id))["done"]
+            and (body["generations"] or body["faulted"])
+            else None
+        ),
         timeout=60,
         what="the worker's generation",
     )
+    assert not status["faulted"], status
     return str(status["generations"][0]["text"])
 
 
