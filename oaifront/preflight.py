@@ -12,8 +12,8 @@
 will listen on, as uvicorn binds it (:func:`listen_problem`): when it cannot, one line says what is wrong (status 1).
 
 ``python -m oaifront.preflight answers URL [SECONDS]`` waits until a server ``make run`` started answers (status 0), or
-ends with status 1 after ``SECONDS`` (:data:`ANSWER_TIMEOUT_SECONDS`): one process polls, where a process per poll
-would import httpx again every 0.2 s.
+ends with status 1 after ``SECONDS`` (:data:`ANSWER_TIMEOUT_SECONDS`) or at once for a URL httpx cannot send to; it
+prints nothing (bin/run says which server did not answer).
 """
 
 from __future__ import annotations
@@ -131,8 +131,9 @@ def listen_main(arguments: Sequence[str]) -> None:
 
 
 def answers(url: str, timeout: float = ANSWER_TIMEOUT_SECONDS) -> bool:
-    """Whether ``GET url`` answers 2xx within ``timeout`` seconds, asked every :data:`ANSWER_POLL_SECONDS` (each
-    request waits 1 s at most).
+    """Whether ``GET url`` answers 2xx within about ``timeout`` seconds, asked every :data:`ANSWER_POLL_SECONDS`
+    (httpx's 1 s bound on the connect and on each read, so the last request may end a little after the deadline);
+    False at once for a URL httpx cannot send to (``httpx.InvalidURL``, ``httpx.UnsupportedProtocol``).
     """
     deadline = time.monotonic() + timeout
     with httpx.Client(timeout=1.0) as client:
@@ -140,6 +141,8 @@ def answers(url: str, timeout: float = ANSWER_TIMEOUT_SECONDS) -> bool:
             try:
                 if client.get(url).is_success:
                     return True
+            except (httpx.InvalidURL, httpx.UnsupportedProtocol):
+                return False
             except httpx.HTTPError:
                 pass
             if time.monotonic() + ANSWER_POLL_SECONDS > deadline:

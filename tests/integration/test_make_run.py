@@ -211,16 +211,16 @@ def test_make_run_with_redis_off_delivers_streams_whole(tmp_path: Path, make_run
     assert len(content_chunks(run.client)) == 1
 
 
-def test_ctrl_c_says_the_front_is_stopping(tmp_path: Path) -> None:
-    """Ctrl-C sends SIGINT to the whole foreground group (bin/run, the devhorde and uvicorn): bin/run says the front is
-    stopping (never restarting), everything stops, and the status is 130, the interrupt's."""
+def start_in_a_terminal_group(tmp_path: Path, devhorde_port: int) -> MakeRun:
+    """``bin/run`` (``REDIS=off``) as a terminal starts a foreground job: a process group of its own, SIGINT at its
+    default, so :func:`os.killpg` with SIGINT is a Ctrl-C."""
     port = free_port()
     env = {
         key: value
         for key, value in os.environ.items()
         if key not in {"HORDE_URL", "HORDE_OAI_REDIS_URL", "HORDE_OAI_STREAM_REDIS_DB", "DEVHORDE_SCENARIO"}
     }
-    env |= {"PORT": str(port), "DEVHORDE_PORT": str(free_port()), "PYTHONUNBUFFERED": "1", "REDIS": "off"}
+    env |= {"PORT": str(port), "DEVHORDE_PORT": str(devhorde_port), "PYTHONUNBUFFERED": "1", "REDIS": "off"}
     log_path = tmp_path / "make-run.log"
     with log_path.open("wb") as log:
         popen = subprocess.Popen(
@@ -234,11 +234,18 @@ def test_ctrl_c_says_the_front_is_stopping(tmp_path: Path) -> None:
             # it back: give bin/run the default disposition a terminal's foreground job has.
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509 - no threads started yet
         )
-    run = MakeRun(popen, log_path, port)
+    return MakeRun(popen, log_path, port)
+
+
+def test_ctrl_c_says_the_front_is_stopping(tmp_path: Path) -> None:
+    """Ctrl-C sends SIGINT to the whole foreground group (bin/run, the devhorde and uvicorn): bin/run says the front is
+    stopping (never restarting), everything stops, and the status is 130, the interrupt's."""
+    run = start_in_a_terminal_group(tmp_path, free_port())
+    port = run.port
     try:
         run.wait_ready()
-        os.killpg(popen.pid, signal.SIGINT)
-        assert popen.wait(STOP_TIMEOUT_SECONDS) == 130
+        os.killpg(run.popen.pid, signal.SIGINT)
+        assert run.popen.wait(STOP_TIMEOUT_SECONDS) == 130
     finally:
         run.stop()
     output = run.output()
@@ -247,6 +254,40 @@ def test_ctrl_c_says_the_front_is_stopping(tmp_path: Path) -> None:
     assert "restarting" not in output.lower()
     with socket.socket() as sock:
         assert sock.connect_ex(("127.0.0.1", port)) != 0, "the front outlived bin/run"
+
+
+def start_up_waits(ports: set[int]) -> list[int]:
+    """The pids of the ``python -m oaifront.preflight answers`` processes polling one of ``ports`` on 127.0.0.1."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        polled = any(f"127.0.0.1:{port}/".encode() in word for word in words for port in ports)
+        if b"oaifront.preflight" in words and b"answers" in words and polled:
+            pids.append(int(entry.name))
+    return pids
+
+
+def test_ctrl_c_during_the_start_up_stops_the_wait_too(tmp_path: Path) -> None:
+    """Ctrl-C while bin/run waits for the devhorde or the front to answer: bin/run stops at once with status 130 and
+    leaves nothing behind, the process that polls the server (``oaifront.preflight answers``, which a background job
+    of a script runs with SIGINT ignored) included."""
+    devhorde_port = free_port()
+    run = start_in_a_terminal_group(tmp_path, devhorde_port)
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+        while not (waits := start_up_waits({devhorde_port, run.port})):
+            assert "\nready: " not in "\n" + run.output(), "bin/run was ready before its wait was seen"
+            assert run.popen.poll() is None and time.monotonic() < deadline, run.output()
+            time.sleep(0.02)
+        os.killpg(run.popen.pid, signal.SIGINT)
+        assert run.popen.wait(STOP_TIMEOUT_SECONDS) == 130
+    finally:
+        run.stop()
+    assert start_up_waits({devhorde_port, run.port}) == [], f"the wait {waits} outlived bin/run"
+    assert "stopping: the front and everything make run started" in run.output().splitlines()
 
 
 @pytest.mark.parametrize("taken", ["PORT", "DEVHORDE_PORT"])

@@ -119,6 +119,12 @@ def test_make_runs_wait_ends_when_the_server_answers_2xx_and_not_before() -> Non
     assert answers(f"http://127.0.0.1:{free_port()}/healthz", timeout=0.5) is False
 
 
+def test_make_runs_wait_is_false_for_a_url_httpx_cannot_send_to() -> None:
+    """An IPv6 host outside brackets (bin/run brackets ``HOST=::1``) or another scheme: False, no traceback."""
+    assert answers("http://::1:8000/healthz", timeout=60) is False
+    assert answers("ftp://127.0.0.1/healthz", timeout=60) is False
+
+
 def test_python_m_oaifront_preflight_answers_says_it_by_its_status_alone() -> None:
     """bin/run says which server did not answer (``make run: the front did not answer on URL``); the wait itself
     prints nothing."""
