@@ -64,6 +64,11 @@ class Horde:
         self._last_submit = time.monotonic()
         return self.client.post("v2/generate/text/async", json=payload, headers={"apikey": apikey})
 
+    @property
+    def last_submit_started(self) -> float:
+        """When the latest :meth:`submit` was sent (``time.monotonic()``)."""
+        return self._last_submit
+
     def status(self, request_id: str) -> httpx.Response:
         return self.client.get(f"v2/generate/text/status/{request_id}")
 
@@ -292,12 +297,31 @@ def test_model_list_and_workers_have_the_same_fields(hordes: tuple[Horde, Horde]
     assert_same_limit_headers(dev, real)
 
 
-def test_a_third_submit_in_one_second_is_the_same_429(hordes: tuple[Horde, Horde]) -> None:
-    def burst(horde: Horde) -> list[httpx.Response]:
-        time.sleep(SUBMIT_SPACING_SECONDS)
-        return [horde.submit(text(16, dry_run=True), spaced=False) for _ in range(3)]
+BURST_SECONDS = 0.8
+"""The longest the three submits of a burst may take to be sent: with the server's own delay the third still falls in
+the first one's one-second window. A slower burst (a busy machine) says nothing about the window and is sent again."""
 
-    dev_answers, real_answers = burst(hordes[0]), burst(hordes[1])
+BURST_ATTEMPTS = 5
+"""How many bursts a test sends at most before it says the machine is too busy to make one."""
+
+
+def burst(horde: Horde) -> tuple[list[httpx.Response], float]:
+    """Three dry-run submits one after the other, once the previous submit's window has passed; the answers and the
+    seconds from the first submit's start to the third's."""
+    time.sleep(SUBMIT_SPACING_SECONDS)
+    answers = [horde.submit(text(16, dry_run=True), spaced=False)]
+    started = horde.last_submit_started
+    answers += [horde.submit(text(16, dry_run=True), spaced=False) for _ in range(2)]
+    return answers, horde.last_submit_started - started
+
+
+def test_a_third_submit_in_one_second_is_the_same_429(hordes: tuple[Horde, Horde]) -> None:
+    for _ in range(BURST_ATTEMPTS):
+        (dev_answers, dev_spread), (real_answers, real_spread) = burst(hordes[0]), burst(hordes[1])
+        if max(dev_spread, real_spread) <= BURST_SECONDS:
+            break
+    else:
+        pytest.fail(f"no burst of three submits was sent within {BURST_SECONDS} s in {BURST_ATTEMPTS} attempts")
     assert [a.status_code for a in dev_answers] == [a.status_code for a in real_answers] == [200, 200, 429]
     assert dev_answers[2].json() == real_answers[2].json() == {"message": "2 per 1 second"}
     for dev, real in zip(dev_answers, real_answers, strict=True):
