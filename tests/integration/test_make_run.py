@@ -81,18 +81,25 @@ class MakeRun:
         return openai.OpenAI(base_url=f"http://127.0.0.1:{self.port}/v1", api_key="0000000000", max_retries=0)
 
 
-def start_make_run(tmp_path: Path, env: dict[str, str]) -> MakeRun:
-    """Start ``bin/run`` with free ports and ``env`` over a copy of this environment without Redis settings."""
-    port = free_port()
+def make_run_environment(port: int, env: dict[str, str]) -> dict[str, str]:
+    """``PORT``, a free ``DEVHORDE_PORT`` and ``env`` over a copy of this environment without its Horde, Redis and
+    scenario settings."""
     full_env = {
         key: value
         for key, value in os.environ.items()
         if key not in {"HORDE_URL", "HORDE_OAI_REDIS_URL", "HORDE_OAI_STREAM_REDIS_DB", "REDIS", "DEVHORDE_SCENARIO"}
     }
-    full_env |= {"PORT": str(port), "DEVHORDE_PORT": str(free_port()), "PYTHONUNBUFFERED": "1", **env}
+    return full_env | {"PORT": str(port), "DEVHORDE_PORT": str(free_port()), "PYTHONUNBUFFERED": "1", **env}
+
+
+def start_make_run(tmp_path: Path, env: dict[str, str]) -> MakeRun:
+    """Start ``bin/run`` with free ports and ``env`` (:func:`make_run_environment`)."""
+    port = free_port()
     log_path = tmp_path / f"make-run-{port}.log"
     with log_path.open("wb") as log:
-        popen = subprocess.Popen(["bin/run"], cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT)
+        popen = subprocess.Popen(
+            ["bin/run"], cwd=ROOT, env=make_run_environment(port, env), stdout=log, stderr=subprocess.STDOUT
+        )
     return MakeRun(popen, log_path, port)
 
 
@@ -215,12 +222,7 @@ def start_in_a_terminal_group(tmp_path: Path, devhorde_port: int) -> MakeRun:
     """``bin/run`` (``REDIS=off``) as a terminal starts a foreground job: a process group of its own, SIGINT at its
     default, so :func:`os.killpg` with SIGINT is a Ctrl-C."""
     port = free_port()
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in {"HORDE_URL", "HORDE_OAI_REDIS_URL", "HORDE_OAI_STREAM_REDIS_DB", "DEVHORDE_SCENARIO"}
-    }
-    env |= {"PORT": str(port), "DEVHORDE_PORT": str(devhorde_port), "PYTHONUNBUFFERED": "1", "REDIS": "off"}
+    env = make_run_environment(port, {"DEVHORDE_PORT": str(devhorde_port), "REDIS": "off"})
     log_path = tmp_path / "make-run.log"
     with log_path.open("wb") as log:
         popen = subprocess.Popen(

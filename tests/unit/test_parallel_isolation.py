@@ -83,6 +83,19 @@ def test_files_marked_starts_first_are_collected_ahead_of_the_rest_and_the_suite
     assert "--dist loadfile --no-loadscope-reorder" in (ROOT / "bin" / "test-suite").read_text()
 
 
+def pytest_run(test_file: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``bin/pytest-run`` (``make test``'s and ``make check``'s runner) on ``test_file`` with this interpreter and
+    ``env`` over this environment."""
+    return subprocess.run(
+        [str(ROOT / "bin" / "pytest-run"), "the runner's test", str(test_file), "-q"],
+        env={**os.environ, **env, "PY": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 def test_the_runner_caches_bytecode_even_where_the_environment_forbids_it(tmp_path: Path) -> None:
     """``bin/pytest-run`` (behind ``make test`` and ``make check``) unsets ``PYTHONDONTWRITEBYTECODE``: a module the
     run imports is compiled once into ``__pycache__``, and every later process of the run reads it from there."""
@@ -91,14 +104,7 @@ def test_the_runner_caches_bytecode_even_where_the_environment_forbids_it(tmp_pa
         f"import sys\n\nsys.path.insert(0, {str(tmp_path)!r})\n\n\n"
         "def test_imports() -> None:\n    import imported_by_the_run\n\n    assert imported_by_the_run.VALUE == 1\n"
     )
-    completed = subprocess.run(
-        [str(ROOT / "bin" / "pytest-run"), "the runner's test", str(tmp_path / "test_imports.py"), "-q"],
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PY": sys.executable},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    completed = pytest_run(tmp_path / "test_imports.py", {"PYTHONDONTWRITEBYTECODE": "1"})
     assert completed.returncode == 0, completed.stdout + completed.stderr
     cached = sorted(path.name for path in (tmp_path / "__pycache__").glob("imported_by_the_run.*"))
     assert cached == [f"imported_by_the_run.{sys.implementation.cache_tag}.pyc"]
@@ -107,14 +113,7 @@ def test_the_runner_caches_bytecode_even_where_the_environment_forbids_it(tmp_pa
 def test_the_runner_fails_a_selection_that_collects_nothing(tmp_path: Path) -> None:
     """pytest's exit 5 (nothing collected) is a failure of ``make test`` and ``make check``, said in one line."""
     (tmp_path / "test_nothing.py").write_text("VALUE = 1\n")
-    completed = subprocess.run(
-        [str(ROOT / "bin" / "pytest-run"), "the runner's test", str(tmp_path / "test_nothing.py"), "-q"],
-        env={**os.environ, "PY": sys.executable},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    completed = pytest_run(tmp_path / "test_nothing.py", {})
     assert completed.returncode == 5
     assert completed.stdout.splitlines()[-1] == (
         f"the runner's test: pytest collected no test (exit 5): the selection ({tmp_path / 'test_nothing.py'} -q) "

@@ -67,16 +67,21 @@ def test_a_free_address_has_no_problem() -> None:
     assert listen_problem("localhost", free_port(), "PORT") is None  # a name /etc/hosts knows
 
 
-def test_python_m_oaifront_preflight_listen_says_it_in_one_line() -> None:
-    """The command bin/run runs before it starts anything: one line on standard error, status 1."""
-    said = subprocess.run(
-        [sys.executable, "-m", "oaifront.preflight", "listen", NOT_THIS_MACHINE, "8000", "PORT"],
+def preflight(*arguments: str) -> subprocess.CompletedProcess[str]:
+    """``python -m oaifront.preflight ARGUMENTS`` at the checkout's root, as bin/run runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "oaifront.preflight", *arguments],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
+
+
+def test_python_m_oaifront_preflight_listen_says_it_in_one_line() -> None:
+    """The command bin/run runs before it starts anything: one line on standard error, status 1."""
+    said = preflight("listen", NOT_THIS_MACHINE, "8000", "PORT")
     assert (said.returncode, said.stdout, said.stderr) == (
         1,
         "",
@@ -128,25 +133,10 @@ def test_make_runs_wait_is_false_for_a_url_httpx_cannot_send_to() -> None:
 def test_python_m_oaifront_preflight_answers_says_it_by_its_status_alone() -> None:
     """bin/run says which server did not answer (``make run: the front did not answer on URL``); the wait itself
     prints nothing."""
-    url = f"http://127.0.0.1:{free_port()}/healthz"
-    waited = subprocess.run(
-        [sys.executable, "-m", "oaifront.preflight", "answers", url, "0.5"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    waited = preflight("answers", f"http://127.0.0.1:{free_port()}/healthz", "0.5")
     assert (waited.returncode, waited.stdout, waited.stderr) == (1, "", "")
     with answering(204) as url:
-        waited = subprocess.run(
-            [sys.executable, "-m", "oaifront.preflight", "answers", url],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        waited = preflight("answers", url)
     assert (waited.returncode, waited.stdout, waited.stderr) == (0, "", "")
 
 
