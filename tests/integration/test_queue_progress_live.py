@@ -23,15 +23,17 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import openai
 import pytest
-from langchain_core.messages import AIMessageChunk
-from langchain_openai import ChatOpenAI
 
 from tests.conftest import ROOT, LiveStack, running_stack
+
+if TYPE_CHECKING:
+    from langchain_core.messages import AIMessageChunk
+    from langchain_openai import ChatOpenAI
 
 pytestmark = [pytest.mark.integration, pytest.mark.starts_first]
 
@@ -286,9 +288,18 @@ def test_the_vercel_ai_sdk_streams_through_the_progress(two_ahead: LiveStack, sc
     assert parts == ["start", "start-step", "text-start", "text-delta", "text-end", "finish-step", "finish"]
 
 
+def chat_openai(**options: Any) -> ChatOpenAI:
+    """LangChain's ``ChatOpenAI`` with ``options``. LangChain is imported here, by the tests that drive it: every
+    pytest-xdist worker imports this file to collect it and one runs it, and LangChain takes over a second of CPU to
+    import."""
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(**options)
+
+
 async def langchain_astream(base_url: str, model: str, **options: Any) -> list[AIMessageChunk]:
     """LangChain's ``ChatOpenAI.astream`` on the front: every chunk it yields (its own chunk-timeout rule applies)."""
-    chat = ChatOpenAI(base_url=base_url, api_key="0000000000", model=model, max_retries=0, **options)  # type: ignore[arg-type]
+    chat = chat_openai(base_url=base_url, api_key="0000000000", model=model, max_retries=0, **options)
     return [chunk async for chunk in chat.astream("Tell me about lighthouses.")]
 
 
@@ -337,7 +348,7 @@ def test_langchain_astream_with_its_defaults_completes_over_a_queue_longer_than_
     LangChain's timer, where keepalive comments would not. LangChain's own override of the default is cleared, and the
     default it then applies is checked."""
     monkeypatch.delenv("LANGCHAIN_OPENAI_STREAM_CHUNK_TIMEOUT_S", raising=False)
-    assert ChatOpenAI(api_key="0000000000", model=LONG_QUEUE_MODEL).stream_chunk_timeout == 120.0  # type: ignore[arg-type]
+    assert chat_openai(api_key="0000000000", model=LONG_QUEUE_MODEL).stream_chunk_timeout == 120.0
     chunks = asyncio.run(langchain_astream(long_queue_stack.openai_base_url, LONG_QUEUE_MODEL, max_tokens=16))
     message = functools.reduce(operator.add, chunks)
     assert str(message.content).strip()

@@ -10,7 +10,6 @@ import json
 import time
 from typing import Any
 
-import agents
 import httpx
 import openai
 import pytest
@@ -299,7 +298,8 @@ def test_unknown_model_names_model(stack: LiveStack) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# The OpenAI Agents SDK
+# The OpenAI Agents SDK, imported in the tests that drive it: every pytest-xdist worker imports this file to collect
+# it and one runs it, and the SDK takes about two seconds of CPU to import.
 
 
 @pytest.mark.asyncio
@@ -308,6 +308,8 @@ async def test_agents_sdk_runs_a_tool_and_answers(stack: LiveStack, streamed: bo
     """The Agents SDK's default provider and model (``MultiProvider``, the Responses model) with this front as its
     OpenAI client. Horde model ids hold a slash, which the provider reads as a provider prefix unless
     ``unknown_prefix_mode="model_id"`` (its documented setting for such ids) is set."""
+    import agents
+
     agents.set_tracing_disabled(True)
     provider = agents.MultiProvider(
         openai_client=openai.AsyncOpenAI(
@@ -350,6 +352,8 @@ async def test_agents_sdk_second_turn_continues_the_conversation(stack: LiveStac
     reads the history from the stored response; ``result.to_input_list()`` sends the whole history back as input
     items. The SDK's own request bodies are recorded (an httpx request hook), and the Horde is sent the first
     question, the first answer as the assistant's message and the second question either way."""
+    import agents
+
     agents.set_tracing_disabled(True)
     bodies: list[dict[str, Any]] = []
 

@@ -15,19 +15,22 @@ import asyncio
 import json
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import openai
 import pytest
-from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
-from langchain_core.messages import HumanMessage, ToolMessage
-from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
 from devhorde.prompted import REPAIR_START, SCHEMA_LINE
 from tests.conftest import LiveStack, scenario_restored
 from tests.integration.test_ai_sdk import run_client
 from tests.tool_prompts import TIME, WEATHER
+
+if TYPE_CHECKING:
+    from langchain_openai import ChatOpenAI
+
+# The agent libraries (the Agents SDK, LangChain) are imported in the tests that drive them: every pytest-xdist worker
+# imports this file to collect it and one runs it, and each library takes 1-2 s of CPU to import.
 
 pytestmark = pytest.mark.integration
 
@@ -208,6 +211,15 @@ def test_chat_completions_parse_with_a_pydantic_model(tools_stack: LiveStack, fa
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_the_agents_sdk_runs_a_function_tool_and_answers_with_its_result(tools_stack: LiveStack, family: str) -> None:
+    from agents import (
+        Agent,
+        ModelSettings,
+        OpenAIChatCompletionsModel,
+        Runner,
+        function_tool,
+        set_tracing_disabled,
+    )
+
     set_tracing_disabled(True)  # the SDK would export traces to OpenAI's servers
     mark = marker()
     cities: list[str] = []
@@ -237,6 +249,8 @@ def test_the_agents_sdk_runs_a_function_tool_and_answers_with_its_result(tools_s
 
 def langchain_chat(stack: LiveStack, family: str) -> ChatOpenAI:
     """LangChain's ``ChatOpenAI`` on the stack's front, for the family's model, 300 tokens a reply."""
+    from langchain_openai import ChatOpenAI
+
     return ChatOpenAI(
         base_url=stack.openai_base_url,
         api_key="0000000000",  # type: ignore[arg-type]
@@ -248,6 +262,8 @@ def langchain_chat(stack: LiveStack, family: str) -> ChatOpenAI:
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_langchain_bind_tools_and_a_tool_message_turn(tools_stack: LiveStack, family: str) -> None:
+    from langchain_core.messages import HumanMessage, ToolMessage
+
     mark = marker()
     chat = langchain_chat(tools_stack, family)
     bound = chat.bind_tools([WEATHER])
