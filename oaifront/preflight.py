@@ -5,8 +5,12 @@
 2. When ``HORDE_URL`` is set: the Horde answers ``GET {HORDE_URL}/v2/status/heartbeat``. When it does not, one line
    says so and why (status 1); a ``HORDE_URL`` without ``/api`` whose ``/api`` answers gets that suggestion.
 3. When ``HORDE_OAI_REDIS_URL`` is set: Redis answers ``PING``. When it does not, the front still starts (it keeps
-   trying that Redis, and meanwhile delivers streams whole and re-reads statuses on its timer): standard output
-   carries the reason, which bin/run prints in its ``mode:`` line, and the status is 0.
+   trying that Redis, and meanwhile delivers streams whole and re-reads statuses on its timer): the first line of
+   standard output carries the reason, which bin/run prints in its ``mode:`` line, and the status is 0.
+
+When all pass, standard output is that line (empty when Redis answers or none is set), then uvicorn's options for
+these settings, one per line (``oaifront.serve.uvicorn_options``), which bin/run passes to uvicorn: the settings are
+read once, by this process, before anything starts.
 
 ``python -m oaifront.preflight listen HOST PORT PORT_VARIABLE [OWNER]`` checks one address a server of ``make run``
 will listen on, as uvicorn binds it (:func:`listen_problem`): when it cannot, one line says what is wrong (status 1).
@@ -180,10 +184,11 @@ def main() -> None:
         problem = horde_problem(front.horde_url)
         if problem is not None:
             sys.exit(PREFIX + problem)
-    if front.redis_url:
-        problem = redis_problem(front.redis_url)
-        if problem is not None:
-            print(problem)
+    from oaifront.serve import uvicorn_options  # noqa: PLC0415 - after django.setup(), as chat.settings above
+
+    redis_trouble = redis_problem(front.redis_url) if front.redis_url else None
+    print(redis_trouble or "")
+    print("\n".join(uvicorn_options(front)))
 
 
 if __name__ == "__main__":

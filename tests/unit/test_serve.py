@@ -16,6 +16,7 @@ import pytest
 from chat.asgi import serve_lifespan
 from chat.serving import runtime
 from chat.settings import FrontSettings
+from devhorde.launch import free_port
 from oaifront.serve import UVICORN_OPTIONS, uvicorn_options
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,6 +45,29 @@ def test_python_m_oaifront_serve_prints_the_options_for_the_environment() -> Non
     assert printed.stdout.split("\n") == [*UVICORN_OPTIONS, "--limit-concurrency", "80", ""]
 
 
+@pytest.mark.parametrize(
+    ("redis_url", "first_line"),
+    [
+        (None, ""),
+        ("redis://127.0.0.1:{port}/0", "Error 111 connecting to 127.0.0.1:{port}. Connection refused."),
+    ],
+    ids=["no-redis", "redis-not-answering"],
+)
+def test_the_preflight_prints_the_redis_line_then_the_options(redis_url: str | None, first_line: str) -> None:
+    """``python -m oaifront.preflight`` (bin/run's) prints why Redis does not answer (an empty line when it does or
+    none is set), then :func:`uvicorn_options` for the same settings, one per line."""
+    port = free_port()
+    env = {key: value for key, value in os.environ.items() if key not in {"HORDE_URL", "HORDE_OAI_REDIS_URL"}}
+    env |= {"HORDE_OAI_MAX_IN_FLIGHT": "40"}
+    if redis_url is not None:
+        env["HORDE_OAI_REDIS_URL"] = redis_url.format(port=port)
+    printed = subprocess.run(
+        [sys.executable, "-m", "oaifront.preflight"], env=env, cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    options = [*UVICORN_OPTIONS, "--limit-concurrency", "80"]
+    assert printed.stdout.split("\n") == [first_line.format(port=port), *options, ""]
+
+
 def test_a_setting_the_front_cannot_use_ends_it_in_one_line() -> None:
     env = {**os.environ, "HORDE_OAI_MAX_IN_FLIGHT": "zero"}
     printed = subprocess.run(
@@ -59,7 +83,8 @@ def test_a_setting_the_front_cannot_use_ends_it_in_one_line() -> None:
 
 LAUNCHES: dict[str, tuple[str, str]] = {
     "bin/run": (
-        'mapfile -t serve_options < <("$PY" -m oaifront.serve)',
+        'preflight=$("$PY" -m oaifront.preflight) || exit 1 { IFS= read -r redis_trouble; mapfile -t serve_options; } '
+        '<<<"$preflight"',
         '--no-access-log "${serve_options[@]}" --timeout-graceful-shutdown',
     ),
     "Dockerfile": (
@@ -71,7 +96,9 @@ LAUNCHES: dict[str, tuple[str, str]] = {
 
 @pytest.mark.parametrize("launcher", LAUNCHES)
 def test_make_run_and_the_container_serve_with_the_options(launcher: str) -> None:
-    """Each launcher reads the options from ``python -m oaifront.serve`` and passes them to uvicorn."""
+    """Each launcher passes the options to uvicorn: the container from ``python -m oaifront.serve``, bin/run from the
+    lines after the first of ``python -m oaifront.preflight``, which reads the settings once for both
+    (``test_the_preflight_prints_the_redis_line_then_the_options``)."""
     text = " ".join((ROOT / launcher).read_text().replace("\\\n", " ").split())
     for snippet in LAUNCHES[launcher]:
         assert snippet in text, f"{launcher}: {snippet}"
