@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, SERIAL_REDIS_DATABASES, redis_databases
+from tests.fresh_clone import fresh_clone
 
 IN_PROCESS_REDIS_TEST_DATABASES = {12, 13}
 """The databases tests/unit/test_delta_stream.py (12) and tests/devhorde (13) read, with keys unique to each test."""
@@ -119,3 +120,25 @@ def test_the_runner_fails_a_selection_that_collects_nothing(tmp_path: Path) -> N
         f"the runner's test: pytest collected no test (exit 5): the selection ({tmp_path / 'test_nothing.py'} -q) "
         "matched nothing; that is a failure"
     )
+
+
+def test_a_lint_finding_fails_make_test_before_the_main_suite(tmp_path: Path) -> None:
+    """``bin/test-suite`` (``make test``'s run) runs ``make lint`` after starting the real-Horde lane and before the
+    main suite: a finding ends the run with status 1 and one line saying so, and no pytest starts. The clone uses
+    this checkout's ``.venv``; its lane is off (``REALHORDE=off``)."""
+    clone = fresh_clone(tmp_path / "clone")
+    (clone / ".venv").symlink_to(ROOT / ".venv")
+    (clone / "lint_finding.py").write_text("import os\n")  # an unused import: ruff F401
+    run = subprocess.run(
+        [str(clone / "bin" / "test-suite")],
+        cwd=clone,
+        env={**os.environ, "REALHORDE": "off", "TEST_WORKERS": "2", "PYTEST_ARGS": "-k no_test_has_this_name"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode == 1
+    assert "F401" in run.stdout
+    assert run.stdout.splitlines()[-1] == "make test: make lint failed; the main suite did not run"
+    assert "pytest-xdist workers" not in run.stdout
