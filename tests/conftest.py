@@ -61,6 +61,12 @@ writes, the front reads)."""
 REDIS_URL = f"redis://127.0.0.1:6379/{CACHE_REDIS_DB}"
 """The Redis of the fronts and devhordes this process starts, on its own cache database."""
 
+CONTROL_CLIENT = httpx.Client(timeout=5, limits=httpx.Limits(max_keepalive_connections=0))
+"""The client of :class:`LiveStack`'s calls to a devhorde's control routes, which tests make in polling loops:
+``httpx.get`` and its kind make a client per call, and with it a TLS context (about 25 ms of CPU each time). Like
+them it opens a connection per request (no keep-alive a server could close under it); httpx documents a client as
+shareable between threads."""
+
 FAST_FRONT_ENV = {
     "HORDE_OAI_SIGNAL_RECHECK_SECONDS": "0.2",
     "HORDE_OAI_SIGNAL_RECHECK_MAX_SECONDS": "1.0",
@@ -206,15 +212,15 @@ class LiveStack:
 
     def put_scenario(self, scenario: dict[str, Any]) -> None:
         """Replace the devhorde's scenario."""
-        httpx.put(f"{self.devhorde_control}/scenario", json=scenario, timeout=5).raise_for_status()
+        CONTROL_CLIENT.put(f"{self.devhorde_control}/scenario", json=scenario, timeout=5).raise_for_status()
 
     def get_scenario(self) -> dict[str, Any]:
         """The devhorde's current scenario."""
-        return httpx.get(f"{self.devhorde_control}/scenario", timeout=5).json()
+        return CONTROL_CLIENT.get(f"{self.devhorde_control}/scenario", timeout=5).json()
 
     def native_requests(self) -> list[dict[str, Any]]:
         """Every request the devhorde has seen."""
-        body = httpx.get(f"{self.devhorde_control}/requests", timeout=5).json()
+        body = CONTROL_CLIENT.get(f"{self.devhorde_control}/requests", timeout=5).json()
         return body["requests"] if isinstance(body, dict) else body
 
     def latest_native_request(self, response_id: str | None = None) -> dict[str, Any]:
@@ -229,12 +235,12 @@ class LiveStack:
 
     def native_submits(self) -> list[dict[str, Any]]:
         """The latest submits the devhorde received, accepted or refused (``status``, ``rc``, ``id``, ``payload``)."""
-        body: list[dict[str, Any]] = httpx.get(f"{self.devhorde_control}/submits", timeout=5).json()
+        body: list[dict[str, Any]] = CONTROL_CLIENT.get(f"{self.devhorde_control}/submits", timeout=5).json()
         return body
 
     def reset(self) -> None:
         """Forget every request."""
-        httpx.post(f"{self.devhorde_control}/reset", timeout=5).raise_for_status()
+        CONTROL_CLIENT.post(f"{self.devhorde_control}/reset", timeout=5).raise_for_status()
 
     def stop(self) -> None:
         for process in (self.front, self.devhorde, *self.processes):

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import ssl
+import subprocess
 import sys
+from typing import Any
 
 import httpx
 import pytest
@@ -14,6 +17,7 @@ from devhorde_helpers import API, chat, scenario, status, submit_ok, worker
 from devhorde import __main__ as devhorde_main
 from devhorde.app import create_app
 from devhorde.chat_queue import RequestState
+from devhorde.launch import free_port, wait_http
 from devhorde.scenario import SCENARIOS_DIR, load_scenario
 
 
@@ -82,3 +86,26 @@ async def test_default_scenario_serves_a_readable_reply_at_reading_pace() -> Non
         await asyncio.sleep(1.0)
         body = await status(client, request_id)
         assert body["processing"] == 1 and not body["done"]
+
+
+def test_wait_http_asks_a_starting_server_through_one_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``devhorde.launch.wait_http`` (every test's start-up wait) asks every 0.1 s until the server answers, through
+    one client and so one TLS context: ``httpx.get`` would make one per probe, about 25 ms of CPU each."""
+    made: list[object] = []
+    make_context = ssl.create_default_context
+
+    def counted(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        made.append(args)
+        return make_context(*args, **kwargs)
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    port = free_port()
+    server = "import http.server, time; time.sleep(1); "
+    server += f"http.server.HTTPServer(('127.0.0.1', {port}), http.server.BaseHTTPRequestHandler).serve_forever()"
+    process = subprocess.Popen([sys.executable, "-c", server])
+    try:
+        wait_http(f"http://127.0.0.1:{port}/", process, timeout=60)
+    finally:
+        process.kill()
+        process.wait(10)
+    assert len(made) == 1
