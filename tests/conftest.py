@@ -10,6 +10,7 @@ No test reaches any address but loopback.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from devhorde.launch import START_UP_TIMEOUT_SECONDS, free_port, wait_http
+from devhorde.launch import START_UP_TIMEOUT_SECONDS, wait_http
 from oaifront.serve import UVICORN_OPTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,6 +61,40 @@ CACHE_REDIS_DB, STREAM_REDIS_DB = redis_databases(XDIST_WORKER)
 writes, the front reads)."""
 REDIS_URL = f"redis://127.0.0.1:6379/{CACHE_REDIS_DB}"
 """The Redis of the fronts and devhordes this process starts, on its own cache database."""
+
+PORT_BLOCK_START = 20000
+"""The first port of the tests' port blocks: below Linux's ephemeral range (``ip_local_port_range``, 32768 and up), so
+no client connection's local port and no ``bind(("127.0.0.1", 0))`` of another process lands in a block."""
+PORTS_PER_BLOCK = 1500
+"""The ports of one block: a process of the suite takes a few hundred at most."""
+
+
+def port_block(worker: str | None) -> range:
+    """The ports of the pytest-xdist worker named ``worker`` (``gw3``), or of a run without workers (``None``: the
+    seventh block, after the six workers'): each process of the suite chooses its servers' ports in its own block, so
+    two workers never choose the same port in the moment between choosing it and their server binding it (the OS's
+    free port of one worker could be the other's, and a test then spoke to the other worker's server)."""
+    index = int(worker.removeprefix("gw")) if worker else len(WORKER_REDIS_DATABASES) // 2
+    start = PORT_BLOCK_START + index * PORTS_PER_BLOCK
+    return range(start, start + PORTS_PER_BLOCK)
+
+
+_unused_ports = iter(port_block(os.environ.get("PYTEST_XDIST_WORKER")))
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 for a server a test starts: the next of this process's :func:`port_block` that nothing
+    holds now (a port held or left in ``TIME_WAIT`` by an earlier run is skipped). Raises :class:`RuntimeError` when
+    the block is used up."""
+    for port in _unused_ports:
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"every port of this process's block is taken ({PORTS_PER_BLOCK} from {PORT_BLOCK_START})")
+
 
 CONTROL_CLIENT = httpx.Client(timeout=5, limits=httpx.Limits(max_keepalive_connections=0))
 """The client of :class:`LiveStack`'s calls to a devhorde's control routes, which tests make in polling loops:

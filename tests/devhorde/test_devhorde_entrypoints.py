@@ -17,8 +17,9 @@ from devhorde_helpers import API, chat, scenario, status, submit_ok, worker
 from devhorde import __main__ as devhorde_main
 from devhorde.app import create_app
 from devhorde.chat_queue import RequestState
-from devhorde.launch import free_port, wait_http
+from devhorde.launch import wait_http
 from devhorde.scenario import SCENARIOS_DIR, load_scenario
+from tests.conftest import free_port
 
 
 @pytest.mark.parametrize("path", sorted(SCENARIOS_DIR.glob("*.json")), ids=lambda path: path.stem)

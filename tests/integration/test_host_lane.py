@@ -25,8 +25,7 @@ import httpx
 import openai
 import pytest
 
-from devhorde.launch import free_port
-from tests.conftest import REDIS_URL, ROOT, STREAM_REDIS_DB, Process, start_devhorde, wait_started
+from tests.conftest import REDIS_URL, ROOT, STREAM_REDIS_DB, Process, free_port, start_devhorde, wait_started
 from tests.fresh_clone import fresh_clone
 from tests.installed import build_wheel, install_into, interpreter
 

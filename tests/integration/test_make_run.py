@@ -24,8 +24,7 @@ import openai
 import pytest
 import redis
 
-from devhorde.launch import free_port
-from tests.conftest import ROOT, start_devhorde
+from tests.conftest import ROOT, free_port, start_devhorde
 
 pytestmark = [pytest.mark.integration, pytest.mark.starts_first]
 

@@ -11,8 +11,7 @@ import sys
 
 import pytest
 
-from devhorde.launch import free_port
-from tests.conftest import ROOT
+from tests.conftest import ROOT, free_port
 
 pytestmark = pytest.mark.integration
 

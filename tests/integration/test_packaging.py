@@ -18,8 +18,8 @@ import httpx
 import openai
 import pytest
 
-from devhorde.launch import START_UP_TIMEOUT_SECONDS, free_port, wait_http
-from tests.conftest import UNREACHABLE_HORDE_URL, Process
+from devhorde.launch import START_UP_TIMEOUT_SECONDS, wait_http
+from tests.conftest import UNREACHABLE_HORDE_URL, Process, free_port
 from tests.fresh_clone import fresh_clone
 from tests.installed import (
     APPS,

@@ -25,8 +25,9 @@ from typing import Any
 import httpx
 import pytest
 
-from devhorde.launch import free_port, wait_http
+from devhorde.launch import wait_http
 from devhorde.scenario import load_scenario
+from tests.conftest import free_port
 from tests.realhorde.harness import WORK, read_keys, register_user
 from tests.realhorde.worker import SimWorker
 

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, SERIAL_REDIS_DATABASES, redis_databases
+from tests.conftest import ROOT, SERIAL_REDIS_DATABASES, XDIST_WORKER, free_port, port_block, redis_databases
 from tests.fresh_clone import fresh_clone
 
 IN_PROCESS_REDIS_TEST_DATABASES = {12, 13}
@@ -41,6 +42,24 @@ def test_six_workers_have_a_pair_each_apart_from_every_other_user_of_the_redis()
     used = [database for pair in pairs for database in pair]
     assert len(set(used)) == 12
     assert not set(used) & {*SERIAL_REDIS_DATABASES, *IN_PROCESS_REDIS_TEST_DATABASES}
+
+
+def test_each_worker_chooses_ports_in_a_block_of_its_own_below_the_ephemeral_range() -> None:
+    """Servers' ports come from per-process blocks (``tests/conftest.py``, ``port_block``): the six workers' and a run
+    without workers' never meet, and none reaches the ports the OS hands out for ``bind(0)`` and client connections,
+    so no other process takes a port between a test choosing it and its server binding it."""
+    blocks = [port_block(f"gw{index}") for index in range(6)] + [port_block(None)]
+    ports = [port for block in blocks for port in block]
+    assert len(ports) == len(set(ports))
+    ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    assert max(ports) < ephemeral_low
+    assert min(ports) > 6379  # the suite's Redis; the real-Horde lane's servers sit at 15432-17003, below the blocks
+    first = free_port()
+    with socket.socket() as held:  # a port something holds is skipped
+        held.bind(("127.0.0.1", first + 1))
+        second = free_port()
+    assert first in port_block(XDIST_WORKER) and second in port_block(XDIST_WORKER)
+    assert second > first + 1
 
 
 def test_a_seventh_worker_is_refused_with_the_worker_count_to_use() -> None:

@@ -16,8 +16,8 @@ import pytest
 from chat.asgi import serve_lifespan
 from chat.serving import runtime
 from chat.settings import FrontSettings
-from devhorde.launch import free_port
 from oaifront.serve import UVICORN_OPTIONS, uvicorn_options
+from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

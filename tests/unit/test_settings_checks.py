@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from chat.checks import horde_warning, limit_warnings, redacted_url, redis_warning, secret_key_check
 from chat.settings import FrontSettings, describe_invalid_settings
-from devhorde.launch import free_port
+from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -22,9 +22,8 @@ from loguru import logger
 
 from chat.asgi import redis_problem, serve_lifespan
 from chat.settings import FrontSettings, front_settings
-from devhorde.launch import free_port
 from oaifront.preflight import answers, listen_problem
-from tests.conftest import ROOT
+from tests.conftest import ROOT, free_port
 
 NOT_THIS_MACHINE = "192.0.2.1"
 """TEST-NET-1 (RFC 5737): an address no machine of the test holds; binding it fails at once, sending nothing."""
