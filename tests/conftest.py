@@ -10,6 +10,7 @@ No test reaches any address but loopback.
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 
 from devhorde.launch import START_UP_TIMEOUT_SECONDS, wait_http
 from oaifront.serve import UVICORN_OPTIONS
@@ -79,7 +81,15 @@ def port_block(worker: str | None) -> range:
     return range(start, start + PORTS_PER_BLOCK)
 
 
-_unused_ports = iter(port_block(os.environ.get("PYTEST_XDIST_WORKER")))
+def ports_from_a_random_start(block: range) -> list[int]:
+    """``block``'s ports from a random one on, wrapping around: one run after another seldom serves on the same
+    ports, whose URLs would meet what the earlier run's servers left in a shared Redis (a front keys its worker list
+    and the uptimes it saw by the Horde's URL)."""
+    start = random.randrange(len(block))
+    return [*block[start:], *block[:start]]
+
+
+_unused_ports = iter(ports_from_a_random_start(port_block(os.environ.get("PYTEST_XDIST_WORKER"))))
 
 
 def free_port() -> int:
@@ -280,6 +290,28 @@ class LiveStack:
     def stop(self) -> None:
         for process in (self.front, self.devhorde, *self.processes):
             process.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def worker_redis_databases_emptied() -> None:
+    """In a pytest-xdist worker, empty its two Redis databases (:func:`redis_databases`, the suite's alone) before any
+    of its servers starts: what an earlier run's fronts left there (a worker list and the uptimes seen, keyed by a
+    Horde URL this run may serve again; pacing; stored responses) must not reach this run's. A run without workers
+    leaves databases 0 and 11 alone (``make run`` uses 0), and so does a worker when no Redis answers."""
+    if XDIST_WORKER:
+        empty_redis_databases(6379, (CACHE_REDIS_DB, STREAM_REDIS_DB))
+
+
+def empty_redis_databases(port: int, databases: tuple[int, ...]) -> None:
+    """``FLUSHDB`` each of ``databases`` of the Redis on 127.0.0.1:``port``; nothing when it does not answer."""
+    for database in databases:
+        client = redis.Redis(host="127.0.0.1", port=port, db=database, socket_connect_timeout=2)
+        try:
+            client.flushdb()
+        except redis.RedisError:
+            return
+        finally:
+            client.close()
 
 
 @pytest.fixture(scope="session", autouse=True)

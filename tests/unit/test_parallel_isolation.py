@@ -10,9 +10,21 @@ import sys
 from pathlib import Path
 
 import pytest
+import redis
 
-from tests.conftest import ROOT, SERIAL_REDIS_DATABASES, XDIST_WORKER, free_port, port_block, redis_databases
+from devhorde.launch import redis_server_args
+from tests.conftest import (
+    ROOT,
+    SERIAL_REDIS_DATABASES,
+    XDIST_WORKER,
+    empty_redis_databases,
+    free_port,
+    port_block,
+    ports_from_a_random_start,
+    redis_databases,
+)
 from tests.fresh_clone import fresh_clone
+from tests.polling import eventually
 
 IN_PROCESS_REDIS_TEST_DATABASES = {12, 13}
 """The databases tests/unit/test_delta_stream.py (12) and tests/devhorde (13) read, with keys unique to each test."""
@@ -55,11 +67,14 @@ def test_each_worker_chooses_ports_in_a_block_of_its_own_below_the_ephemeral_ran
     assert max(ports) < ephemeral_low
     assert min(ports) > 6379  # the suite's Redis; the real-Horde lane's servers sit at 15432-17003, below the blocks
     first = free_port()
-    with socket.socket() as held:  # a port something holds is skipped
+    with socket.socket() as held:  # a port something holds is never chosen
         held.bind(("127.0.0.1", first + 1))
         second = free_port()
-    assert first in port_block(XDIST_WORKER) and second in port_block(XDIST_WORKER)
-    assert second > first + 1
+    assert {first, second} <= set(port_block(XDIST_WORKER))
+    assert second not in (first, first + 1)
+    rotated = ports_from_a_random_start(range(100, 110))
+    assert sorted(rotated) == list(range(100, 110))
+    assert rotated == [*range(rotated[0], 110), *range(100, rotated[0])]
 
 
 def test_a_seventh_worker_is_refused_with_the_worker_count_to_use() -> None:
@@ -161,3 +176,23 @@ def test_a_lint_finding_fails_make_test_before_the_main_suite(tmp_path: Path) ->
     assert "F401" in run.stdout
     assert run.stdout.splitlines()[-1] == "make test: make lint failed; the main suite did not run"
     assert "pytest-xdist workers" not in run.stdout
+
+
+def test_a_workers_redis_databases_are_emptied_before_its_servers_start(tmp_path: Path) -> None:
+    """``worker_redis_databases_emptied`` (a session fixture of every pytest-xdist worker) empties the worker's two
+    databases (``empty_redis_databases``): a throwaway ``redis-server`` here, with a key in the two emptied databases
+    and one in another that stays."""
+    port = free_port()
+    server = subprocess.Popen(redis_server_args(port, tmp_path), stdout=subprocess.DEVNULL)
+    try:
+        client = redis.Redis(host="127.0.0.1", port=port)
+        eventually(lambda: client.ping(), what="the throwaway redis-server")  # noqa: PLW0108 - a probe of its own
+        for database in (3, 4, 5):
+            redis.Redis(host="127.0.0.1", port=port, db=database).set("left-by-an-earlier-run", "1")
+        empty_redis_databases(port, (3, 4))
+        kept = [redis.Redis(host="127.0.0.1", port=port, db=database).dbsize() for database in (3, 4, 5)]
+        assert kept == [0, 0, 1]
+        empty_redis_databases(free_port(), (3,))  # no Redis there: nothing, no error
+    finally:
+        server.terminate()
+        server.wait(10)
