@@ -107,7 +107,8 @@ def free_port() -> int:
 
 
 CONTROL_CLIENT = httpx.Client(timeout=5, limits=httpx.Limits(max_keepalive_connections=0))
-"""The client of :class:`LiveStack`'s calls to a devhorde's control routes, which tests make in polling loops:
+"""The client of the calls to a devhorde's control and status routes that tests make in polling loops
+(:class:`LiveStack`'s, ``tests/integration/test_relay_live.py``'s):
 ``httpx.get`` and its kind make a client per call, and with it a TLS context (about 25 ms of CPU each time). Like
 them it opens a connection per request (no keep-alive a server could close under it); httpx documents a client as
 shareable between threads."""

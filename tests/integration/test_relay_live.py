@@ -27,7 +27,7 @@ import pytest
 import redis
 
 from chat.protocol.chat_request import ChatCompletionChunk
-from tests.conftest import REDIS_URL, STREAM_REDIS_DB, LiveStack, Process, start_front
+from tests.conftest import CONTROL_CLIENT, REDIS_URL, STREAM_REDIS_DB, LiveStack, Process, start_front
 
 pytestmark = pytest.mark.integration
 
@@ -213,15 +213,15 @@ def stream_chat(
 
 
 def native_status(horde_url: str, request_id: str) -> dict[str, Any]:
-    """The devhorde's native status of a request."""
-    response = httpx.get(f"{horde_url}/v2/generate/chat/status/{request_id}", headers={"apikey": API_KEY}, timeout=5)
+    """The devhorde's native status of a request (read at every content chunk: :data:`CONTROL_CLIENT`)."""
+    response = CONTROL_CLIENT.get(f"{horde_url}/v2/generate/chat/status/{request_id}", headers={"apikey": API_KEY})
     response.raise_for_status()
     return response.json()
 
 
 def native_requests(control_url: str) -> list[dict[str, Any]]:
     """The devhorde's control listing of every request (payload, attempts, state)."""
-    body = httpx.get(f"{control_url}/requests", timeout=5).json()
+    body = CONTROL_CLIENT.get(f"{control_url}/requests").json()
     return body["requests"] if isinstance(body, dict) else body
 
 
