@@ -39,15 +39,15 @@ install-dev:
 run: install
 	@exec bin/run
 
-# Lint first: a finding fails `make test` (and so CI) before the main suite starts (bin/test-suite runs it after
-# starting the real-Horde lane, whose Horde takes about 20 s to start: they share the two cores).
+# Lint before the main suite: a finding fails `make test` (and so CI) before the main suite starts (bin/test-suite runs
+# it after starting the real-Horde lane, whose Horde takes 10-20 s to start: they share the two cores).
 lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
 test: install-dev browser edge js
-	@bin/test-suite
+	+@bin/test-suite
 
 # Lint and the in-process tests (tests/unit, tests/devhorde: no uvicorn, no real Horde), both at once; each one's
 # output is printed whole when it ends. PYTEST_ARGS go to pytest.

@@ -31,7 +31,7 @@ on a busy one (measured with load averages of 11 and 13)."""
 
 def wait_http(url: str, process: subprocess.Popen[bytes], timeout: float = START_UP_TIMEOUT_SECONDS) -> None:
     """Wait until ``url`` answers any HTTP status, asking every 0.1 s through one client (each ``httpx.get`` would
-    make a client of its own, and its TLS context: about 25 ms of CPU, every time).
+    make a client of its own, and a TLS context with it: bench/README.md, stop 45).
 
     Raises:
         RuntimeError: ``process`` exited first, or ``url`` did not answer within ``timeout`` seconds.

@@ -187,7 +187,7 @@ def main() -> None:
     from oaifront.serve import uvicorn_options  # noqa: PLC0415 - after django.setup(), as chat.settings above
 
     redis_trouble = redis_problem(front.redis_url) if front.redis_url else None
-    print(redis_trouble or "")
+    print(" ".join((redis_trouble or "").split()))  # one line, whatever Redis's error says
     print("\n".join(uvicorn_options(front)))
 
 

@@ -10,8 +10,6 @@ No test reaches any address but loopback.
 from __future__ import annotations
 
 import os
-import random
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,12 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import redis
 
+from chat.horde.worker_limits import UPTIMES_CACHE_KEY, WORKERS_CACHE_KEY
 from devhorde.launch import START_UP_TIMEOUT_SECONDS, wait_http
 from oaifront.serve import UVICORN_OPTIONS
+from tests.loopback import CONTROL_CLIENT, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,55 +62,6 @@ CACHE_REDIS_DB, STREAM_REDIS_DB = redis_databases(XDIST_WORKER)
 writes, the front reads)."""
 REDIS_URL = f"redis://127.0.0.1:6379/{CACHE_REDIS_DB}"
 """The Redis of the fronts and devhordes this process starts, on its own cache database."""
-
-PORT_BLOCK_START = 20000
-"""The first port of the tests' port blocks: below Linux's ephemeral range (``ip_local_port_range``, 32768 and up), so
-no client connection's local port and no ``bind(("127.0.0.1", 0))`` of another process lands in a block."""
-PORTS_PER_BLOCK = 1500
-"""The ports of one block: a process of the suite takes a few hundred at most."""
-
-
-def port_block(worker: str | None) -> range:
-    """The ports of the pytest-xdist worker named ``worker`` (``gw3``), or of a run without workers (``None``: the
-    seventh block, after the six workers'): each process of the suite chooses its servers' ports in its own block, so
-    two workers never choose the same port in the moment between choosing it and their server binding it (the OS's
-    free port of one worker could be the other's, and a test then spoke to the other worker's server)."""
-    index = int(worker.removeprefix("gw")) if worker else len(WORKER_REDIS_DATABASES) // 2
-    start = PORT_BLOCK_START + index * PORTS_PER_BLOCK
-    return range(start, start + PORTS_PER_BLOCK)
-
-
-def ports_from_a_random_start(block: range) -> list[int]:
-    """``block``'s ports from a random one on, wrapping around: one run after another seldom serves on the same
-    ports, whose URLs would meet what the earlier run's servers left in a shared Redis (a front keys its worker list
-    and the uptimes it saw by the Horde's URL)."""
-    start = random.randrange(len(block))
-    return [*block[start:], *block[:start]]
-
-
-_unused_ports = iter(ports_from_a_random_start(port_block(os.environ.get("PYTEST_XDIST_WORKER"))))
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 for a server a test starts: the next of this process's :func:`port_block` that nothing
-    holds now (a port held or left in ``TIME_WAIT`` by an earlier run is skipped). Raises :class:`RuntimeError` when
-    the block is used up."""
-    for port in _unused_ports:
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"every port of this process's block is taken ({PORTS_PER_BLOCK} from {PORT_BLOCK_START})")
-
-
-CONTROL_CLIENT = httpx.Client(timeout=5, limits=httpx.Limits(max_keepalive_connections=0))
-"""The client of the calls to a devhorde's control and status routes that tests make in polling loops
-(:class:`LiveStack`'s, ``tests/integration/test_relay_live.py``'s):
-``httpx.get`` and its kind make a client per call, and with it a TLS context (about 25 ms of CPU each time). Like
-them it opens a connection per request (no keep-alive a server could close under it); httpx documents a client as
-shareable between threads."""
 
 FAST_FRONT_ENV = {
     "HORDE_OAI_SIGNAL_RECHECK_SECONDS": "0.2",
@@ -294,25 +244,28 @@ class LiveStack:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def worker_redis_databases_emptied() -> None:
-    """In a pytest-xdist worker, empty its two Redis databases (:func:`redis_databases`, the suite's alone) before any
-    of its servers starts: what an earlier run's fronts left there (a worker list and the uptimes seen, keyed by a
-    Horde URL this run may serve again; pacing; stored responses) must not reach this run's. A run without workers
-    leaves databases 0 and 11 alone (``make run`` uses 0), and so does a worker when no Redis answers."""
+def earlier_runs_worker_lists_forgotten() -> None:
+    """In a pytest-xdist worker, delete from its cache database (:func:`redis_databases`) the worker lists and uptimes
+    fronts keep by Horde URL (``chat.horde.worker_limits``, kept up to 15 minutes), before any of its servers starts:
+    this run may serve a devhorde on a URL an earlier run's served, and its front would read that devhorde's uptimes as
+    workers that stopped. Nothing else of the database is touched (the Redis may be one a developer's ``make run``
+    also uses), and nothing when no Redis answers."""
     if XDIST_WORKER:
-        empty_redis_databases(6379, (CACHE_REDIS_DB, STREAM_REDIS_DB))
+        forget_worker_lists(6379, CACHE_REDIS_DB)
 
 
-def empty_redis_databases(port: int, databases: tuple[int, ...]) -> None:
-    """``FLUSHDB`` each of ``databases`` of the Redis on 127.0.0.1:``port``; nothing when it does not answer."""
-    for database in databases:
-        client = redis.Redis(host="127.0.0.1", port=port, db=database, socket_connect_timeout=2)
-        try:
-            client.flushdb()
-        except redis.RedisError:
-            return
-        finally:
-            client.close()
+def forget_worker_lists(port: int, database: int) -> None:
+    """Delete the fronts' worker-list and uptime keys (``WORKERS_CACHE_KEY``, ``UPTIMES_CACHE_KEY``, any Horde URL,
+    any cache key prefix) from ``database`` of the Redis on 127.0.0.1:``port``; nothing when it does not answer."""
+    client = redis.Redis(host="127.0.0.1", port=port, db=database, socket_connect_timeout=2)
+    try:
+        for template in (WORKERS_CACHE_KEY, UPTIMES_CACHE_KEY):
+            for key in client.scan_iter(match="*" + template.format(horde_url="*")):
+                client.delete(key)
+    except redis.RedisError:
+        return
+    finally:
+        client.close()
 
 
 @pytest.fixture(scope="session", autouse=True)

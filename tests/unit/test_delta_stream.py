@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import socket
 import subprocess
 import time
 import uuid
@@ -28,6 +27,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from chat.horde import delta_stream
 from chat.horde.delta_stream import DELTA_READ_SPAN, DeltaEntry, DeltaStreamReader, SignalListener, stream_key
 from devhorde.launch import redis_server_args
+from tests.loopback import free_port
 
 SHARED_URL = "redis://127.0.0.1:6379"
 TEST_DB = 12
@@ -79,9 +79,7 @@ class ThrowawayRedis:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
+        self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
 

@@ -17,13 +17,12 @@ from tests.conftest import (
     ROOT,
     SERIAL_REDIS_DATABASES,
     XDIST_WORKER,
-    empty_redis_databases,
+    forget_worker_lists,
     free_port,
-    port_block,
-    ports_from_a_random_start,
     redis_databases,
 )
 from tests.fresh_clone import fresh_clone
+from tests.loopback import port_block, ports_from_a_random_start
 from tests.polling import eventually
 
 IN_PROCESS_REDIS_TEST_DATABASES = {12, 13}
@@ -67,11 +66,11 @@ def test_each_worker_chooses_ports_in_a_block_of_its_own_below_the_ephemeral_ran
     assert max(ports) < ephemeral_low
     assert min(ports) > 6379  # the suite's Redis; the real-Horde lane's servers sit at 15432-17003, below the blocks
     first = free_port()
-    with socket.socket() as held:  # a port something holds is never chosen
-        held.bind(("127.0.0.1", first + 1))
-        second = free_port()
-    assert {first, second} <= set(port_block(XDIST_WORKER))
-    assert second not in (first, first + 1)
+    assert first in port_block(XDIST_WORKER)
+    with socket.socket() as held:  # a port something holds is never handed out
+        held.bind(("127.0.0.1", 0))
+        held_port = held.getsockname()[1]
+        assert free_port(iter([held_port, first])) == first
     rotated = ports_from_a_random_start(range(100, 110))
     assert sorted(rotated) == list(range(100, 110))
     assert rotated == [*range(rotated[0], 110), *range(100, rotated[0])]
@@ -162,6 +161,9 @@ def test_a_lint_finding_fails_make_test_before_the_main_suite(tmp_path: Path) ->
     this checkout's ``.venv``; its lane is off (``REALHORDE=off``)."""
     clone = fresh_clone(tmp_path / "clone")
     (clone / ".venv").symlink_to(ROOT / ".venv")
+    # Older than this .venv's install stamp, so make's install step keeps the venv as it is (bin/ensure-venv).
+    for installed in [*clone.glob("requirements*.txt"), clone / "bin" / "find-python"]:
+        os.utime(installed, (1, 1))
     (clone / "lint_finding.py").write_text("import os\n")  # an unused import: ruff F401
     run = subprocess.run(
         [str(clone / "bin" / "test-suite")],
@@ -176,23 +178,32 @@ def test_a_lint_finding_fails_make_test_before_the_main_suite(tmp_path: Path) ->
     assert "F401" in run.stdout
     assert run.stdout.splitlines()[-1] == "make test: make lint failed; the main suite did not run"
     assert "pytest-xdist workers" not in run.stdout
+    assert "Installing" not in run.stdout
 
 
-def test_a_workers_redis_databases_are_emptied_before_its_servers_start(tmp_path: Path) -> None:
-    """``worker_redis_databases_emptied`` (a session fixture of every pytest-xdist worker) empties the worker's two
-    databases (``empty_redis_databases``): a throwaway ``redis-server`` here, with a key in the two emptied databases
-    and one in another that stays."""
+def redis_answers(client: redis.Redis) -> bool:
+    """Whether ``client``'s Redis answers ``PING`` now."""
+    try:
+        return bool(client.ping())
+    except redis.ConnectionError:
+        return False
+
+
+def test_a_worker_forgets_the_worker_lists_an_earlier_run_left_before_its_servers_start(tmp_path: Path) -> None:
+    """``earlier_runs_worker_lists_forgotten`` (a session fixture of every pytest-xdist worker) deletes the fronts'
+    worker-list and uptime keys of any Horde URL from the worker's cache database (``forget_worker_lists``), as
+    django-redis stores them, and nothing else: a throwaway ``redis-server`` here."""
     port = free_port()
     server = subprocess.Popen(redis_server_args(port, tmp_path), stdout=subprocess.DEVNULL)
     try:
-        client = redis.Redis(host="127.0.0.1", port=port)
-        eventually(lambda: client.ping(), what="the throwaway redis-server")  # noqa: PLW0108 - a probe of its own
-        for database in (3, 4, 5):
-            redis.Redis(host="127.0.0.1", port=port, db=database).set("left-by-an-earlier-run", "1")
-        empty_redis_databases(port, (3, 4))
-        kept = [redis.Redis(host="127.0.0.1", port=port, db=database).dbsize() for database in (3, 4, 5)]
-        assert kept == [0, 0, 1]
-        empty_redis_databases(free_port(), (3,))  # no Redis there: nothing, no error
+        client = redis.Redis(host="127.0.0.1", port=port, db=3)
+        eventually(lambda: redis_answers(client), what="the throwaway redis-server")
+        url = "http://127.0.0.1:27504/api"
+        for key in (f":1:text-workers:{url}", f":1:text-worker-uptimes:{url}", ":1:pacing:127.0.0.1", "other"):
+            client.set(key, "1")
+        forget_worker_lists(port, 3)
+        assert sorted(client.keys()) == [b":1:pacing:127.0.0.1", b"other"]
+        forget_worker_lists(free_port(), 3)  # no Redis there: nothing, no error
     finally:
         server.terminate()
         server.wait(10)
