@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 import redis
@@ -17,6 +21,8 @@ from tests.conftest import (
     ROOT,
     SERIAL_REDIS_DATABASES,
     XDIST_WORKER,
+    LiveStack,
+    Process,
     forget_worker_lists,
     free_port,
     redis_databases,
@@ -207,3 +213,42 @@ def test_a_worker_forgets_the_worker_lists_an_earlier_run_left_before_its_server
     finally:
         server.terminate()
         server.wait(10)
+
+
+class RequestsListing(BaseHTTPRequestHandler):
+    """A devhorde's ``GET /_devhorde/requests`` with nothing in it."""
+
+    def do_GET(self) -> None:
+        body = b'{"requests": []}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silent."""
+
+
+def test_a_stacks_control_calls_in_a_polling_loop_make_no_tls_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``LiveStack``'s control calls, which tests make in polling loops, go through ``tests.loopback.CONTROL_CLIENT``:
+    none makes a client and a TLS context of its own, as ``httpx.get`` does at every call."""
+    made: list[object] = []
+    make_context = ssl.create_default_context
+
+    def counted(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        made.append(args)
+        return make_context(*args, **kwargs)
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), RequestsListing)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        stack = LiveStack(cast("Process", None), f"{url}/api", cast("Process", None), url)
+        assert [stack.native_requests() for _ in range(5)] == [[]] * 5
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert made == []
