@@ -7,9 +7,12 @@ from __future__ import annotations
 import os
 import random
 import socket
+import ssl
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
+import pytest
 
 PORT_BLOCK_START = 20000
 """The first port of the tests' port blocks: below Linux's ephemeral range (``ip_local_port_range``, 32768 and up), so
@@ -63,3 +66,17 @@ CONTROL_CLIENT = httpx.Client(timeout=5, limits=httpx.Limits(max_keepalive_conne
 ``httpx.get`` and its kind make a client, and with it a TLS context, per call (bench/README.md, stop 45). Like
 them it opens a connection per request (no keep-alive a server could close under it); httpx documents a client as
 shareable between threads."""
+
+
+def tls_contexts_counted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
+    """Count the TLS contexts made from now on (``ssl.create_default_context``, which each new httpx client calls): the
+    returned list gets the arguments of each, until ``monkeypatch`` undoes it."""
+    made: list[tuple[Any, ...]] = []
+    make_context = ssl.create_default_context
+
+    def counted(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        made.append(args)
+        return make_context(*args, **kwargs)
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    return made

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import ssl
 import subprocess
 import sys
-from typing import Any
 
 import httpx
 import pytest
@@ -20,6 +18,7 @@ from devhorde.chat_queue import RequestState
 from devhorde.launch import wait_http
 from devhorde.scenario import SCENARIOS_DIR, load_scenario
 from tests.conftest import free_port
+from tests.loopback import tls_contexts_counted
 
 
 @pytest.mark.parametrize("path", sorted(SCENARIOS_DIR.glob("*.json")), ids=lambda path: path.stem)
@@ -92,14 +91,7 @@ async def test_default_scenario_serves_a_readable_reply_at_reading_pace() -> Non
 def test_wait_http_asks_a_starting_server_through_one_client(monkeypatch: pytest.MonkeyPatch) -> None:
     """``devhorde.launch.wait_http`` (every test's start-up wait) asks every 0.1 s until the server answers, through
     one client and so one TLS context: ``httpx.get`` would make one per probe, about 25 ms of CPU each."""
-    made: list[object] = []
-    make_context = ssl.create_default_context
-
-    def counted(*args: Any, **kwargs: Any) -> ssl.SSLContext:
-        made.append(args)
-        return make_context(*args, **kwargs)
-
-    monkeypatch.setattr(ssl, "create_default_context", counted)
+    made = tls_contexts_counted(monkeypatch)
     port = free_port()
     server = "import http.server, time; time.sleep(1); "
     server += f"http.server.HTTPServer(('127.0.0.1', {port}), http.server.BaseHTTPRequestHandler).serve_forever()"

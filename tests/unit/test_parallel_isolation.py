@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import socket
-import ssl
 import subprocess
 import sys
 import threading
@@ -28,7 +27,7 @@ from tests.conftest import (
     redis_databases,
 )
 from tests.fresh_clone import fresh_clone
-from tests.loopback import port_block, ports_from_a_random_start
+from tests.loopback import port_block, ports_from_a_random_start, tls_contexts_counted
 from tests.polling import eventually
 
 IN_PROCESS_REDIS_TEST_DATABASES = {12, 13}
@@ -233,14 +232,7 @@ class RequestsListing(BaseHTTPRequestHandler):
 def test_a_stacks_control_calls_in_a_polling_loop_make_no_tls_context(monkeypatch: pytest.MonkeyPatch) -> None:
     """``LiveStack``'s control calls, which tests make in polling loops, go through ``tests.loopback.CONTROL_CLIENT``:
     none makes a client and a TLS context of its own, as ``httpx.get`` does at every call."""
-    made: list[object] = []
-    make_context = ssl.create_default_context
-
-    def counted(*args: Any, **kwargs: Any) -> ssl.SSLContext:
-        made.append(args)
-        return make_context(*args, **kwargs)
-
-    monkeypatch.setattr(ssl, "create_default_context", counted)
+    made = tls_contexts_counted(monkeypatch)
     server = ThreadingHTTPServer(("127.0.0.1", free_port()), RequestsListing)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
