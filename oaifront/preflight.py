@@ -18,10 +18,14 @@ will listen on, as uvicorn binds it (:func:`listen_problem`): when it cannot, on
 ``python -m oaifront.preflight answers URL [SECONDS]`` waits until a server ``make run`` started answers (status 0), or
 ends with status 1 after ``SECONDS`` (:data:`ANSWER_TIMEOUT_SECONDS`) or at once for a URL httpx cannot send to; it
 prints nothing (bin/run says which server did not answer).
+
+Arguments a subcommand cannot use (a ``PORT`` or ``SECONDS`` that is not a number) end in argparse's usage and error
+lines (status 2).
 """
 
 from __future__ import annotations
 
+import argparse
 import errno
 import os
 import socket
@@ -127,9 +131,16 @@ def listen_problem(
 
 
 def listen_main(arguments: Sequence[str]) -> None:
-    """``listen HOST PORT PORT_VARIABLE [OWNER]``: exit with :func:`listen_problem`'s line (status 1), or status 0."""
-    host, port, port_variable, *owner = arguments
-    problem = listen_problem(host, int(port), port_variable, " ".join(owner))
+    """``listen HOST PORT PORT_VARIABLE [OWNER]``: exit with :func:`listen_problem`'s line (status 1), or status 0;
+    arguments it cannot use end in argparse's usage line (status 2).
+    """
+    parser = argparse.ArgumentParser(prog="python -m oaifront.preflight listen")
+    parser.add_argument("host")
+    parser.add_argument("port", type=int)
+    parser.add_argument("port_variable")
+    parser.add_argument("owner", nargs="*")
+    parsed = parser.parse_args(arguments)
+    problem = listen_problem(parsed.host, parsed.port, parsed.port_variable, " ".join(parsed.owner))
     if problem is not None:
         sys.exit(problem)
 
@@ -155,9 +166,14 @@ def answers(url: str, timeout: float = ANSWER_TIMEOUT_SECONDS) -> bool:
 
 
 def answers_main(arguments: Sequence[str]) -> None:
-    """``answers URL [SECONDS]``: status 0 once ``URL`` answers (:func:`answers`), 1 when it did not in time."""
-    url, *seconds = arguments
-    sys.exit(0 if answers(url, float(seconds[0]) if seconds else ANSWER_TIMEOUT_SECONDS) else 1)
+    """``answers URL [SECONDS]``: status 0 once ``URL`` answers (:func:`answers`), 1 when it did not in time;
+    arguments it cannot use end in argparse's usage line (status 2).
+    """
+    parser = argparse.ArgumentParser(prog="python -m oaifront.preflight answers")
+    parser.add_argument("url")
+    parser.add_argument("seconds", nargs="?", type=float, default=ANSWER_TIMEOUT_SECONDS)
+    parsed = parser.parse_args(arguments)
+    sys.exit(0 if answers(parsed.url, parsed.seconds) else 1)
 
 
 def main() -> None:

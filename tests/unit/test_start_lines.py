@@ -139,6 +139,28 @@ def test_python_m_oaifront_preflight_answers_says_it_by_its_status_alone() -> No
     assert (waited.returncode, waited.stdout, waited.stderr) == (0, "", "")
 
 
+@pytest.mark.parametrize(
+    ("arguments", "last_line"),
+    [
+        (
+            ("answers", "http://127.0.0.1:8000/healthz", "abc"),
+            "python -m oaifront.preflight answers: error: argument seconds: invalid float value: 'abc'",
+        ),
+        (
+            ("listen", "127.0.0.1", "abc", "PORT"),
+            "python -m oaifront.preflight listen: error: argument port: invalid int value: 'abc'",
+        ),
+    ],
+)
+def test_preflight_arguments_it_cannot_use_end_in_a_usage_line(arguments: tuple[str, ...], last_line: str) -> None:
+    """A subcommand's argument that is not a number: argparse's usage and error lines, status 2, no traceback (a
+    ValueError before)."""
+    said = preflight(*arguments)
+    assert (said.returncode, said.stdout, said.stderr.splitlines()[-1]) == (2, "", last_line)
+    assert said.stderr.startswith(f"usage: python -m oaifront.preflight {arguments[0]} [-h]")
+    assert "Traceback" not in said.stderr
+
+
 @pytest.mark.asyncio
 async def test_redis_that_does_not_answer_is_said_unreachable_without_its_password() -> None:
     port = free_port()
