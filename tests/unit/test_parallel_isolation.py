@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -184,6 +185,52 @@ def test_a_lint_finding_fails_make_test_before_the_main_suite(tmp_path: Path) ->
     assert run.stdout.splitlines()[-1] == "make test: make lint failed; the main suite did not run"
     assert "pytest-xdist workers" not in run.stdout
     assert "Installing" not in run.stdout
+
+
+FAKE_HARNESS_UP = """#!/usr/bin/env bash
+touch "$(dirname "$0")/up-started"
+for _ in $(seq 1200); do [ -e "$(dirname "$0")/go-on" ] && break; sleep 0.05; done
+touch "$(dirname "$0")/up-done"
+"""
+"""A harness ``up`` that says it started, then waits (60 s at most) for the test's word before it finishes."""
+
+
+def test_a_stop_during_the_lanes_up_lets_up_finish_then_runs_down(tmp_path: Path) -> None:
+    """``bin/realhorde-lane`` runs the harness's ``up`` in a session of its own: a TERM to the lane's process group
+    (what ``bin/test-suite`` sends on a lint finding or a Ctrl-C) while ``up`` runs never cuts ``up`` off; once ``up``
+    is done, the lane runs ``down`` (the Horde it started), says so, and exits 143 without running a test. A fake
+    harness (``REALHORDE_DIR``) and a heartbeat port where nothing listens (``RH_PORT``)."""
+    harness = tmp_path / "harness"
+    harness.mkdir()
+    (harness / "up").write_text(FAKE_HARNESS_UP)
+    (harness / "down").write_text('#!/usr/bin/env bash\ntouch "$(dirname "$0")/down-ran"\n')
+    for script in ("up", "down"):
+        (harness / script).chmod(0o755)
+    lane = subprocess.Popen(
+        [str(ROOT / "bin" / "realhorde-lane")],
+        env={**os.environ, "REALHORDE_DIR": str(harness), "RH_PORT": str(free_port())},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group, as bin/test-suite starts it (set -m)
+    )
+    try:
+        eventually((harness / "up-started").exists, what="the fake harness's up")
+        os.killpg(lane.pid, signal.SIGTERM)
+        (harness / "go-on").touch()
+        output, _ = lane.communicate(timeout=120)
+    finally:
+        if lane.poll() is None:
+            os.killpg(lane.pid, signal.SIGKILL)
+            lane.wait()
+    assert lane.returncode == 143
+    assert output.splitlines()[-2:] == [
+        "realhorde lane: stopped",
+        f"realhorde lane: stopping the Horde it started ({harness}/down)",
+    ]
+    assert (harness / "up-done").exists()
+    assert (harness / "down-ran").exists()
+    assert "pytest exit" not in output
 
 
 def redis_answers(client: redis.Redis) -> bool:
