@@ -349,8 +349,11 @@ async def single_flight[T](key: str, read: Callable[[], Awaitable[T]]) -> T:
 
 async def shared_read[T](key: str, seconds: float, read: Callable[[], Awaitable[T]]) -> T:
     """``read()``'s result, kept ``seconds`` in Django's ``default`` cache under ``key`` and reused by every process
-    sharing that cache. A cache that cannot be reached is skipped (django-redis ``IGNORE_EXCEPTIONS``); 0 or fewer
-    seconds reads every time. Raises what ``read`` raises (a failure is not kept).
+    sharing that cache; ``read`` must not return None (the cache's "missing"). Callers that find the cache empty
+    together share one read (:func:`single_flight`), which looks in the cache once more before it calls ``read``: a
+    caller whose miss came just before another's read stored its result, and who joins after that read has ended,
+    takes the stored result instead of reading again. A cache that cannot be reached is skipped (django-redis
+    ``IGNORE_EXCEPTIONS``); 0 or fewer seconds reads every time. Raises what ``read`` raises (a failure is not kept).
     """
     if seconds <= 0:
         return await read()
@@ -359,6 +362,9 @@ async def shared_read[T](key: str, seconds: float, read: Callable[[], Awaitable[
         return cast("T", cached)  # stored by this function under this key
 
     async def read_and_keep() -> T:
+        stored = await cache.aget(key)
+        if stored is not None:
+            return cast("T", stored)
         fresh = await read()
         await cache.aset(key, fresh, timeout=seconds)
         return fresh

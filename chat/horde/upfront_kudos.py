@@ -15,7 +15,7 @@ at the smallest multiplier the Horde applies to a model it does not know, 1), lo
 before submit. The performance read is shared for :data:`PERFORMANCE_CACHE_SECONDS`
 and each key's kudos for :data:`USER_KUDOS_CACHE_SECONDS` in Django's ``default`` cache, under a hash of the key
 (never the key itself); the requests of a process that find either missing together share one read
-(chat.horde.budget.single_flight). When either read fails, nothing is lowered.
+(chat.horde.budget.shared_read). When either read fails, nothing is lowered.
 
 That foresight can be wrong: the Horde counts its queue from totals it refreshes every 60 s
 (``horde/database/threads.py`` ``store_totals``), so a read cached here may be older than the totals it will apply,
@@ -40,7 +40,7 @@ from typing import Any, Final, Protocol
 from django.core.cache import cache
 from horde_sdk.ai_horde_api.consts import RC
 
-from chat.horde.budget import single_flight
+from chat.horde.budget import shared_read
 from chat.horde.native import ANONYMOUS_API_KEY, HordeRefusal, HordeUnreachable
 
 FREE_CEILING_BASE: Final[int] = 512
@@ -158,46 +158,39 @@ def key_hash(apikey: str | None) -> str:
 
 
 async def cached_ceiling(source: KudosSource, *, slow_workers: bool = True) -> int | None:
-    """:func:`free_ceiling` of a performance read shared for :data:`PERFORMANCE_CACHE_SECONDS`; None when it cannot
-    be read (the failure is remembered as long).
+    """:func:`free_ceiling` of a performance read shared for :data:`PERFORMANCE_CACHE_SECONDS`
+    (chat.horde.budget.shared_read); None when it cannot be read (the failure is remembered as long).
     """
+
+    async def read() -> object:
+        try:
+            fresh: object = await source.performance()
+        except (HordeRefusal, HordeUnreachable):
+            fresh = _UNKNOWN
+        return fresh
+
     key = PERFORMANCE_CACHE_KEY.format(horde_url=source.base_url)
-    performance = await cache.aget(key)
-    if performance is None:
-
-        async def read() -> object:
-            try:
-                fresh: object = await source.performance()
-            except (HordeRefusal, HordeUnreachable):
-                fresh = _UNKNOWN
-            await cache.aset(key, fresh, timeout=PERFORMANCE_CACHE_SECONDS)
-            return fresh
-
-        performance = await single_flight(key, read)
+    performance = await shared_read(key, PERFORMANCE_CACHE_SECONDS, read)
     if not isinstance(performance, dict):
         return None
     return free_ceiling(performance, slow_workers=slow_workers)
 
 
 async def cached_user_kudos(source: KudosSource, apikey: str | None) -> float | None:
-    """The ``kudos`` of the key's user, shared for :data:`USER_KUDOS_CACHE_SECONDS`; None when they cannot be read
-    (an unknown key, an unreachable Horde; remembered as long).
+    """The ``kudos`` of the key's user, shared for :data:`USER_KUDOS_CACHE_SECONDS` (chat.horde.budget.shared_read);
+    None when they cannot be read (an unknown key, an unreachable Horde; remembered as long).
     """
+
+    async def read() -> float | str:
+        try:
+            user = await source.find_user(apikey)
+        except (HordeRefusal, HordeUnreachable):
+            user = {}
+        value = user.get("kudos")
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else _UNKNOWN
+
     key = USER_KUDOS_CACHE_KEY.format(horde_url=source.base_url, key_hash=key_hash(apikey))
-    kudos = await cache.aget(key)
-    if kudos is None:
-
-        async def read() -> float | str:
-            try:
-                user = await source.find_user(apikey)
-            except (HordeRefusal, HordeUnreachable):
-                user = {}
-            value = user.get("kudos")
-            fresh = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else _UNKNOWN
-            await cache.aset(key, fresh, timeout=USER_KUDOS_CACHE_SECONDS)
-            return fresh
-
-        kudos = await single_flight(key, read)
+    kudos = await shared_read(key, USER_KUDOS_CACHE_SECONDS, read)
     return kudos if isinstance(kudos, float) else None
 
 

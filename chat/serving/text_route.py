@@ -54,14 +54,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
 from annotated_types import Ge, Le
-from django.core.cache import cache
 from horde_sdk.ai_horde_api.apimodels.generate.text.async_ import ModelPayloadRootKobold, TextGenerateAsyncRequest
 from horde_sdk.generation_parameters.text.chat_policy import ChatConformance
 
 from chat import errors
 from chat.errors import OpenAIError
 from chat.horde import real_horde_answers
-from chat.horde.budget import single_flight
+from chat.horde.budget import shared_read
 from chat.horde.native import HordeRefusal, HordeUnreachable
 from chat.horde.text import PreparedTextRequest, TextBounds
 from chat.horde.tokens import completion_limit, estimate_tokens
@@ -138,24 +137,18 @@ async def cached_text_models(runtime: Any) -> list[dict[str, Any]]:
     local memory (one per process) without Redis (oaifront.settings ``CACHES``). 0 reads the Horde every time. A
     cache that cannot be reached is skipped (django-redis ``IGNORE_EXCEPTIONS``): the list then comes from the Horde.
     ``GET /v1/models`` and the text API detection share it. Requests that find the cache empty at the same time
-    share one read of the Horde (chat.horde.budget.single_flight): 256 requests admitted together read it once, not 256
+    share one read of the Horde (chat.horde.budget.shared_read): 256 requests admitted together read it once, not 256
     times, against the public Horde's 90 reads a minute per address. Raises what ``text_models`` raises.
     """
-    seconds = runtime.settings.models_cache_seconds
-    if seconds <= 0:
-        fresh: list[dict[str, Any]] = await runtime.horde.text_models()
-        return fresh
-    key = MODELS_CACHE_KEY.format(horde_url=runtime.horde.base_url)
-    cached = await cache.aget(key)
-    if isinstance(cached, list):
-        return cached
 
     async def read() -> list[dict[str, Any]]:
         entries: list[dict[str, Any]] = await runtime.horde.text_models()
-        await cache.aset(key, entries, timeout=seconds)
         return entries
 
-    return await single_flight(key, read)
+    seconds = runtime.settings.models_cache_seconds
+    if seconds <= 0:
+        return await read()
+    return await shared_read(MODELS_CACHE_KEY.format(horde_url=runtime.horde.base_url), seconds, read)
 
 
 def _count(value: object) -> int:

@@ -12,11 +12,17 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
-from django.core.cache import cache
+from django.core.cache import cache, caches
 
 from chat.horde.budget import HordeBudget, shared_read, single_flight
 from chat.horde.native import HordeClient, HordeUnreachable
-from chat.horde.upfront_kudos import PERFORMANCE_CACHE_KEY, USER_KUDOS_CACHE_KEY, key_hash, upfront_ceiling
+from chat.horde.upfront_kudos import (
+    PERFORMANCE_CACHE_KEY,
+    USER_KUDOS_CACHE_KEY,
+    cached_ceiling,
+    key_hash,
+    upfront_ceiling,
+)
 from chat.horde.worker_limits import UPTIMES_CACHE_KEY, WORKERS_CACHE_KEY, WorkerDirectory
 from chat.serving.text_route import MODELS_CACHE_KEY, cached_text_models
 from chat.settings import FrontSettings
@@ -114,3 +120,35 @@ async def test_a_failed_single_flight_read_reaches_every_waiting_caller_and_is_n
 
     assert await single_flight("test-single-flight", working) == "ok"  # the next read is a new one
     assert calls == [1, 2]
+
+
+@pytest.mark.asyncio
+async def test_a_request_whose_miss_came_before_the_read_stored_takes_the_stored_totals(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The shared read looks in the cache once more before it calls the Horde (chat.horde.budget.shared_read): a
+    request that found the performance totals missing while another request's read was storing them, and that joins
+    after that read ended, reads no second time (the live test saw 2 reads for 60 requests on a busy machine). The
+    cache's first look of the second request answers "missing" (Django's ``aget``, patched on the backend's class)."""
+    horde = CountingHorde()
+    client = HordeClient(BASE, "test:1:test", 30, transport=httpx.MockTransport(horde), budget=HordeBudget())
+    key = PERFORMANCE_CACHE_KEY.format(horde_url=BASE)
+    await forget(key)
+    backend = type(caches["default"])
+    real_aget = backend.aget
+    looks: list[object] = []
+
+    async def first_look_misses(self: object, key: str, default: object = None, version: int | None = None) -> object:
+        found = await real_aget(self, key, default, version=version)
+        looks.append(found)
+        return default if len(looks) == 1 else found
+
+    try:
+        assert await cached_ceiling(client) == 256  # the first request: one read, stored
+        monkeypatch.setattr(backend, "aget", first_look_misses)
+        assert await cached_ceiling(client) == 256
+        assert horde.calls == {"/v2/status/performance": 1}
+        assert len(looks) == 2  # the miss, then the look inside the shared read
+    finally:
+        await forget(key)
+        await client.aclose()
