@@ -28,9 +28,10 @@ one :class:`HordeBudget` (chat.serving.runtime), shared by the native and the te
   front's pacing or by the Horde's limiter, counts in ``horde.oai.address_budget.refusals``.
 - **Shared reads.** :func:`shared_read` keeps a read's result in Django's ``default`` cache (django-redis with
   ``HORDE_OAI_REDIS_URL``, shared by every worker process; local memory without), so reads every process would make
-  (the readiness heartbeat) are made once per interval for all of them; the requests of one process that find the
-  cache empty together share one read (:func:`single_flight`, also used by the model list, the performance totals,
-  a key's kudos and the worker list), so a burst of requests makes one call, not one each.
+  (the readiness heartbeat, the model list, the performance totals, a key's kudos, the image model cards) are made
+  once per interval for all of them; the requests of one process that find the cache empty together share one read
+  (:func:`single_flight`), so a burst of requests makes one call, not one each. The worker list keeps its own lock
+  (chat.horde.worker_limits.WorkerDirectory).
 
 With ``HORDE_OAI_REDIS_URL`` the pacing and the read cap are shared by every process of the front
 (chat.horde.pacing.RedisPacer); without it, or while Redis does not answer, each process paces on its own, so several

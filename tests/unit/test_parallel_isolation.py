@@ -220,6 +220,7 @@ def test_a_stop_during_the_lanes_up_lets_up_finish_then_runs_down(tmp_path: Path
         (harness / "go-on").touch()
         output, _ = lane.communicate(timeout=120)
     finally:
+        (harness / "go-on").touch()  # the fake up, in a session of its own, ends too whatever failed
         if lane.poll() is None:
             os.killpg(lane.pid, signal.SIGKILL)
             lane.wait()
